@@ -1,0 +1,1 @@
+//! `svc-cli`: the tenant's command line and typed API client for the v1 API.
