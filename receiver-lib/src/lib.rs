@@ -1,2 +1,25 @@
 //! Receive `call.scored` webhooks from the Roleplay and Call-Scoring Service: signature
 //! verification, deduplication on `X-Service-Webhook-Id`, typed events and axum integration.
+//!
+//! # Layout
+//!
+//! - [`signature`]: [`sign`] and the strict `X-Service-Signature` parser (its policy is documented there).
+//! - `secret`: [`SigningSecret`] and the [`Keyring`] of accepted secrets (with expiry, for rotation).
+//! - `verify`: the framework-agnostic [`Verifier`]: raw bytes + header + now → [`VerifiedDelivery`].
+//! - `error`: [`VerifyError`] and its mapping to HTTP statuses.
+//! - `event`: the typed [`CallScored`] body, with open [`CallSource`] and [`FailureReason`] sets.
+
+pub mod signature;
+
+mod error;
+mod event;
+mod secret;
+mod verify;
+
+pub use error::{MalformedHeader, MismatchHint, VerifyError};
+pub use event::{CALL_SCORED, CallScored, CallSource, FailureReason};
+pub use secret::{Keyring, SECRET_PREFIX, SecretError, SigningSecret};
+pub use signature::sign;
+pub use verify::{
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_TOLERANCE, Tolerance, VerifiedDelivery, Verifier,
+};

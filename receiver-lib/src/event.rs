@@ -1,0 +1,175 @@
+//! The typed `call.scored` event (contract section 6). The service builds webhook bodies with
+//! these types and the verifier decodes into them, so the two cannot drift.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The `event` value of every v1 webhook.
+pub const CALL_SCORED: &str = "call.scored";
+
+/// The body of a `call.scored` webhook.
+///
+/// Unknown fields are ignored when decoding (the contract may add fields). Decode it only from
+/// a verified delivery: see [`crate::VerifiedDelivery::decode`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallScored {
+    /// Always `call.scored` in v1.
+    pub event: String,
+    /// True if the call was scored.
+    pub success: bool,
+    /// Public call id (`svc_call_…`).
+    pub call_id: String,
+    /// Where the call came from; an open set.
+    pub source: CallSource,
+    /// The service's agent id; always present.
+    pub agent_id: String,
+    /// The service's agency id; always present.
+    pub agency_id: String,
+    /// The tenant's own agent id, if one was registered.
+    pub platform_agent_id: Option<String>,
+    /// The tenant's own agency id, if one was registered.
+    pub platform_agency_id: Option<String>,
+    /// When the call reached its outcome, ISO 8601 UTC.
+    pub occurred_at: String,
+    /// Delivery support id.
+    pub request_id: String,
+    /// Why the call was not scored; only when `success` is false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<FailureReason>,
+    /// Human-readable explanation of `reason`; only when `success` is false. Log it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason_message: Option<String>,
+}
+
+/// Where a call came from. Open set: an unknown value is kept as [`CallSource::Other`].
+///
+/// The contract advises treating an unknown source like `roleplay` when branching.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum CallSource {
+    /// A practice call with a persona (`roleplay`).
+    Roleplay,
+    /// A real customer call (`real_call`).
+    RealCall,
+    /// A value this version does not know, kept as sent.
+    Other(String),
+}
+
+impl CallSource {
+    /// The wire string.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Roleplay => "roleplay",
+            Self::RealCall => "real_call",
+            Self::Other(other) => other,
+        }
+    }
+}
+
+impl From<&str> for CallSource {
+    fn from(value: &str) -> Self {
+        match value {
+            "roleplay" => Self::Roleplay,
+            "real_call" => Self::RealCall,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+/// Why a call was not scored. Open set (append-only in the contract): an unknown code is kept as
+/// [`FailureReason::Other`], never rejected. Log unknown codes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FailureReason {
+    /// `SCORING_INCOMPLETE`: processing did not finish.
+    ScoringIncomplete,
+    /// A code this version does not know, kept as sent.
+    Other(String),
+}
+
+impl FailureReason {
+    /// The wire string.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::ScoringIncomplete => "SCORING_INCOMPLETE",
+            Self::Other(other) => other,
+        }
+    }
+}
+
+impl From<&str> for FailureReason {
+    fn from(value: &str) -> Self {
+        match value {
+            "SCORING_INCOMPLETE" => Self::ScoringIncomplete,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+macro_rules! string_serde {
+    ($ty:ty) => {
+        impl Serialize for $ty {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+                Ok(Self::from(text.as_ref()))
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+string_serde!(CallSource);
+string_serde!(FailureReason);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_enums_keep_unknown_values_and_round_trip() {
+        let body = r#"{"event":"call.scored","success":false,"callId":"svc_call_1",
+            "source":"video_call","agentId":"a","agencyId":"g","platformAgentId":null,
+            "platformAgencyId":null,"occurredAt":"2026-01-01T00:00:00Z","requestId":"r",
+            "reason":"NEW_CODE","reasonMessage":"m","extra":1}"#;
+        let event: CallScored = serde_json::from_str(body).expect("decodes");
+        assert_eq!(event.source, CallSource::Other("video_call".into()));
+        assert_eq!(event.reason, Some(FailureReason::Other("NEW_CODE".into())));
+        let back = serde_json::to_value(&event).expect("encodes");
+        assert_eq!(back["source"], "video_call");
+        assert_eq!(back["reason"], "NEW_CODE");
+        assert!(back.get("extra").is_none());
+    }
+
+    #[test]
+    fn success_event_omits_reason_fields() {
+        let event = CallScored {
+            event: CALL_SCORED.into(),
+            success: true,
+            call_id: "svc_call_1".into(),
+            source: CallSource::RealCall,
+            agent_id: "a".into(),
+            agency_id: "g".into(),
+            platform_agent_id: Some("p".into()),
+            platform_agency_id: None,
+            occurred_at: "2026-01-01T00:00:00Z".into(),
+            request_id: "r".into(),
+            reason: None,
+            reason_message: None,
+        };
+        let json = serde_json::to_value(&event).expect("encodes");
+        assert_eq!(json["source"], "real_call");
+        assert_eq!(json["platformAgencyId"], serde_json::Value::Null);
+        assert!(json.get("reason").is_none() && json.get("reasonMessage").is_none());
+        let decoded: CallScored = serde_json::from_value(json).expect("decodes");
+        assert_eq!(decoded, event);
+    }
+}

@@ -1,0 +1,163 @@
+//! Signing secrets and the keyring of secrets a receiver accepts (current and, for a while after
+//! a rotation, previous ones). Secrets never appear in `Debug`, `Display` or errors.
+
+use thiserror::Error;
+
+use crate::signature::{HmacSha256, keyed};
+
+/// The prefix of every signing secret the service issues.
+pub const SECRET_PREFIX: &str = "whsec_";
+
+/// Why a string is not a usable signing secret. The secret itself is never included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum SecretError {
+    /// The value does not start with `whsec_`.
+    #[error("a signing secret starts with 'whsec_'")]
+    MissingPrefix,
+    /// Nothing after `whsec_`.
+    #[error("the signing secret is empty after 'whsec_'")]
+    Empty,
+    /// Whitespace somewhere (often a trailing newline from a file or an env var).
+    #[error("the signing secret contains whitespace; copy it whole, without spaces or newlines")]
+    Whitespace,
+}
+
+/// A `whsec_…` signing secret, kept with its keyed HMAC state so verifying does not re-key.
+///
+/// The HMAC key is the whole string exactly as issued, prefix included.
+#[derive(Clone)]
+pub struct SigningSecret {
+    keyed: HmacSha256,
+}
+
+impl SigningSecret {
+    /// Checks the form (`whsec_` then at least one character, no whitespace) and keeps it.
+    ///
+    /// # Errors
+    /// [`SecretError`] naming the problem, never the secret.
+    pub fn new(secret: &str) -> Result<Self, SecretError> {
+        let rest = secret
+            .strip_prefix(SECRET_PREFIX)
+            .ok_or(SecretError::MissingPrefix)?;
+        if secret.chars().any(char::is_whitespace) {
+            return Err(SecretError::Whitespace);
+        }
+        if rest.is_empty() {
+            return Err(SecretError::Empty);
+        }
+        Ok(Self {
+            keyed: keyed(secret.as_bytes()),
+        })
+    }
+
+    pub(crate) fn keyed(&self) -> &HmacSha256 {
+        &self.keyed
+    }
+}
+
+impl std::fmt::Debug for SigningSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SigningSecret([redacted])")
+    }
+}
+
+/// One secret in a [`Keyring`], with a label reported when it matches and an optional expiry.
+#[derive(Clone)]
+struct KeyEntry {
+    label: String,
+    secret: SigningSecret,
+    /// Unix seconds after which the key no longer verifies anything.
+    expires_at: Option<i64>,
+}
+
+/// The secrets a receiver accepts.
+///
+/// The service rotates immediately (every later delivery, including a pending retry, uses the
+/// new secret), but deliveries signed with the old one can still be in flight. Keep the previous
+/// secret with an expiry some time after the rotation; verification reports which key matched.
+///
+/// ```
+/// use svc_receiver::{Keyring, SigningSecret};
+/// # fn main() -> Result<(), svc_receiver::SecretError> {
+/// let keyring = Keyring::new()
+///     .with_key("current", SigningSecret::new("whsec_new")?)
+///     .with_expiring_key("previous", SigningSecret::new("whsec_old")?, 1_767_229_200);
+/// assert_eq!(keyring.len(), 2);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Default)]
+pub struct Keyring {
+    keys: Vec<KeyEntry>,
+}
+
+impl Keyring {
+    /// An empty keyring (verifies nothing until a key is added).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A keyring with one key labelled `current` that never expires.
+    pub fn single(secret: SigningSecret) -> Self {
+        Self::new().with_key("current", secret)
+    }
+
+    /// Adds a key that never expires.
+    pub fn with_key(mut self, label: impl Into<String>, secret: SigningSecret) -> Self {
+        self.keys.push(KeyEntry {
+            label: label.into(),
+            secret,
+            expires_at: None,
+        });
+        self
+    }
+
+    /// Adds a key that verifies nothing after `expires_at` (unix seconds, inclusive).
+    pub fn with_expiring_key(
+        mut self,
+        label: impl Into<String>,
+        secret: SigningSecret,
+        expires_at: i64,
+    ) -> Self {
+        self.keys.push(KeyEntry {
+            label: label.into(),
+            secret,
+            expires_at: Some(expires_at),
+        });
+        self
+    }
+
+    /// How many keys the ring holds, expired or not.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// True when the ring holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The keys with whether each is active at `now`.
+    pub(crate) fn keys_at(
+        &self,
+        now: i64,
+    ) -> impl Iterator<Item = (&str, &SigningSecret, bool)> + '_ {
+        self.keys.iter().map(move |key| {
+            let active = key.expires_at.is_none_or(|at| now <= at);
+            (key.label.as_str(), &key.secret, active)
+        })
+    }
+}
+
+impl std::fmt::Debug for Keyring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut list = f.debug_list();
+        for key in &self.keys {
+            list.entry(&format_args!(
+                "{} (expires_at: {:?}, secret: [redacted])",
+                key.label, key.expires_at
+            ));
+        }
+        list.finish()
+    }
+}

@@ -1,0 +1,208 @@
+//! The framework-agnostic verifier: raw body bytes + header value + "now" in, a
+//! [`VerifiedDelivery`] out. Nothing is parsed as JSON before the signature holds.
+
+use std::time::Duration;
+
+use subtle::ConstantTimeEq;
+
+use crate::error::{MismatchHint, VerifyError};
+use crate::event::CallScored;
+use crate::secret::Keyring;
+use crate::signature::{SignatureHeader, mac_of};
+
+/// The default timestamp tolerance: 5 minutes either way (contract section 6).
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
+/// The default body size limit. A `call.scored` body is under 1 KiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// How far the signed timestamp may be from "now", symmetrically.
+///
+/// Disabling the check is an explicit [`Tolerance::Disabled`], never a zero: a zero-second
+/// window is a (useless) window, not "off". Disable only to debug an old captured delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tolerance {
+    /// Reject a timestamp further than this from now, in either direction.
+    Window(Duration),
+    /// Accept any timestamp. Replay protection then rests on deduplication alone.
+    Disabled,
+}
+
+impl Default for Tolerance {
+    fn default() -> Self {
+        Self::Window(DEFAULT_TOLERANCE)
+    }
+}
+
+/// Verifies deliveries against a [`Keyring`].
+///
+/// ```
+/// use svc_receiver::{Keyring, SigningSecret, Verifier, sign};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let verifier = Verifier::new(Keyring::single(SigningSecret::new("whsec_fixture")?));
+/// let body = br#"{"event":"call.scored"}"#;
+/// let header = sign("whsec_fixture", 1_767_225_600, body);
+/// let delivery = verifier.verify(header.as_bytes(), body, 1_767_225_630)?;
+/// assert_eq!(delivery.key(), "current");
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Verifier {
+    keyring: Keyring,
+    tolerance: Tolerance,
+    max_body_bytes: usize,
+}
+
+impl Verifier {
+    /// A verifier with the default tolerance (5 minutes) and body limit (64 KiB).
+    pub fn new(keyring: Keyring) -> Self {
+        Self {
+            keyring,
+            tolerance: Tolerance::default(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+
+    /// Sets the timestamp tolerance.
+    pub fn with_tolerance(mut self, tolerance: Tolerance) -> Self {
+        self.tolerance = tolerance;
+        self
+    }
+
+    /// Sets the largest accepted body, in bytes.
+    pub fn with_max_body_bytes(mut self, limit: usize) -> Self {
+        self.max_body_bytes = limit;
+        self
+    }
+
+    /// The tolerance in force.
+    pub fn tolerance(&self) -> Tolerance {
+        self.tolerance
+    }
+
+    /// The body limit in force, in bytes.
+    pub fn max_body_bytes(&self) -> usize {
+        self.max_body_bytes
+    }
+
+    /// Verifies one delivery at `now` (unix seconds): body size, header form, timestamp
+    /// tolerance, then HMAC over `<t>.<body>` compared in constant time against every `v1`
+    /// value with every active key.
+    ///
+    /// # Errors
+    /// [`VerifyError`] saying why (see its variants); never panics on any input.
+    pub fn verify<'b>(
+        &self,
+        header: &[u8],
+        body: &'b [u8],
+        now: i64,
+    ) -> Result<VerifiedDelivery<'b>, VerifyError> {
+        if body.len() > self.max_body_bytes {
+            return Err(VerifyError::BodyTooLarge {
+                limit: self.max_body_bytes,
+            });
+        }
+        let parsed = SignatureHeader::parse(header)?;
+        self.check_timestamp(parsed.timestamp(), now)?;
+        let mut expired_match = None;
+        for (label, secret, active) in self.keyring.keys_at(now) {
+            let expected = mac_of(secret.keyed(), parsed.timestamp_text(), body);
+            let matched = parsed
+                .signatures()
+                .iter()
+                .fold(subtle::Choice::from(0), |acc, sig| {
+                    acc | expected.ct_eq(sig)
+                });
+            if bool::from(matched) {
+                if active {
+                    return Ok(VerifiedDelivery {
+                        body,
+                        timestamp: parsed.timestamp(),
+                        key: label.to_owned(),
+                        signature: expected,
+                    });
+                }
+                expired_match.get_or_insert_with(|| label.to_owned());
+            }
+        }
+        let hint = match expired_match {
+            Some(key) => MismatchHint::ExpiredKey { key },
+            None => mismatch_hint(body),
+        };
+        Err(VerifyError::NoMatchingSignature { hint })
+    }
+
+    fn check_timestamp(&self, timestamp: i64, now: i64) -> Result<(), VerifyError> {
+        let Tolerance::Window(window) = self.tolerance else {
+            return Ok(());
+        };
+        let tolerance_secs = window.as_secs();
+        // Both are bounded well inside i64 (t has at most 12 digits), but stay total anyway.
+        let skew = i128::from(now) - i128::from(timestamp);
+        let skew_secs = u64::try_from(skew.unsigned_abs()).unwrap_or(u64::MAX);
+        if skew_secs <= tolerance_secs {
+            Ok(())
+        } else if skew > 0 {
+            Err(VerifyError::TimestampTooOld {
+                skew_secs,
+                tolerance_secs,
+            })
+        } else {
+            Err(VerifyError::TimestampInFuture {
+                skew_secs,
+                tolerance_secs,
+            })
+        }
+    }
+}
+
+fn mismatch_hint(body: &[u8]) -> MismatchHint {
+    if body.last() == Some(&b'\n') {
+        MismatchHint::TrailingNewline
+    } else if body.windows(2).any(|w| w == b"\n " || w == b": ") {
+        MismatchHint::BodyLooksReserialised
+    } else {
+        MismatchHint::CheckSecretAndRawBody
+    }
+}
+
+/// A delivery whose signature holds. The only way to get a typed event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedDelivery<'b> {
+    body: &'b [u8],
+    timestamp: i64,
+    key: String,
+    signature: [u8; 32],
+}
+
+impl<'b> VerifiedDelivery<'b> {
+    /// The raw verified body.
+    pub fn body(&self) -> &'b [u8] {
+        self.body
+    }
+
+    /// The signed timestamp, unix seconds.
+    pub fn timestamp(&self) -> i64 {
+        self.timestamp
+    }
+
+    /// The label of the keyring key that matched.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The signature that matched (HMAC of `<t>.<body>`); what replay protection remembers.
+    pub fn signature(&self) -> &[u8; 32] {
+        &self.signature
+    }
+
+    /// Decodes the verified body into the typed event. Unknown fields are ignored; unknown
+    /// `source` and `reason` values are kept.
+    ///
+    /// # Errors
+    /// [`VerifyError::InvalidEvent`] when the body is not a `call.scored` object.
+    pub fn decode(&self) -> Result<CallScored, VerifyError> {
+        serde_json::from_slice(self.body).map_err(|err| VerifyError::InvalidEvent {
+            reason: err.to_string(),
+        })
+    }
+}
