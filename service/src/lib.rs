@@ -2,3 +2,4 @@
 //! (axum + SQLite), run locally by tenants as a stateful sandbox and by our own tests.
 
 pub mod practice;
+pub mod webhook;

@@ -1,0 +1,319 @@
+//! One delivery attempt of a webhook: the URL policy, a signature made at send time, a 10-second
+//! deadline and no redirects followed. Retries and the delivery log live in the outbox; this
+//! module only reports what happened (status, latency, error) so the caller can record it.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use reqwest::Url;
+use reqwest::redirect::Policy;
+
+/// The contract's webhook response deadline.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a webhook URL cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UrlError {
+    /// Not a URL at all.
+    #[error("webhook URL is not a valid absolute URL")]
+    Invalid,
+    /// Not HTTPS (and plain HTTP was not allowed by `--allow-http-webhooks`).
+    #[error("webhook URL must use https (http is allowed only with --allow-http-webhooks)")]
+    NotHttps,
+}
+
+/// Parses a webhook URL and applies the scheme policy: `https` always, `http` only when allowed.
+///
+/// # Errors
+/// [`UrlError::Invalid`] for anything that is not an absolute URL with a host,
+/// [`UrlError::NotHttps`] for any other scheme.
+pub fn check_url(url: &str, allow_http: bool) -> Result<Url, UrlError> {
+    let parsed = Url::parse(url.trim()).map_err(|_| UrlError::Invalid)?;
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(UrlError::Invalid);
+    }
+    match parsed.scheme() {
+        "https" => Ok(parsed),
+        "http" if allow_http => Ok(parsed),
+        _ => Err(UrlError::NotHttps),
+    }
+}
+
+/// Where and how to deliver: the tenant's current endpoint and signing secret, read at send time.
+#[derive(Clone)]
+pub struct Target {
+    /// The endpoint URL.
+    pub url: String,
+    /// The whole `whsec_…` signing secret.
+    pub secret: String,
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Target")
+            .field("url", &self.url)
+            .field("secret", &"[redacted]")
+            .finish()
+    }
+}
+
+/// What one attempt did, for the delivery log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// The HTTP status answered, if any response arrived.
+    pub status: Option<u16>,
+    /// Time from sending to the response (or the failure).
+    pub latency: Duration,
+    /// Why the attempt failed; `None` on a 2xx.
+    pub error: Option<String>,
+}
+
+impl Attempt {
+    /// True when the receiver answered 2xx in time.
+    pub fn succeeded(&self) -> bool {
+        self.error.is_none() && self.status.is_some_and(|s| (200..300).contains(&s))
+    }
+}
+
+/// Makes delivery attempts. Cheap to clone (one connection pool).
+#[derive(Debug, Clone)]
+pub struct WebhookClient {
+    http: reqwest::Client,
+    allow_http: bool,
+}
+
+impl WebhookClient {
+    /// A client with the contract's 10-second deadline.
+    ///
+    /// # Errors
+    /// When the TLS backend cannot be initialised.
+    pub fn new(allow_http: bool) -> Result<Self, reqwest::Error> {
+        Self::with_timeout(allow_http, DEFAULT_TIMEOUT)
+    }
+
+    /// A client with another deadline (tests use a short one).
+    ///
+    /// # Errors
+    /// When the TLS backend cannot be initialised.
+    pub fn with_timeout(allow_http: bool, timeout: Duration) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .use_rustls_tls()
+            .timeout(timeout)
+            .redirect(Policy::none())
+            .user_agent(concat!("svc-service/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Self { http, allow_http })
+    }
+
+    /// Sends one attempt: the body signed now (`timestamp`, unix seconds) with the target's
+    /// current secret, and the delivery's stable `X-Service-Webhook-Id`. Never fails: every
+    /// outcome, including a refused URL, is an [`Attempt`] to log.
+    pub async fn attempt(
+        &self,
+        target: &Target,
+        webhook_id: &str,
+        body: &[u8],
+        timestamp: i64,
+    ) -> Attempt {
+        let started = Instant::now();
+        let url = match check_url(&target.url, self.allow_http) {
+            Ok(url) => url,
+            Err(err) => {
+                return Attempt {
+                    status: None,
+                    latency: started.elapsed(),
+                    error: Some(err.to_string()),
+                };
+            }
+        };
+        let signature = svc_receiver::sign(&target.secret, timestamp, body);
+        let result = self
+            .http
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header("X-Service-Signature", signature)
+            .header("X-Service-Webhook-Id", webhook_id)
+            .body(body.to_vec())
+            .send()
+            .await;
+        let latency = started.elapsed();
+        match result {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                let error = if response.status().is_success() {
+                    None
+                } else if response.status().is_redirection() {
+                    Some(format!("HTTP {status}: redirects are not followed"))
+                } else {
+                    Some(format!("HTTP {status}"))
+                };
+                Attempt {
+                    status: Some(status),
+                    latency,
+                    error,
+                }
+            }
+            Err(err) => Attempt {
+                status: None,
+                latency,
+                error: Some(describe(&err)),
+            },
+        }
+    }
+}
+
+fn describe(err: &reqwest::Error) -> String {
+    if err.is_timeout() {
+        "timed out waiting for a response".to_string()
+    } else if err.is_connect() {
+        "could not connect".to_string()
+    } else {
+        let mut text = String::from("request failed");
+        let mut source = std::error::Error::source(err);
+        while let Some(inner) = source {
+            text = format!("request failed: {inner}");
+            source = inner.source();
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::Router;
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::routing::post;
+    use std::sync::{Arc, Mutex};
+
+    type Seen = Arc<Mutex<Vec<(HeaderMap, Vec<u8>)>>>;
+
+    async fn sink(status: StatusCode, delay: Duration) -> (String, Seen) {
+        let seen: Seen = Arc::default();
+        let record = seen.clone();
+        let app = Router::new()
+            .route(
+                "/hook",
+                post(move |headers: HeaderMap, body: axum::body::Bytes| {
+                    let record = record.clone();
+                    async move {
+                        record.lock().expect("lock").push((headers, body.to_vec()));
+                        tokio::time::sleep(delay).await;
+                        status
+                    }
+                }),
+            )
+            .route(
+                "/moved",
+                post(|| async { (StatusCode::FOUND, [("location", "/hook")]) }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{addr}"), seen)
+    }
+
+    fn target(url: String) -> Target {
+        Target {
+            url,
+            secret: "whsec_test".to_string(),
+        }
+    }
+
+    #[test]
+    fn only_https_passes_unless_http_is_allowed() {
+        assert!(check_url("https://example.test/hook", false).is_ok());
+        assert_eq!(
+            check_url("http://example.test/hook", false),
+            Err(UrlError::NotHttps)
+        );
+        assert!(check_url("http://127.0.0.1:9/hook", true).is_ok());
+        assert_eq!(
+            check_url("ftp://example.test/", true),
+            Err(UrlError::NotHttps)
+        );
+        assert_eq!(check_url("not a url", true), Err(UrlError::Invalid));
+    }
+
+    #[test]
+    fn target_debug_hides_the_secret() {
+        let text = format!("{:?}", target("https://x.test".into()));
+        assert!(text.contains("[redacted]") && !text.contains("whsec_test"));
+    }
+
+    #[tokio::test]
+    async fn a_2xx_succeeds_and_carries_a_verifiable_signature_and_the_id() {
+        let (base, seen) = sink(StatusCode::NO_CONTENT, Duration::ZERO).await;
+        let client = WebhookClient::new(true).expect("client");
+        let attempt = client
+            .attempt(
+                &target(format!("{base}/hook")),
+                "wh_1",
+                b"{\"a\":1}",
+                1_767_225_600,
+            )
+            .await;
+        assert!(attempt.succeeded(), "{attempt:?}");
+        let seen = seen.lock().expect("lock");
+        let (headers, body) = &seen[0];
+        assert_eq!(body, b"{\"a\":1}");
+        assert_eq!(headers["x-service-webhook-id"], "wh_1");
+        assert_eq!(headers["content-type"], "application/json");
+        let expected = svc_receiver::sign("whsec_test", 1_767_225_600, b"{\"a\":1}");
+        assert_eq!(headers["x-service-signature"], expected.as_str());
+    }
+
+    #[tokio::test]
+    async fn a_non_2xx_is_a_failed_attempt_with_its_status() {
+        let (base, _) = sink(StatusCode::INTERNAL_SERVER_ERROR, Duration::ZERO).await;
+        let client = WebhookClient::new(true).expect("client");
+        let attempt = client
+            .attempt(&target(format!("{base}/hook")), "wh_1", b"{}", 1)
+            .await;
+        assert!(!attempt.succeeded());
+        assert_eq!(attempt.status, Some(500));
+    }
+
+    #[tokio::test]
+    async fn redirects_are_not_followed() {
+        let (base, seen) = sink(StatusCode::OK, Duration::ZERO).await;
+        let client = WebhookClient::new(true).expect("client");
+        let attempt = client
+            .attempt(&target(format!("{base}/moved")), "wh_1", b"{}", 1)
+            .await;
+        assert!(!attempt.succeeded());
+        assert_eq!(attempt.status, Some(302));
+        assert!(seen.lock().expect("lock").is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_slow_receiver_times_out() {
+        let (base, _) = sink(StatusCode::OK, Duration::from_secs(5)).await;
+        let client = WebhookClient::with_timeout(true, Duration::from_millis(200)).expect("client");
+        let attempt = client
+            .attempt(&target(format!("{base}/hook")), "wh_1", b"{}", 1)
+            .await;
+        assert!(!attempt.succeeded());
+        assert_eq!(attempt.status, None);
+        assert!(
+            attempt
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("timed out"))
+        );
+    }
+
+    #[tokio::test]
+    async fn plain_http_is_refused_without_the_flag() {
+        let (base, seen) = sink(StatusCode::OK, Duration::ZERO).await;
+        let client = WebhookClient::new(false).expect("client");
+        let attempt = client
+            .attempt(&target(format!("{base}/hook")), "wh_1", b"{}", 1)
+            .await;
+        assert!(!attempt.succeeded());
+        assert!(seen.lock().expect("lock").is_empty());
+    }
+}
