@@ -2,4 +2,5 @@
 //! (axum + SQLite), run locally by tenants as a stateful sandbox and by our own tests.
 
 pub mod practice;
+pub mod session_token;
 pub mod webhook;
