@@ -1,0 +1,291 @@
+//! SQL for the durable webhook outbox: deliveries queued in the same transaction as a call's
+//! outcome, claimed with a lease (so a crash mid-send retries rather than loses), the attempt
+//! log, and the operator's delivery listing. Times are unix milliseconds.
+//!
+//! Delivery states: `pending` (an attempt is due at `next_attempt_at`), `delivered`, `failed`
+//! (both attempts failed; never sent again).
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// The schema of this module, applied as one versioned migration.
+pub const SCHEMA: &str = "
+CREATE TABLE webhook_deliveries (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER,
+    lease_until INTEGER,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX webhook_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
+CREATE TABLE webhook_attempts (
+    delivery_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    attempted_at INTEGER NOT NULL,
+    url TEXT,
+    status INTEGER,
+    latency_ms INTEGER NOT NULL,
+    error TEXT,
+    PRIMARY KEY (delivery_id, attempt)
+);
+";
+
+/// How long a claimed delivery is hidden from other claimers (longer than any attempt).
+pub const LEASE_MS: i64 = 60_000;
+
+/// Queues a delivery due now.
+///
+/// # Errors
+/// SQLite errors.
+pub fn enqueue(
+    conn: &Connection,
+    id: &str,
+    tenant_id: &str,
+    call_id: &str,
+    body: &str,
+    now: i64,
+) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO webhook_deliveries (id, tenant_id, call_id, body, state, next_attempt_at, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?5)",
+        params![id, tenant_id, call_id, body, now],
+    )?;
+    Ok(())
+}
+
+/// A delivery claimed for one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// `wh_…` id, the same on every attempt.
+    pub id: String,
+    /// Tenant, to read its current endpoint and secret.
+    pub tenant_id: String,
+    /// The body, exactly as queued.
+    pub body: String,
+    /// Attempts made before this one.
+    pub attempts: i64,
+}
+
+/// Claims the earliest due delivery for one attempt (leased for [`LEASE_MS`]).
+///
+/// # Errors
+/// SQLite errors.
+pub fn claim_due(conn: &Connection, now: i64) -> rusqlite::Result<Option<Claimed>> {
+    conn.query_row(
+        "UPDATE webhook_deliveries SET lease_until = ?1 + ?2, updated_at = ?1
+         WHERE id = (SELECT id FROM webhook_deliveries
+                     WHERE state = 'pending' AND next_attempt_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1)
+                     ORDER BY next_attempt_at LIMIT 1)
+         RETURNING id, tenant_id, body, attempts",
+        params![now, LEASE_MS],
+        |r| Ok(Claimed { id: r.get(0)?, tenant_id: r.get(1)?, body: r.get(2)?, attempts: r.get(3)? }),
+    )
+    .optional()
+}
+
+/// When the next pending delivery falls due (its lease included), if any.
+///
+/// # Errors
+/// SQLite errors.
+pub fn next_due(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    conn.query_row(
+        "SELECT MIN(MAX(next_attempt_at, COALESCE(lease_until, 0))) FROM webhook_deliveries WHERE state = 'pending'",
+        [],
+        |r| r.get(0),
+    )
+}
+
+/// One logged attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptLog {
+    /// When it was made.
+    pub attempted_at: i64,
+    /// The URL it went to (none when the tenant had no endpoint).
+    pub url: Option<String>,
+    /// HTTP status, if a response arrived.
+    pub status: Option<u16>,
+    /// Milliseconds until the response or failure.
+    pub latency_ms: i64,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// What happens to a delivery after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// It succeeded.
+    Delivered,
+    /// It failed; try again at this time.
+    RetryAt(i64),
+    /// It failed for the last time.
+    GiveUp,
+}
+
+/// Logs an attempt and moves the delivery on, in one transaction.
+///
+/// # Errors
+/// SQLite errors.
+pub fn record_attempt(
+    conn: &mut Connection,
+    id: &str,
+    attempt: &AttemptLog,
+    next: Next,
+) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    let number: i64 = tx.query_row(
+        "UPDATE webhook_deliveries SET attempts = attempts + 1 WHERE id = ?1 RETURNING attempts",
+        [id],
+        |r| r.get(0),
+    )?;
+    tx.execute(
+        "INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, url, status, latency_ms, error)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![id, number, attempt.attempted_at, attempt.url, attempt.status, attempt.latency_ms, attempt.error],
+    )?;
+    let (state, due) = match next {
+        Next::Delivered => ("delivered", None),
+        Next::RetryAt(at) => ("pending", Some(at)),
+        Next::GiveUp => ("failed", None),
+    };
+    tx.execute(
+        "UPDATE webhook_deliveries SET state = ?2, next_attempt_at = ?3, lease_until = NULL, updated_at = ?4 WHERE id = ?1",
+        params![id, state, due, attempt.attempted_at],
+    )?;
+    tx.commit()
+}
+
+/// A delivery with its attempts, for the operator listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryRow {
+    /// `wh_…` id.
+    pub id: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// The call.
+    pub call_id: String,
+    /// `pending`, `delivered` or `failed`.
+    pub state: String,
+    /// When the next attempt is due (pending only).
+    pub next_attempt_at: Option<i64>,
+    /// When it was queued.
+    pub created_at: i64,
+    /// Every attempt, oldest first.
+    pub attempts: Vec<AttemptLog>,
+}
+
+/// Deliveries, newest first, optionally of one tenant, at most `limit`.
+///
+/// # Errors
+/// SQLite errors.
+pub fn list_deliveries(
+    conn: &Connection,
+    tenant_id: Option<&str>,
+    limit: u32,
+) -> rusqlite::Result<Vec<DeliveryRow>> {
+    let mut stmt = conn.prepare(
+        "SELECT id, tenant_id, call_id, state, next_attempt_at, created_at FROM webhook_deliveries
+         WHERE ?1 IS NULL OR tenant_id = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2",
+    )?;
+    let mut rows: Vec<DeliveryRow> = stmt
+        .query_map(params![tenant_id, limit], |r| {
+            Ok(DeliveryRow {
+                id: r.get(0)?,
+                tenant_id: r.get(1)?,
+                call_id: r.get(2)?,
+                state: r.get(3)?,
+                next_attempt_at: r.get(4)?,
+                created_at: r.get(5)?,
+                attempts: Vec::new(),
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut attempts = conn.prepare(
+        "SELECT attempted_at, url, status, latency_ms, error FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY attempt",
+    )?;
+    for row in &mut rows {
+        row.attempts = attempts
+            .query_map([&row.id], |r| {
+                Ok(AttemptLog {
+                    attempted_at: r.get(0)?,
+                    url: r.get(1)?,
+                    status: r.get(2)?,
+                    latency_ms: r.get(3)?,
+                    error: r.get(4)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn() -> Connection {
+        let conn = Connection::open_in_memory().expect("open");
+        conn.execute_batch(SCHEMA).expect("schema");
+        conn
+    }
+
+    fn log(at: i64, status: Option<u16>, error: Option<&str>) -> AttemptLog {
+        AttemptLog {
+            attempted_at: at,
+            url: Some("https://x.test".into()),
+            status,
+            latency_ms: 3,
+            error: error.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn a_claimed_delivery_is_hidden_until_its_lease_ends() {
+        let c = conn();
+        enqueue(&c, "wh_1", "ten_1", "svc_call_1", "{}", 100).expect("enqueue");
+        assert_eq!(claim_due(&c, 99).expect("claim"), None);
+        let claimed = claim_due(&c, 100).expect("claim").expect("due");
+        assert_eq!((claimed.id.as_str(), claimed.attempts), ("wh_1", 0));
+        assert_eq!(claim_due(&c, 101).expect("claim"), None);
+        assert_eq!(next_due(&c).expect("next"), Some(100 + LEASE_MS));
+        assert!(claim_due(&c, 100 + LEASE_MS).expect("claim").is_some());
+    }
+
+    #[test]
+    fn a_failed_attempt_schedules_the_retry_and_the_second_failure_gives_up() {
+        let mut c = conn();
+        enqueue(&c, "wh_1", "ten_1", "svc_call_1", "{}", 0).expect("enqueue");
+        claim_due(&c, 0).expect("claim");
+        record_attempt(
+            &mut c,
+            "wh_1",
+            &log(0, Some(500), Some("HTTP 500")),
+            Next::RetryAt(300_000),
+        )
+        .expect("record");
+        assert_eq!(next_due(&c).expect("next"), Some(300_000));
+        assert_eq!(claim_due(&c, 299_999).expect("claim"), None);
+        let again = claim_due(&c, 300_000).expect("claim").expect("due");
+        assert_eq!(again.attempts, 1);
+        record_attempt(
+            &mut c,
+            "wh_1",
+            &log(300_000, None, Some("timed out")),
+            Next::GiveUp,
+        )
+        .expect("record");
+        assert_eq!(claim_due(&c, i64::MAX / 2).expect("claim"), None);
+        assert_eq!(next_due(&c).expect("next"), None);
+        let rows = list_deliveries(&c, None, 10).expect("list");
+        assert_eq!(rows[0].state, "failed");
+        assert_eq!(rows[0].attempts.len(), 2);
+        assert_eq!(rows[0].attempts[0].status, Some(500));
+        assert_eq!(
+            list_deliveries(&c, Some("ten_2"), 10).expect("list").len(),
+            0
+        );
+    }
+}
