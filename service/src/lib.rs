@@ -7,5 +7,6 @@ pub mod live;
 #[path = "db/outbox.rs"]
 pub mod outbox_sql;
 pub mod practice;
+pub mod scoring;
 pub mod session_token;
 pub mod webhook;

@@ -111,6 +111,11 @@ impl Drill {
         }
     }
 
+    /// The drill's persona with this name (how a live call finds the persona chosen at redeem).
+    pub fn persona_named(self, name: &str) -> Option<&'static Persona> {
+        self.personas().iter().find(|p| p.name == name)
+    }
+
     /// Picks the persona for a call: the drill's personas of the requested difficulty, narrowed
     /// to `state` when given and when any persona lives there (otherwise the filter falls back to
     /// the whole difficulty pool). `seed` chooses among the candidates, so different calls meet
@@ -329,6 +334,18 @@ mod tests {
         // A persona of another difficulty in that state does not override the difficulty.
         let p = Drill::MaFullSale.pick_persona(Difficulty::Beginner, Some("NY"), 0);
         assert_eq!(p.map(|p| p.difficulty), Some(Difficulty::Beginner));
+    }
+
+    #[test]
+    fn personas_are_found_by_name_within_their_drill() {
+        assert_eq!(
+            Drill::MaFullSale
+                .persona_named("Frank Russo")
+                .map(|p| p.state),
+            Some("FL")
+        );
+        assert!(Drill::MaFullSale.persona_named("Nobody").is_none());
+        assert!(Drill::FeClosing.persona_named("Frank Russo").is_none());
     }
 
     #[test]

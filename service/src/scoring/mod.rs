@@ -1,0 +1,7 @@
+//! Scoring finished calls and announcing the outcome.
+//!
+//! Layout:
+//! - [`evaluate`]: the pure step: a finished call's transcript in, a score or a failure reason
+//!   out, plus the `call.scored` webhook body for that outcome.
+
+pub mod evaluate;
