@@ -125,23 +125,22 @@ pub enum Next {
     GiveUp,
 }
 
-/// Logs an attempt and moves the delivery on, in one transaction.
+/// Logs an attempt and moves the delivery on (call inside a transaction).
 ///
 /// # Errors
 /// SQLite errors.
 pub fn record_attempt(
-    conn: &mut Connection,
+    conn: &Connection,
     id: &str,
     attempt: &AttemptLog,
     next: Next,
 ) -> rusqlite::Result<()> {
-    let tx = conn.transaction()?;
-    let number: i64 = tx.query_row(
+    let number: i64 = conn.query_row(
         "UPDATE webhook_deliveries SET attempts = attempts + 1 WHERE id = ?1 RETURNING attempts",
         [id],
         |r| r.get(0),
     )?;
-    tx.execute(
+    conn.execute(
         "INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, url, status, latency_ms, error)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         params![id, number, attempt.attempted_at, attempt.url, attempt.status, attempt.latency_ms, attempt.error],
@@ -151,11 +150,11 @@ pub fn record_attempt(
         Next::RetryAt(at) => ("pending", Some(at)),
         Next::GiveUp => ("failed", None),
     };
-    tx.execute(
+    conn.execute(
         "UPDATE webhook_deliveries SET state = ?2, next_attempt_at = ?3, lease_until = NULL, updated_at = ?4 WHERE id = ?1",
         params![id, state, due, attempt.attempted_at],
     )?;
-    tx.commit()
+    Ok(())
 }
 
 /// A delivery with its attempts, for the operator listing.
@@ -256,11 +255,11 @@ mod tests {
 
     #[test]
     fn a_failed_attempt_schedules_the_retry_and_the_second_failure_gives_up() {
-        let mut c = conn();
+        let c = conn();
         enqueue(&c, "wh_1", "ten_1", "svc_call_1", "{}", 0).expect("enqueue");
         claim_due(&c, 0).expect("claim");
         record_attempt(
-            &mut c,
+            &c,
             "wh_1",
             &log(0, Some(500), Some("HTTP 500")),
             Next::RetryAt(300_000),
@@ -271,7 +270,7 @@ mod tests {
         let again = claim_due(&c, 300_000).expect("claim").expect("due");
         assert_eq!(again.attempts, 1);
         record_attempt(
-            &mut c,
+            &c,
             "wh_1",
             &log(300_000, None, Some("timed out")),
             Next::GiveUp,

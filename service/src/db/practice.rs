@@ -1,0 +1,311 @@
+//! The typed [`Db`] methods of practice calls, session tokens and the webhook outbox: each runs
+//! the SQL of [`super::calls`] / [`super::outbox`] on the right connection (writes on the single
+//! writer, in one transaction; reads on the pool).
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::calls::{self, CallFilter, CallRow, GoLive, LiveCall, NewMint, Spend, ToScore};
+use super::outbox::{self, AttemptLog, Claimed, DeliveryRow, Next};
+use super::{Db, DbError};
+
+/// How a mint names the rep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentRef {
+    /// The service agent id.
+    ServiceId(String),
+    /// The tenant's `platformAgentId`.
+    PlatformId(String),
+}
+
+/// The rep a token is minted for, with the ids calls echo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionAgent {
+    /// Service agent id.
+    pub agent_id: String,
+    /// Service agency id.
+    pub agency_id: String,
+    /// Tenant agent id.
+    pub platform_agent_id: Option<String>,
+    /// Tenant agency id.
+    pub platform_agency_id: Option<String>,
+}
+
+/// What a mint attempt found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MintResult {
+    /// The token row and its call were stored.
+    Minted,
+    /// The tenant's monthly allowance is spent; nothing was stored.
+    QuotaExceeded,
+}
+
+/// The tenant's endpoint and secret as they are now (read at send time).
+#[derive(Clone)]
+pub struct Endpoint {
+    /// The URL.
+    pub url: String,
+    /// The whole current `whsec_…` secret.
+    pub secret: String,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint").field("url", &self.url).field("secret", &"[redacted]").finish()
+    }
+}
+
+/// A scoring outcome to record, with the webhook body to queue when an endpoint is active.
+#[derive(Debug, Clone)]
+pub struct OutcomeRecord {
+    /// The call.
+    pub call_id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// The score JSON, or `None` for not scored.
+    pub score_json: Option<String>,
+    /// The delivery id to use if a webhook is queued.
+    pub webhook_id: String,
+    /// The webhook body.
+    pub body: String,
+    /// Now (ms).
+    pub now: i64,
+}
+
+fn active_endpoint(conn: &Connection, tenant_id: &str) -> Result<Option<Endpoint>, DbError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT webhook_url, signing_secret FROM tenants WHERE id = ?1 AND active = 1 AND webhook_url IS NOT NULL",
+        )?
+        .query_row([tenant_id], |r| Ok(Endpoint { url: r.get(0)?, secret: r.get(1)? }))
+        .optional()?)
+}
+
+fn session_agent(conn: &Connection, tenant_id: &str, agent: &AgentRef) -> Result<Option<SessionAgent>, DbError> {
+    let (column, value) = match agent {
+        AgentRef::ServiceId(id) => ("a.id", id),
+        AgentRef::PlatformId(id) => ("a.platform_agent_id", id),
+    };
+    let sql = format!(
+        "SELECT a.id, a.agency_id, a.platform_agent_id, g.platform_agency_id
+         FROM agents a JOIN agencies g ON g.id = a.agency_id
+         WHERE a.tenant_id = ?1 AND {column} = ?2"
+    );
+    Ok(conn
+        .prepare_cached(&sql)?
+        .query_row(params![tenant_id, value], |r| {
+            Ok(SessionAgent {
+                agent_id: r.get(0)?,
+                agency_id: r.get(1)?,
+                platform_agent_id: r.get(2)?,
+                platform_agency_id: r.get(3)?,
+            })
+        })
+        .optional()?)
+}
+
+impl Db {
+    /// The session-token signing key, created on first use and kept in the database.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn session_token_key(&self) -> Result<Vec<u8>, DbError> {
+        let fresh: [u8; 32] = rand::random();
+        self.write(move |tx| Ok(calls::token_key(tx, &fresh)?)).await
+    }
+
+    /// The tenant's rep named by `agent`, with its agency (another tenant's is `None`).
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn session_agent(&self, tenant_id: &str, agent: AgentRef) -> Result<Option<SessionAgent>, DbError> {
+        let tenant_id = tenant_id.to_owned();
+        self.read(move |conn| session_agent(conn, &tenant_id, &agent)).await
+    }
+
+    /// Stores a minted token and its call unless the tenant's allowance for the month
+    /// `[month_start, month_end)` is spent. The check and the insert are one transaction.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn mint_session(&self, mint: NewMint, month_start: i64, month_end: i64) -> Result<MintResult, DbError> {
+        self.write(move |tx| {
+            let allowance: Option<i64> = tx
+                .query_row("SELECT monthly_allowance_minutes FROM tenants WHERE id = ?1", [&mint.tenant_id], |r| r.get(0))
+                .optional()?
+                .flatten();
+            if let Some(minutes) = allowance {
+                let used = calls::usage_secs(tx, &mint.tenant_id, month_start, month_end)?;
+                if used >= minutes.saturating_mul(60) {
+                    return Ok(MintResult::QuotaExceeded);
+                }
+            }
+            calls::insert_mint(tx, &mint)?;
+            Ok(MintResult::Minted)
+        })
+        .await
+    }
+
+    /// Spends a token atomically (see [`calls::spend_token`]).
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn spend_session_token(&self, jti: &str, tenant_id: &str, agent_id: &str, now: i64) -> Result<Spend, DbError> {
+        let (jti, tenant_id, agent_id) = (jti.to_owned(), tenant_id.to_owned(), agent_id.to_owned());
+        self.write(move |tx| Ok(calls::spend_token(tx, &jti, &tenant_id, &agent_id, now)?)).await
+    }
+
+    /// Moves a redeemed call to `live`.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn go_live(&self, live: GoLive) -> Result<bool, DbError> {
+        self.write(move |tx| Ok(calls::go_live(tx, &live)?)).await
+    }
+
+    /// Accepts a connection ticket once.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn claim_ticket(&self, session_id: &str, ticket_hash: &str, now: i64) -> Result<Option<LiveCall>, DbError> {
+        let (session_id, ticket_hash) = (session_id.to_owned(), ticket_hash.to_owned());
+        self.write(move |tx| Ok(calls::claim_ticket(tx, &session_id, &ticket_hash, now)?)).await
+    }
+
+    /// Ends a live call with its transcript; the duration in seconds, or `None` if not live.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn end_call(&self, call_id: &str, transcript_json: String, now: i64) -> Result<Option<i64>, DbError> {
+        let call_id = call_id.to_owned();
+        self.write(move |tx| Ok(calls::end_call(tx, &call_id, &transcript_json, now)?)).await
+    }
+
+    /// Ends a live call nobody ever connected to (at the ceiling), with an empty transcript.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn end_unconnected_call(&self, call_id: &str, now: i64) -> Result<bool, DbError> {
+        let call_id = call_id.to_owned();
+        self.write(move |tx| {
+            let connected: Option<Option<i64>> = tx
+                .query_row("SELECT ticket_used_at FROM calls WHERE id = ?1 AND state = 'live'", [&call_id], |r| r.get(0))
+                .optional()?;
+            match connected {
+                Some(None) => Ok(calls::end_call(tx, &call_id, "[]", now)?.is_some()),
+                _ => Ok(false),
+            }
+        })
+        .await
+    }
+
+    /// Ends every call still `live` (run at startup: their connections died with the previous
+    /// process, so they never completed). Returns how many.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn abandon_live_calls(&self, now: i64) -> Result<usize, DbError> {
+        self.write(move |tx| {
+            let ids = calls::live_calls(tx)?;
+            for id in &ids {
+                calls::abandon_live_call(tx, id, now)?;
+            }
+            Ok(ids.len())
+        })
+        .await
+    }
+
+    /// Calls waiting to be scored, oldest first.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn calls_to_score(&self) -> Result<Vec<String>, DbError> {
+        self.read(|conn| Ok(calls::calls_to_score(conn)?)).await
+    }
+
+    /// Marks a call `scoring` and returns what scoring needs.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn begin_scoring(&self, call_id: &str, now: i64) -> Result<Option<ToScore>, DbError> {
+        let call_id = call_id.to_owned();
+        self.write(move |tx| Ok(calls::begin_scoring(tx, &call_id, now)?)).await
+    }
+
+    /// Records a call's outcome and, in the same transaction, queues its webhook when the
+    /// tenant has an active endpoint at this moment. Returns whether a delivery was queued.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn record_outcome(&self, outcome: OutcomeRecord) -> Result<bool, DbError> {
+        self.write(move |tx| {
+            if !calls::record_outcome(tx, &outcome.call_id, outcome.score_json.as_deref(), outcome.now)? {
+                return Ok(false);
+            }
+            if active_endpoint(tx, &outcome.tenant_id)?.is_none() {
+                return Ok(false);
+            }
+            outbox::enqueue(tx, &outcome.webhook_id, &outcome.tenant_id, &outcome.call_id, &outcome.body, outcome.now)?;
+            Ok(true)
+        })
+        .await
+    }
+
+    /// One scored call of the tenant, with transcript and score.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn scored_call(&self, tenant_id: &str, call_id: &str) -> Result<Option<CallRow>, DbError> {
+        let (tenant_id, call_id) = (tenant_id.to_owned(), call_id.to_owned());
+        self.read(move |conn| Ok(calls::scored_call(conn, &tenant_id, &call_id)?)).await
+    }
+
+    /// A page of scored calls (`limit + 1` rows at most).
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn list_calls(&self, filter: CallFilter) -> Result<Vec<CallRow>, DbError> {
+        self.read(move |conn| Ok(calls::list_calls(conn, &filter)?)).await
+    }
+
+    /// Claims the earliest due delivery.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn claim_delivery(&self, now: i64) -> Result<Option<Claimed>, DbError> {
+        self.write(move |tx| Ok(outbox::claim_due(tx, now)?)).await
+    }
+
+    /// The tenant's active endpoint and current secret, if any.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn active_endpoint(&self, tenant_id: &str) -> Result<Option<Endpoint>, DbError> {
+        let tenant_id = tenant_id.to_owned();
+        self.read(move |conn| active_endpoint(conn, &tenant_id)).await
+    }
+
+    /// Logs an attempt and moves the delivery on.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn record_attempt(&self, id: &str, attempt: AttemptLog, next: Next) -> Result<(), DbError> {
+        let id = id.to_owned();
+        self.write(move |tx| Ok(outbox::record_attempt(tx, &id, &attempt, next)?)).await
+    }
+
+    /// When the next pending delivery falls due.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn next_delivery_due(&self) -> Result<Option<i64>, DbError> {
+        self.read(|conn| Ok(outbox::next_due(conn)?)).await
+    }
+
+    /// Deliveries with their attempts, newest first.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn list_deliveries(&self, tenant_id: Option<String>, limit: u32) -> Result<Vec<DeliveryRow>, DbError> {
+        self.read(move |conn| Ok(outbox::list_deliveries(conn, tenant_id.as_deref(), limit)?)).await
+    }
+}
