@@ -1,0 +1,19 @@
+//! The HTTP API under `/v1`: one module per resource, each exposing `router()`, merged here.
+//! Handlers are thin: extract, validate through [`crate::domain`], call [`crate::db::Db`],
+//! shape the response.
+
+pub mod agencies;
+pub mod agents;
+pub mod openapi;
+
+use axum::Router;
+
+use crate::state::AppState;
+
+/// Every `/v1` route (paths relative to `/v1`).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .merge(agencies::router())
+        .merge(agents::router())
+        .merge(openapi::router())
+}

@@ -1,0 +1,8 @@
+//! Integration tests of svc-service: a real server on 127.0.0.1:0 with a temp database.
+
+mod agencies;
+mod agents;
+mod auth;
+mod cors;
+mod helpers;
+mod skeleton;
