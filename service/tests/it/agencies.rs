@@ -48,3 +48,61 @@ async fn creating_an_agency_is_201_and_the_same_id_again_renames_it_with_200() {
     assert_eq!(same, renamed);
     app.shutdown().await;
 }
+
+#[tokio::test]
+async fn missing_null_blank_or_reserved_agency_fields_are_invalid_request() {
+    let app = spawn_app().await;
+    let tenant = app.tenant().await;
+    for body in [
+        json!({}),
+        json!({ "name": "A" }),
+        json!({ "platformAgencyId": "a" }),
+        json!({ "platformAgencyId": null, "name": "A" }),
+        json!({ "platformAgencyId": "a", "name": null }),
+        json!({ "platformAgencyId": "  ", "name": "A" }),
+        json!({ "platformAgencyId": "a", "name": "\t\n " }),
+        json!({ "platformAgencyId": "svc_agency_1", "name": "A" }),
+        json!({ "platformAgencyId": "  svc_agent_1", "name": "A" }),
+    ] {
+        app.post(&tenant, "/v1/agencies", body)
+            .await
+            .expect_error(400, "INVALID_REQUEST");
+    }
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn concurrent_first_calls_resolve_to_one_agency_and_one_201() {
+    let app = spawn_app().await;
+    let tenant = app.tenant().await;
+    let calls = (0..16).map(|i| {
+        let body = json!({ "platformAgencyId": "race", "name": format!("Name {}", i % 2) });
+        app.post(&tenant, "/v1/agencies", body)
+    });
+    let replies = futures_util::future::join_all(calls).await;
+    let statuses: Vec<u16> = replies.iter().map(|r| r.status.as_u16()).collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|s| *s == 201 || *s == 200),
+        "{statuses:?}"
+    );
+    let first = &replies[0].body["id"];
+    assert!(replies.iter().all(|r| &r.body["id"] == first));
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_same_platform_id_in_two_tenants_is_two_agencies() {
+    let app = spawn_app().await;
+    let a = app.tenant().await;
+    let b = app.tenant().await;
+    let body = json!({ "platformAgencyId": "shared", "name": "Shared" });
+    let in_a = app.post(&a, "/v1/agencies", body.clone()).await.expect(201);
+    let in_b = app.post(&b, "/v1/agencies", body).await.expect(201);
+    assert_ne!(in_a["id"], in_b["id"]);
+    app.shutdown().await;
+}

@@ -17,8 +17,9 @@ pub(crate) struct TestApp {
     pub(crate) addr: SocketAddr,
     pub(crate) db: Db,
     pub(crate) clock: Clock,
+    pub(crate) config: Config,
     pub(crate) client: reqwest::Client,
-    _dir: tempfile::TempDir,
+    dir: Option<tempfile::TempDir>,
     stop: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
@@ -100,26 +101,30 @@ pub(crate) async fn spawn_app() -> TestApp {
 /// Starts a server after letting `adjust` change its settings.
 pub(crate) async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
     let dir = tempfile::tempdir().expect("temp dir");
-    let db_path = dir.path().join("service.db");
     let clock = Clock::manual(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
-    let mut config = Config::new(&db_path);
-    config.clock = clock.clone();
+    let mut config = Config::new(dir.path().join("service.db"));
+    config.clock = clock;
     adjust(&mut config);
+    start(config, dir).await
+}
+
+async fn start(config: Config, dir: tempfile::TempDir) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(svc_service::run(config, listener, async move {
+    let db = Db::open(&config.db_path).await.expect("open db");
+    let server = tokio::spawn(svc_service::run(config.clone(), listener, async move {
         let _ = stopped.await;
     }));
-    let db = Db::open(&db_path).await.expect("open db");
     TestApp {
         addr,
         db,
-        clock,
+        clock: config.clock.clone(),
+        config,
         client: reqwest::Client::new(),
-        _dir: dir,
+        dir: Some(dir),
         stop: Some(stop),
         server: Some(server),
     }
@@ -213,8 +218,19 @@ impl TestApp {
         self.post(tenant, "/v1/agents", body).await.expect(201)["agent"].clone()
     }
 
+    /// Stops the server and starts a new one on the same database and settings.
+    pub(crate) async fn restart(mut self) -> TestApp {
+        self.stop_server().await;
+        let dir = self.dir.take().expect("temp dir");
+        start(self.config.clone(), dir).await
+    }
+
     /// Stops the server and waits for it.
     pub(crate) async fn shutdown(mut self) {
+        self.stop_server().await;
+    }
+
+    async fn stop_server(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

@@ -5,4 +5,7 @@ mod agents;
 mod auth;
 mod cors;
 mod helpers;
+mod hostile;
+mod isolation;
+mod roster;
 mod skeleton;
