@@ -7,5 +7,6 @@ mod cors;
 mod helpers;
 mod hostile;
 mod isolation;
+mod operator;
 mod roster;
 mod skeleton;
