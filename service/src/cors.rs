@@ -28,3 +28,53 @@ where
 {
     routes.layer(sdk_cors_layer())
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use axum::routing::post;
+    use tower::ServiceExt as _;
+
+    use super::*;
+
+    fn preflight(path: &str) -> Request<Body> {
+        Request::builder()
+            .method(Method::OPTIONS)
+            .uri(path)
+            .header(header::ORIGIN, "https://app.example")
+            .header(header::ACCESS_CONTROL_REQUEST_METHOD, "POST")
+            .header(
+                header::ACCESS_CONTROL_REQUEST_HEADERS,
+                "authorization,content-type",
+            )
+            .body(Body::empty())
+            .unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn only_the_route_mounted_with_sdk_cors_answers_preflights() {
+        let app: Router = Router::new()
+            .route("/agents", post(|| async { "roster" }))
+            .merge(with_sdk_cors(
+                Router::new().route("/roleplay/session", post(|| async { "redeem" })),
+            ));
+        let sdk = app.clone().oneshot(preflight("/roleplay/session")).await;
+        let sdk = sdk.map(|r| (r.status(), r.headers().clone()));
+        let (status, headers) = sdk.unwrap_or((StatusCode::IM_A_TEAPOT, Default::default()));
+        assert!(status.is_success());
+        assert_eq!(
+            headers
+                .get(header::ACCESS_CONTROL_ALLOW_ORIGIN)
+                .map(|v| v.as_bytes()),
+            Some(&b"*"[..])
+        );
+        let roster = app.oneshot(preflight("/agents")).await;
+        let headers = roster.map(|r| r.headers().clone()).unwrap_or_default();
+        assert!(
+            headers
+                .keys()
+                .all(|name| !name.as_str().starts_with("access-control-"))
+        );
+    }
+}

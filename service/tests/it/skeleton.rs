@@ -41,3 +41,56 @@ async fn openapi_describes_the_roster_endpoints() {
     assert_eq!(doc["servers"][0]["url"], json!("/v1"));
     app.shutdown().await;
 }
+
+#[tokio::test]
+async fn success_responses_carry_a_fresh_request_id_too() {
+    let app = spawn_app().await;
+    let tenant = app.tenant().await;
+    let first = app.get(&tenant, "/v1/agents").await;
+    let second = app.get(&tenant, "/v1/agents").await;
+    let (a, b) = (first.request_id.clone(), second.request_id.clone());
+    assert!(a.as_deref().is_some_and(|id| id.starts_with("req_")));
+    assert_ne!(a, b);
+    first.expect(200);
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn serve_runs_the_api_and_exits_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().expect("dir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_svc-service"))
+        .arg("serve")
+        .env("SVC_DB", dir.path().join("s.db"))
+        .env("SVC_LISTEN", format!("127.0.0.1:{port}"))
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn serve");
+    let url = format!("http://127.0.0.1:{port}/v1/openapi.json");
+    let client = reqwest::Client::new();
+    let mut up = false;
+    for _ in 0..200 {
+        if let Ok(response) = client.get(&url).send().await {
+            assert_eq!(response.status().as_u16(), 200);
+            up = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(up, "serve did not come up");
+    let pid = child.id().expect("pid").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
+        .await
+        .expect("exits after SIGTERM")
+        .expect("wait");
+    assert!(status.success(), "{status:?}");
+}
