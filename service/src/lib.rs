@@ -1,12 +1,167 @@
 //! A compact, complete implementation of the Roleplay and Call-Scoring Service v1 API
 //! (axum + SQLite), run locally by tenants as a stateful sandbox and by our own tests.
+//!
+//! # Layout
+//!
+//! - [`run`] is the one entry point: it opens the database, serves [`router`] on a given
+//!   listener and runs the background workers, all under one shutdown signal.
+//! - [`router`] builds the whole HTTP surface from an [`AppState`] without a socket:
+//!   [`api`] (one module per resource under `/v1`, plus the OpenAPI document), wrapped in
+//!   [`request_id`] (request ids, error envelopes, access log) and the body limit.
+//! - [`auth`] turns a bearer API key into a [`auth::Tenant`]; [`cors`] holds the
+//!   cross-origin policy (none on API-key routes, permissive for the SDK's redeem route).
+//! - [`error`] is the error contract ([`ApiError`]); [`extract`] has the JSON, query and
+//!   path extractors that reject into it; [`domain`] validates the roster's text fields.
+//! - [`db`] is the storage handle ([`db::Db`]) with every SQL statement and the migrations.
+//! - [`state`], [`config`] and [`clock`] carry shared state, settings (and the `serve`
+//!   flags) and the injectable time source; [`ids`], [`time`], [`cursor`] and
+//!   [`credentials`] are the small codecs (ids, timestamps, page cursors, keys and secrets).
+//! - Practice calls: [`session_token`] (the JWTs of POST /session), [`practice`] (drill and
+//!   persona catalog, scripted persona, rubric, and the shared [`practice::state::Practice`]),
+//!   [`live`] (the WebSocket of a live call), [`scoring`] (the scoring worker) and [`webhook`]
+//!   (the delivery client and the durable outbox worker); [`deliveries`] is the operator's
+//!   `deliveries list`.
+//! - [`cli`] is the command line (`serve` and the operator's `tenant …` commands in
+//!   [`operator`]); `main.rs` only calls [`cli::main`].
 
-#[path = "db/calls.rs"]
-pub mod calls_sql;
+pub mod api;
+pub mod auth;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod cors;
+pub mod credentials;
+pub mod cursor;
+pub mod db;
+pub mod deliveries;
+pub mod domain;
+pub mod error;
+pub mod extract;
+pub mod ids;
 pub mod live;
-#[path = "db/outbox.rs"]
-pub mod outbox_sql;
+pub mod operator;
 pub mod practice;
+pub mod request_id;
 pub mod scoring;
 pub mod session_token;
+pub mod state;
+pub mod time;
 pub mod webhook;
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+pub use clock::Clock;
+pub use config::Config;
+pub use error::ApiError;
+pub use state::AppState;
+
+/// Largest request body accepted; anything bigger is `400 INVALID_REQUEST`.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// The whole HTTP surface, ready to serve (`/v1/…`, fallbacks, request ids, body limit).
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .nest("/v1", api::routes())
+        .fallback(request_id::not_found)
+        .method_not_allowed_fallback(request_id::method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(request_id::middleware))
+        .with_state(state)
+}
+
+/// A shutdown signal that background workers can wait on (cheap to clone).
+#[derive(Clone, Debug)]
+pub struct Stop(watch::Receiver<bool>);
+
+impl Stop {
+    /// Resolves once shutdown has been requested.
+    pub async fn requested(&mut self) {
+        // An error means the sender is gone, which also means "stop".
+        let _ = self.0.wait_for(|stop| *stop).await;
+    }
+
+    /// Whether shutdown has been requested.
+    pub fn is_requested(&self) -> bool {
+        *self.0.borrow()
+    }
+}
+
+/// Runs the service on `listener` until `shutdown` resolves: opens the database named by
+/// `config`, serves the API (with the peer address available for IP allowlists) and runs
+/// the background workers; on shutdown, stops accepting, drains in-flight requests and
+/// waits for the workers.
+///
+/// # Errors
+/// The database cannot be opened or the server fails.
+pub async fn run(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let state = AppState::open(config).await?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+
+    let mut workers = JoinSet::new();
+    spawn_workers(&mut workers, &state, &Stop(stop_rx.clone()));
+
+    let mut server_stop = Stop(stop_rx);
+    let address = listener.local_addr().ok();
+    tracing::info!(?address, "serving the v1 API");
+    axum::serve(
+        listener,
+        router(state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move { server_stop.requested().await })
+    .await
+    .context("serving HTTP")?;
+
+    while let Some(joined) = workers.join_next().await {
+        joined.context("a background worker failed")?;
+    }
+    Ok(())
+}
+
+/// Starts the background workers; each must return once `stop` is requested. The roster
+/// has none; the webhook outbox and call ceiling add theirs here.
+fn spawn_workers(workers: &mut JoinSet<()>, state: &AppState, stop: &Stop) {
+    let practice = state.practice.clone();
+    let db = state.db.clone();
+    let now_ms = state.now_ms();
+    let mut stop_scoring = stop.clone();
+    workers.spawn(async move {
+        // Calls left live by a previous process never completed: end them (not scored).
+        match db.abandon_live_calls(now_ms).await {
+            Ok(0) => {}
+            Ok(count) => tracing::warn!(count, "ended calls cut off by a restart"),
+            Err(error) => {
+                tracing::error!(error = %error, "could not end calls cut off by a restart")
+            }
+        }
+        practice
+            .scorer
+            .clone()
+            .run(async move { stop_scoring.requested().await })
+            .await;
+    });
+    let outbox = state.practice.outbox.clone();
+    let mut stop_outbox = stop.clone();
+    workers.spawn(outbox.run(async move { stop_outbox.requested().await }));
+    let practice = state.practice.clone();
+    let mut stop_live = stop.clone();
+    workers.spawn(async move {
+        stop_live.requested().await;
+        practice.stop_live_calls();
+    });
+}

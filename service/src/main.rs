@@ -1,6 +1,6 @@
 //! `svc-service`: serve the v1 API and run the operator commands.
 
-fn main() {
-    eprintln!("svc-service: not yet built");
-    std::process::exit(1);
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    svc_service::cli::main().await
 }

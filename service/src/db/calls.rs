@@ -8,58 +8,12 @@
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params};
 
-/// The schema of this module, applied as one versioned migration.
-pub const SCHEMA: &str = "
-CREATE TABLE session_tokens (
-    jti TEXT PRIMARY KEY,
-    tenant_id TEXT NOT NULL,
-    agent_id TEXT NOT NULL,
-    call_id TEXT NOT NULL,
-    expires_at INTEGER NOT NULL,
-    created_at INTEGER NOT NULL,
-    spent_at INTEGER
-);
-CREATE TABLE calls (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
-    tenant_id TEXT NOT NULL,
-    source TEXT NOT NULL,
-    state TEXT NOT NULL,
-    agent_id TEXT NOT NULL,
-    agency_id TEXT NOT NULL,
-    platform_agent_id TEXT,
-    platform_agency_id TEXT,
-    external_user_id TEXT,
-    external_agency_id TEXT,
-    drill_key TEXT,
-    difficulty TEXT,
-    persona_name TEXT,
-    persona_seed INTEGER,
-    session_id TEXT UNIQUE,
-    ticket_hash TEXT,
-    ticket_used_at INTEGER,
-    started_at INTEGER,
-    ended_at INTEGER,
-    duration_sec INTEGER NOT NULL DEFAULT 0,
-    list_at INTEGER,
-    scored_at INTEGER,
-    transcript TEXT,
-    score TEXT,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
-);
-CREATE INDEX calls_listing ON calls (tenant_id, source, list_at DESC, id DESC) WHERE state = 'scored';
-CREATE INDEX calls_by_agent ON calls (tenant_id, agent_id, list_at DESC, id DESC) WHERE state = 'scored';
-CREATE INDEX calls_usage ON calls (tenant_id, ended_at);
-CREATE INDEX calls_pending ON calls (state) WHERE state IN ('live', 'ended', 'scoring');
-";
-
 /// Reads the service's session-token signing key (in `service_secrets`), storing `fresh` as
 /// the key on first use.
 ///
 /// # Errors
 /// SQLite errors.
-pub fn token_key(conn: &Connection, fresh: &[u8]) -> rusqlite::Result<Vec<u8>> {
+pub(super) fn token_key(conn: &Connection, fresh: &[u8]) -> rusqlite::Result<Vec<u8>> {
     conn.execute(
         "INSERT OR IGNORE INTO service_secrets (name, value) VALUES ('session_token_key', ?1)",
         params![fresh],
@@ -102,7 +56,12 @@ pub struct NewMint {
 ///
 /// # Errors
 /// SQLite errors.
-pub fn usage_secs(conn: &Connection, tenant_id: &str, from: i64, to: i64) -> rusqlite::Result<i64> {
+pub(super) fn usage_secs(
+    conn: &Connection,
+    tenant_id: &str,
+    from: i64,
+    to: i64,
+) -> rusqlite::Result<i64> {
     conn.query_row(
         "SELECT COALESCE(SUM(duration_sec), 0) FROM calls WHERE tenant_id = ?1 AND ended_at >= ?2 AND ended_at < ?3",
         params![tenant_id, from, to],
@@ -114,7 +73,7 @@ pub fn usage_secs(conn: &Connection, tenant_id: &str, from: i64, to: i64) -> rus
 ///
 /// # Errors
 /// SQLite errors.
-pub fn insert_mint(conn: &Connection, mint: &NewMint) -> rusqlite::Result<()> {
+pub(super) fn insert_mint(conn: &Connection, mint: &NewMint) -> rusqlite::Result<()> {
     conn.execute(
         "INSERT INTO session_tokens (jti, tenant_id, agent_id, call_id, expires_at, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -164,7 +123,7 @@ pub enum Spend {
 ///
 /// # Errors
 /// SQLite errors.
-pub fn spend_token(
+pub(super) fn spend_token(
     conn: &Connection,
     jti: &str,
     tenant_id: &str,
@@ -219,7 +178,7 @@ pub struct GoLive {
 ///
 /// # Errors
 /// SQLite errors.
-pub fn go_live(conn: &Connection, live: &GoLive) -> rusqlite::Result<bool> {
+pub(super) fn go_live(conn: &Connection, live: &GoLive) -> rusqlite::Result<bool> {
     let changed = conn.execute(
         "UPDATE calls SET state = 'live', drill_key = ?2, difficulty = ?3, persona_name = ?4, persona_seed = ?5,
             session_id = ?6, ticket_hash = ?7, started_at = ?8, updated_at = ?8
@@ -259,7 +218,7 @@ pub struct LiveCall {
 ///
 /// # Errors
 /// SQLite errors.
-pub fn claim_ticket(
+pub(super) fn claim_ticket(
     conn: &Connection,
     session_id: &str,
     ticket_hash: &str,
@@ -288,7 +247,7 @@ pub fn claim_ticket(
 ///
 /// # Errors
 /// SQLite errors.
-pub fn end_call(
+pub(super) fn end_call(
     conn: &Connection,
     call_id: &str,
     transcript_json: &str,
@@ -308,7 +267,10 @@ pub fn end_call(
 ///
 /// # Errors
 /// SQLite errors.
-pub fn live_calls_started_before(conn: &Connection, cutoff: i64) -> rusqlite::Result<Vec<String>> {
+pub(super) fn live_calls_started_before(
+    conn: &Connection,
+    cutoff: i64,
+) -> rusqlite::Result<Vec<String>> {
     let mut stmt =
         conn.prepare("SELECT id FROM calls WHERE state = 'live' AND started_at <= ?1")?;
     let rows = stmt.query_map([cutoff], |r| r.get(0))?;
@@ -319,7 +281,7 @@ pub fn live_calls_started_before(conn: &Connection, cutoff: i64) -> rusqlite::Re
 ///
 /// # Errors
 /// SQLite errors.
-pub fn live_calls(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+pub(super) fn live_calls(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     live_calls_started_before(conn, i64::MAX)
 }
 
@@ -327,7 +289,7 @@ pub fn live_calls(conn: &Connection) -> rusqlite::Result<Vec<String>> {
 ///
 /// # Errors
 /// SQLite errors.
-pub fn calls_to_score(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+pub(super) fn calls_to_score(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     let mut stmt =
         conn.prepare("SELECT id FROM calls WHERE state IN ('ended', 'scoring') ORDER BY seq")?;
     let rows = stmt.query_map([], |r| r.get(0))?;
@@ -357,7 +319,7 @@ pub struct ToScore {
 ///
 /// # Errors
 /// SQLite errors.
-pub fn begin_scoring(
+pub(super) fn begin_scoring(
     conn: &Connection,
     call_id: &str,
     now: i64,
@@ -386,7 +348,7 @@ pub fn begin_scoring(
 ///
 /// # Errors
 /// SQLite errors.
-pub fn record_outcome(
+pub(super) fn record_outcome(
     conn: &Connection,
     call_id: &str,
     score_json: Option<&str>,
@@ -411,7 +373,11 @@ pub fn record_outcome(
 ///
 /// # Errors
 /// SQLite errors.
-pub fn abandon_live_call(conn: &Connection, call_id: &str, now: i64) -> rusqlite::Result<bool> {
+pub(super) fn abandon_live_call(
+    conn: &Connection,
+    call_id: &str,
+    now: i64,
+) -> rusqlite::Result<bool> {
     let changed = conn.execute(
         "UPDATE calls SET state = 'ended', transcript = NULL, ended_at = MAX(?2, started_at),
             list_at = MAX(?2, started_at), duration_sec = (MAX(?2, started_at) - started_at) / 1000, updated_at = ?2
@@ -493,7 +459,7 @@ fn row(r: &rusqlite::Row<'_>, detail: bool) -> rusqlite::Result<CallRow> {
 ///
 /// # Errors
 /// SQLite errors.
-pub fn scored_call(
+pub(super) fn scored_call(
     conn: &Connection,
     tenant_id: &str,
     call_id: &str,
@@ -542,7 +508,7 @@ pub struct CallFilter {
 ///
 /// # Errors
 /// SQLite errors.
-pub fn list_calls(conn: &Connection, filter: &CallFilter) -> rusqlite::Result<Vec<CallRow>> {
+pub(super) fn list_calls(conn: &Connection, filter: &CallFilter) -> rusqlite::Result<Vec<CallRow>> {
     let mut sql = format!(
         "SELECT {ROW_COLUMNS} FROM calls WHERE tenant_id = ? AND source = ? AND state = 'scored' AND list_at >= ?"
     );
@@ -580,17 +546,77 @@ pub fn list_calls(conn: &Connection, filter: &CallFilter) -> rusqlite::Result<Ve
     rows.collect()
 }
 
+/// An already-scored call to store directly (see [`insert_scored`]).
+#[derive(Debug, Clone)]
+pub struct ScoredCall {
+    /// Public call id.
+    pub id: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// `roleplay` or `real_call`.
+    pub source: String,
+    /// Service agent id.
+    pub agent_id: String,
+    /// Service agency id.
+    pub agency_id: String,
+    /// Tenant agent id.
+    pub platform_agent_id: Option<String>,
+    /// Tenant agency id.
+    pub platform_agency_id: Option<String>,
+    /// Drill key.
+    pub drill_key: Option<String>,
+    /// Start (ms).
+    pub started_at: i64,
+    /// Whole seconds.
+    pub duration_sec: i64,
+    /// Transcript JSON.
+    pub transcript: String,
+    /// Score JSON.
+    pub score: String,
+}
+
+/// Stores one already-scored call (listed by `endedAt`, or `startedAt` for real calls).
+///
+/// # Errors
+/// SQLite errors.
+pub(super) fn insert_scored(conn: &Connection, call: &ScoredCall) -> rusqlite::Result<()> {
+    let ended = call.started_at + call.duration_sec * 1000;
+    let list_at = if call.source == "real_call" {
+        call.started_at
+    } else {
+        ended
+    };
+    conn.prepare_cached(
+        "INSERT INTO calls (id, tenant_id, source, state, agent_id, agency_id, platform_agent_id, platform_agency_id,
+            drill_key, started_at, ended_at, duration_sec, list_at, scored_at, transcript, score, created_at, updated_at)
+         VALUES (?1, ?2, ?3, 'scored', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?10, ?13, ?14, ?9, ?10)",
+    )?
+    .execute(params![
+        call.id,
+        call.tenant_id,
+        call.source,
+        call.agent_id,
+        call.agency_id,
+        call.platform_agent_id,
+        call.platform_agency_id,
+        call.drill_key,
+        call.started_at,
+        ended,
+        call.duration_sec,
+        list_at,
+        call.transcript,
+        call.score
+    ])?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn conn() -> Connection {
-        let conn = Connection::open_in_memory().expect("open");
-        conn.execute_batch(
-            "CREATE TABLE service_secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL);",
-        )
-        .expect("secrets");
-        conn.execute_batch(SCHEMA).expect("schema");
+        let mut conn = Connection::open_in_memory().expect("open");
+        super::super::migrations::migrate(&mut conn).expect("schema");
         conn
     }
 

@@ -7,41 +7,14 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-/// The schema of this module, applied as one versioned migration.
-pub const SCHEMA: &str = "
-CREATE TABLE webhook_deliveries (
-    id TEXT PRIMARY KEY,
-    tenant_id TEXT NOT NULL,
-    call_id TEXT NOT NULL,
-    body TEXT NOT NULL,
-    state TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    next_attempt_at INTEGER,
-    lease_until INTEGER,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
-);
-CREATE INDEX webhook_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
-CREATE TABLE webhook_attempts (
-    delivery_id TEXT NOT NULL,
-    attempt INTEGER NOT NULL,
-    attempted_at INTEGER NOT NULL,
-    url TEXT,
-    status INTEGER,
-    latency_ms INTEGER NOT NULL,
-    error TEXT,
-    PRIMARY KEY (delivery_id, attempt)
-);
-";
-
 /// How long a claimed delivery is hidden from other claimers (longer than any attempt).
-pub const LEASE_MS: i64 = 60_000;
+pub(super) const LEASE_MS: i64 = 60_000;
 
 /// Queues a delivery due now.
 ///
 /// # Errors
 /// SQLite errors.
-pub fn enqueue(
+pub(super) fn enqueue(
     conn: &Connection,
     id: &str,
     tenant_id: &str,
@@ -74,7 +47,7 @@ pub struct Claimed {
 ///
 /// # Errors
 /// SQLite errors.
-pub fn claim_due(conn: &Connection, now: i64) -> rusqlite::Result<Option<Claimed>> {
+pub(super) fn claim_due(conn: &Connection, now: i64) -> rusqlite::Result<Option<Claimed>> {
     conn.query_row(
         "UPDATE webhook_deliveries SET lease_until = ?1 + ?2, updated_at = ?1
          WHERE id = (SELECT id FROM webhook_deliveries
@@ -91,7 +64,7 @@ pub fn claim_due(conn: &Connection, now: i64) -> rusqlite::Result<Option<Claimed
 ///
 /// # Errors
 /// SQLite errors.
-pub fn next_due(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+pub(super) fn next_due(conn: &Connection) -> rusqlite::Result<Option<i64>> {
     conn.query_row(
         "SELECT MIN(MAX(next_attempt_at, COALESCE(lease_until, 0))) FROM webhook_deliveries WHERE state = 'pending'",
         [],
@@ -129,7 +102,7 @@ pub enum Next {
 ///
 /// # Errors
 /// SQLite errors.
-pub fn record_attempt(
+pub(super) fn record_attempt(
     conn: &Connection,
     id: &str,
     attempt: &AttemptLog,
@@ -180,7 +153,7 @@ pub struct DeliveryRow {
 ///
 /// # Errors
 /// SQLite errors.
-pub fn list_deliveries(
+pub(super) fn list_deliveries(
     conn: &Connection,
     tenant_id: Option<&str>,
     limit: u32,
@@ -226,8 +199,8 @@ mod tests {
     use super::*;
 
     fn conn() -> Connection {
-        let conn = Connection::open_in_memory().expect("open");
-        conn.execute_batch(SCHEMA).expect("schema");
+        let mut conn = Connection::open_in_memory().expect("open");
+        super::super::migrations::migrate(&mut conn).expect("schema");
         conn
     }
 

@@ -50,7 +50,10 @@ pub struct Endpoint {
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint").field("url", &self.url).field("secret", &"[redacted]").finish()
+        f.debug_struct("Endpoint")
+            .field("url", &self.url)
+            .field("secret", &"[redacted]")
+            .finish()
     }
 }
 
@@ -80,7 +83,11 @@ fn active_endpoint(conn: &Connection, tenant_id: &str) -> Result<Option<Endpoint
         .optional()?)
 }
 
-fn session_agent(conn: &Connection, tenant_id: &str, agent: &AgentRef) -> Result<Option<SessionAgent>, DbError> {
+fn session_agent(
+    conn: &Connection,
+    tenant_id: &str,
+    agent: &AgentRef,
+) -> Result<Option<SessionAgent>, DbError> {
     let (column, value) = match agent {
         AgentRef::ServiceId(id) => ("a.id", id),
         AgentRef::PlatformId(id) => ("a.platform_agent_id", id),
@@ -110,16 +117,22 @@ impl Db {
     /// Storage failure.
     pub async fn session_token_key(&self) -> Result<Vec<u8>, DbError> {
         let fresh: [u8; 32] = rand::random();
-        self.write(move |tx| Ok(calls::token_key(tx, &fresh)?)).await
+        self.write(move |tx| Ok(calls::token_key(tx, &fresh)?))
+            .await
     }
 
     /// The tenant's rep named by `agent`, with its agency (another tenant's is `None`).
     ///
     /// # Errors
     /// Storage failure.
-    pub async fn session_agent(&self, tenant_id: &str, agent: AgentRef) -> Result<Option<SessionAgent>, DbError> {
+    pub async fn session_agent(
+        &self,
+        tenant_id: &str,
+        agent: AgentRef,
+    ) -> Result<Option<SessionAgent>, DbError> {
         let tenant_id = tenant_id.to_owned();
-        self.read(move |conn| session_agent(conn, &tenant_id, &agent)).await
+        self.read(move |conn| session_agent(conn, &tenant_id, &agent))
+            .await
     }
 
     /// Stores a minted token and its call unless the tenant's allowance for the month
@@ -127,10 +140,19 @@ impl Db {
     ///
     /// # Errors
     /// Storage failure.
-    pub async fn mint_session(&self, mint: NewMint, month_start: i64, month_end: i64) -> Result<MintResult, DbError> {
+    pub async fn mint_session(
+        &self,
+        mint: NewMint,
+        month_start: i64,
+        month_end: i64,
+    ) -> Result<MintResult, DbError> {
         self.write(move |tx| {
             let allowance: Option<i64> = tx
-                .query_row("SELECT monthly_allowance_minutes FROM tenants WHERE id = ?1", [&mint.tenant_id], |r| r.get(0))
+                .query_row(
+                    "SELECT monthly_allowance_minutes FROM tenants WHERE id = ?1",
+                    [&mint.tenant_id],
+                    |r| r.get(0),
+                )
                 .optional()?
                 .flatten();
             if let Some(minutes) = allowance {
@@ -149,9 +171,17 @@ impl Db {
     ///
     /// # Errors
     /// Storage failure.
-    pub async fn spend_session_token(&self, jti: &str, tenant_id: &str, agent_id: &str, now: i64) -> Result<Spend, DbError> {
-        let (jti, tenant_id, agent_id) = (jti.to_owned(), tenant_id.to_owned(), agent_id.to_owned());
-        self.write(move |tx| Ok(calls::spend_token(tx, &jti, &tenant_id, &agent_id, now)?)).await
+    pub async fn spend_session_token(
+        &self,
+        jti: &str,
+        tenant_id: &str,
+        agent_id: &str,
+        now: i64,
+    ) -> Result<Spend, DbError> {
+        let (jti, tenant_id, agent_id) =
+            (jti.to_owned(), tenant_id.to_owned(), agent_id.to_owned());
+        self.write(move |tx| Ok(calls::spend_token(tx, &jti, &tenant_id, &agent_id, now)?))
+            .await
     }
 
     /// Moves a redeemed call to `live`.
@@ -166,18 +196,30 @@ impl Db {
     ///
     /// # Errors
     /// Storage failure.
-    pub async fn claim_ticket(&self, session_id: &str, ticket_hash: &str, now: i64) -> Result<Option<LiveCall>, DbError> {
+    pub async fn claim_ticket(
+        &self,
+        session_id: &str,
+        ticket_hash: &str,
+        now: i64,
+    ) -> Result<Option<LiveCall>, DbError> {
         let (session_id, ticket_hash) = (session_id.to_owned(), ticket_hash.to_owned());
-        self.write(move |tx| Ok(calls::claim_ticket(tx, &session_id, &ticket_hash, now)?)).await
+        self.write(move |tx| Ok(calls::claim_ticket(tx, &session_id, &ticket_hash, now)?))
+            .await
     }
 
     /// Ends a live call with its transcript; the duration in seconds, or `None` if not live.
     ///
     /// # Errors
     /// Storage failure.
-    pub async fn end_call(&self, call_id: &str, transcript_json: String, now: i64) -> Result<Option<i64>, DbError> {
+    pub async fn end_call(
+        &self,
+        call_id: &str,
+        transcript_json: String,
+        now: i64,
+    ) -> Result<Option<i64>, DbError> {
         let call_id = call_id.to_owned();
-        self.write(move |tx| Ok(calls::end_call(tx, &call_id, &transcript_json, now)?)).await
+        self.write(move |tx| Ok(calls::end_call(tx, &call_id, &transcript_json, now)?))
+            .await
     }
 
     /// Ends a live call nobody ever connected to (at the ceiling), with an empty transcript.
@@ -188,7 +230,11 @@ impl Db {
         let call_id = call_id.to_owned();
         self.write(move |tx| {
             let connected: Option<Option<i64>> = tx
-                .query_row("SELECT ticket_used_at FROM calls WHERE id = ?1 AND state = 'live'", [&call_id], |r| r.get(0))
+                .query_row(
+                    "SELECT ticket_used_at FROM calls WHERE id = ?1 AND state = 'live'",
+                    [&call_id],
+                    |r| r.get(0),
+                )
                 .optional()?;
             match connected {
                 Some(None) => Ok(calls::end_call(tx, &call_id, "[]", now)?.is_some()),
@@ -228,7 +274,8 @@ impl Db {
     /// Storage failure.
     pub async fn begin_scoring(&self, call_id: &str, now: i64) -> Result<Option<ToScore>, DbError> {
         let call_id = call_id.to_owned();
-        self.write(move |tx| Ok(calls::begin_scoring(tx, &call_id, now)?)).await
+        self.write(move |tx| Ok(calls::begin_scoring(tx, &call_id, now)?))
+            .await
     }
 
     /// Records a call's outcome and, in the same transaction, queues its webhook when the
@@ -238,13 +285,25 @@ impl Db {
     /// Storage failure.
     pub async fn record_outcome(&self, outcome: OutcomeRecord) -> Result<bool, DbError> {
         self.write(move |tx| {
-            if !calls::record_outcome(tx, &outcome.call_id, outcome.score_json.as_deref(), outcome.now)? {
+            if !calls::record_outcome(
+                tx,
+                &outcome.call_id,
+                outcome.score_json.as_deref(),
+                outcome.now,
+            )? {
                 return Ok(false);
             }
             if active_endpoint(tx, &outcome.tenant_id)?.is_none() {
                 return Ok(false);
             }
-            outbox::enqueue(tx, &outcome.webhook_id, &outcome.tenant_id, &outcome.call_id, &outcome.body, outcome.now)?;
+            outbox::enqueue(
+                tx,
+                &outcome.webhook_id,
+                &outcome.tenant_id,
+                &outcome.call_id,
+                &outcome.body,
+                outcome.now,
+            )?;
             Ok(true)
         })
         .await
@@ -254,9 +313,14 @@ impl Db {
     ///
     /// # Errors
     /// Storage failure.
-    pub async fn scored_call(&self, tenant_id: &str, call_id: &str) -> Result<Option<CallRow>, DbError> {
+    pub async fn scored_call(
+        &self,
+        tenant_id: &str,
+        call_id: &str,
+    ) -> Result<Option<CallRow>, DbError> {
         let (tenant_id, call_id) = (tenant_id.to_owned(), call_id.to_owned());
-        self.read(move |conn| Ok(calls::scored_call(conn, &tenant_id, &call_id)?)).await
+        self.read(move |conn| Ok(calls::scored_call(conn, &tenant_id, &call_id)?))
+            .await
     }
 
     /// A page of scored calls (`limit + 1` rows at most).
@@ -264,7 +328,8 @@ impl Db {
     /// # Errors
     /// Storage failure.
     pub async fn list_calls(&self, filter: CallFilter) -> Result<Vec<CallRow>, DbError> {
-        self.read(move |conn| Ok(calls::list_calls(conn, &filter)?)).await
+        self.read(move |conn| Ok(calls::list_calls(conn, &filter)?))
+            .await
     }
 
     /// Claims the earliest due delivery.
@@ -281,16 +346,23 @@ impl Db {
     /// Storage failure.
     pub async fn active_endpoint(&self, tenant_id: &str) -> Result<Option<Endpoint>, DbError> {
         let tenant_id = tenant_id.to_owned();
-        self.read(move |conn| active_endpoint(conn, &tenant_id)).await
+        self.read(move |conn| active_endpoint(conn, &tenant_id))
+            .await
     }
 
     /// Logs an attempt and moves the delivery on.
     ///
     /// # Errors
     /// Storage failure.
-    pub async fn record_attempt(&self, id: &str, attempt: AttemptLog, next: Next) -> Result<(), DbError> {
+    pub async fn record_attempt(
+        &self,
+        id: &str,
+        attempt: AttemptLog,
+        next: Next,
+    ) -> Result<(), DbError> {
         let id = id.to_owned();
-        self.write(move |tx| Ok(outbox::record_attempt(tx, &id, &attempt, next)?)).await
+        self.write(move |tx| Ok(outbox::record_attempt(tx, &id, &attempt, next)?))
+            .await
     }
 
     /// When the next pending delivery falls due.
@@ -305,7 +377,61 @@ impl Db {
     ///
     /// # Errors
     /// Storage failure.
-    pub async fn list_deliveries(&self, tenant_id: Option<String>, limit: u32) -> Result<Vec<DeliveryRow>, DbError> {
-        self.read(move |conn| Ok(outbox::list_deliveries(conn, tenant_id.as_deref(), limit)?)).await
+    pub async fn list_deliveries(
+        &self,
+        tenant_id: Option<String>,
+        limit: u32,
+    ) -> Result<Vec<DeliveryRow>, DbError> {
+        self.read(move |conn| Ok(outbox::list_deliveries(conn, tenant_id.as_deref(), limit)?))
+            .await
+    }
+
+    /// The state of a call (`created`, `live`, `ended`, `scoring`, `scored`, `not_scored`), for
+    /// tests and operators.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn call_state(&self, call_id: &str) -> Result<Option<String>, DbError> {
+        let call_id = call_id.to_owned();
+        self.read(move |conn| {
+            Ok(conn
+                .query_row("SELECT state FROM calls WHERE id = ?1", [&call_id], |r| {
+                    r.get(0)
+                })
+                .optional()?)
+        })
+        .await
+    }
+
+    /// Stores already-scored calls in bulk, in one transaction (imports and benchmarks).
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn insert_scored_calls(&self, calls: Vec<calls::ScoredCall>) -> Result<(), DbError> {
+        self.write(move |tx| {
+            for call in &calls {
+                calls::insert_scored(tx, call)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Queues a delivery directly (imports and benchmarks; the service queues through
+    /// [`Db::record_outcome`]).
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn enqueue_delivery(
+        &self,
+        id: &str,
+        tenant_id: &str,
+        call_id: &str,
+        body: String,
+        now: i64,
+    ) -> Result<(), DbError> {
+        let (id, tenant_id, call_id) = (id.to_owned(), tenant_id.to_owned(), call_id.to_owned());
+        self.write(move |tx| Ok(outbox::enqueue(tx, &id, &tenant_id, &call_id, &body, now)?))
+            .await
     }
 }

@@ -7,9 +7,11 @@
 //! - [`stages`]: recognises which stages of an enrollment call a rep utterance covers.
 //! - [`persona`]: the scripted customer that answers each rep utterance.
 //! - [`rubric`]: turns a finished transcript into a score, or says why it cannot be scored.
+//! - [`state`]: the shared practice state held by the server (token key, workers, settings).
 
 pub mod catalog;
 pub mod persona;
 pub mod rubric;
 pub mod stages;
+pub mod state;
 pub mod transcript;

@@ -1,0 +1,365 @@
+//! `GET /v1/calls` and `GET /v1/calls/{callId}`: the tenant's scored calls.
+//!
+//! The list is newest first by `endedAt` for practice calls (by `startedAt` for real calls),
+//! bounded by inclusive `from` (required) and `to`, paged with keyset cursors on
+//! (list time, id): a page never shifts when newer calls arrive. Cursors are bound to this
+//! endpoint, the tenant and the filters. Only `scored` calls exist for these reads; any other
+//! call, another tenant's included, is `404 CALL_NOT_FOUND`.
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, OpenApi, ToSchema};
+
+use crate::api::agents::parse_limit;
+use crate::api::openapi::ErrorEnvelope;
+use crate::auth::Tenant;
+use crate::cursor::CursorScope;
+use crate::db::{AgentRef, CallFilter, CallRow};
+use crate::domain::{PlatformId, optional, text};
+use crate::error::ApiError;
+use crate::extract::{ApiPath, ApiQuery};
+use crate::practice::transcript::Turn;
+use crate::scoring::evaluate::ScoreDoc;
+use crate::state::AppState;
+use crate::time::{format_millis, parse_timestamp};
+
+const CURSOR_ENDPOINT: &str = "GET /calls";
+
+/// Routes of this resource.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/calls", get(list_calls))
+        .route("/calls/{call_id}", get(call_detail))
+}
+
+/// OpenAPI description of this resource.
+#[derive(Debug, OpenApi)]
+#[openapi(
+    paths(list_calls, call_detail),
+    components(schemas(CallListRow, CallList, CallDetail, ScoreDoc, Turn))
+)]
+pub struct CallsApi;
+
+/// Query of `GET /calls` (all strings, validated by the handler).
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListCallsQuery {
+    /// Inclusive lower bound (ISO 8601); required.
+    pub from: Option<String>,
+    /// Inclusive upper bound (ISO 8601).
+    pub to: Option<String>,
+    /// `roleplay` or `real_call`; required.
+    pub source: Option<String>,
+    /// Service agent id; another tenant's is `404 AGENT_NOT_FOUND`.
+    pub agent_id: Option<String>,
+    /// Service agency id; another tenant's is `404 AGENCY_NOT_FOUND`.
+    pub agency_id: Option<String>,
+    /// Tenant agent id; unknown gives an empty page.
+    pub platform_agent_id: Option<String>,
+    /// Tenant agency id; unknown gives an empty page.
+    pub platform_agency_id: Option<String>,
+    /// Earlier-form rep label.
+    pub external_user_id: Option<String>,
+    /// Earlier-form agency label.
+    pub external_agency_id: Option<String>,
+    /// 1–100, default 50.
+    pub limit: Option<String>,
+    /// Opaque cursor from `nextCursor`.
+    pub cursor: Option<String>,
+}
+
+/// A call list row.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CallListRow {
+    /// Public call id.
+    pub id: String,
+    /// `roleplay` or `real_call`.
+    pub source: String,
+    /// Service agent id.
+    pub agent_id: String,
+    /// Service agency id.
+    pub agency_id: String,
+    /// Tenant agent id.
+    pub platform_agent_id: Option<String>,
+    /// Tenant agency id.
+    pub platform_agency_id: Option<String>,
+    /// Minting-time rep label.
+    pub external_user_id: Option<String>,
+    /// Minting-time agency label.
+    pub external_agency_id: Option<String>,
+    /// The drill practised; null for real calls.
+    pub drill_key: Option<String>,
+    /// Start.
+    pub started_at: Option<String>,
+    /// End.
+    pub ended_at: Option<String>,
+    /// Whole seconds.
+    pub duration_sec: i64,
+    /// When it was scored.
+    pub scored_at: Option<String>,
+}
+
+/// A page of calls.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CallList {
+    /// The rows, newest first.
+    pub data: Vec<CallListRow>,
+    /// Cursor of the next page; null on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// The full detail of a scored call.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CallDetail {
+    /// Every list-row field.
+    #[serde(flatten)]
+    pub row: CallListRow,
+    /// Always `scored`.
+    pub status: String,
+    /// Diarized turns.
+    pub transcript: Vec<serde_json::Value>,
+    /// The score.
+    #[schema(value_type = ScoreDoc)]
+    pub score: serde_json::Value,
+    /// Null for practice calls.
+    pub audio_url: Option<String>,
+    /// Null for practice calls.
+    pub audio_url_expires_at: Option<String>,
+    /// Reserved; null in v1.
+    #[schema(value_type = Option<Object>)]
+    pub waveform: Option<serde_json::Value>,
+    /// Creation.
+    pub created_at: String,
+    /// Last change.
+    pub updated_at: String,
+}
+
+impl From<&CallRow> for CallListRow {
+    fn from(row: &CallRow) -> Self {
+        CallListRow {
+            id: row.id.clone(),
+            source: row.source.clone(),
+            agent_id: row.agent_id.clone(),
+            agency_id: row.agency_id.clone(),
+            platform_agent_id: row.platform_agent_id.clone(),
+            platform_agency_id: row.platform_agency_id.clone(),
+            external_user_id: row.external_user_id.clone(),
+            external_agency_id: row.external_agency_id.clone(),
+            drill_key: row.drill_key.clone(),
+            started_at: row.started_at.map(format_millis),
+            ended_at: row.ended_at.map(format_millis),
+            duration_sec: row.duration_sec,
+            scored_at: row.scored_at.map(format_millis),
+        }
+    }
+}
+
+fn time_bound(field: &str, raw: &str) -> Result<i64, ApiError> {
+    parse_timestamp(raw.trim())
+        .map(|t| t.timestamp_millis())
+        .ok_or_else(|| {
+            ApiError::invalid(format!(
+                "{field} must be an ISO 8601 date-time with an offset"
+            ))
+        })
+}
+
+async fn build_filter(
+    state: &AppState,
+    tenant_id: &str,
+    query: &ListCallsQuery,
+) -> Result<CallFilter, ApiError> {
+    let from = match query.from.as_deref() {
+        Some(raw) => time_bound("from", raw)?,
+        None => return Err(ApiError::invalid("from is required")),
+    };
+    let to = optional("to", query.to.as_deref(), time_bound)?;
+    if to.is_some_and(|to| to < from) {
+        return Err(ApiError::invalid("to must not be before from"));
+    }
+    let source = match query.source.as_deref().map(str::trim) {
+        Some(source @ ("roleplay" | "real_call")) => source.to_string(),
+        Some(_) => return Err(ApiError::invalid("source must be roleplay or real_call")),
+        None => return Err(ApiError::invalid("source is required")),
+    };
+    if query.agent_id.is_some() && query.platform_agent_id.is_some() {
+        return Err(ApiError::invalid(
+            "name the rep by agentId or platformAgentId, not both",
+        ));
+    }
+    if query.agency_id.is_some() && query.platform_agency_id.is_some() {
+        return Err(ApiError::invalid(
+            "name the agency by agencyId or platformAgencyId, not both",
+        ));
+    }
+    let agent_id = optional("agentId", query.agent_id.as_deref(), text)?;
+    let agency_id = optional("agencyId", query.agency_id.as_deref(), text)?;
+    let platform_agent_id = optional(
+        "platformAgentId",
+        query.platform_agent_id.as_deref(),
+        PlatformId::parse,
+    )?;
+    let platform_agency_id = optional(
+        "platformAgencyId",
+        query.platform_agency_id.as_deref(),
+        PlatformId::parse,
+    )?;
+    let external_user_id = optional("externalUserId", query.external_user_id.as_deref(), text)?;
+    let external_agency_id = optional(
+        "externalAgencyId",
+        query.external_agency_id.as_deref(),
+        text,
+    )?;
+    let limit = parse_limit(query.limit.as_deref())?;
+    if let Some(agent_id) = &agent_id {
+        state
+            .db
+            .session_agent(tenant_id, AgentRef::ServiceId(agent_id.clone()))
+            .await?
+            .ok_or(ApiError::AgentNotFound)?;
+    }
+    if let Some(agency_id) = &agency_id {
+        state
+            .db
+            .agency(tenant_id, agency_id)
+            .await?
+            .ok_or(ApiError::AgencyNotFound)?;
+    }
+    Ok(CallFilter {
+        tenant_id: tenant_id.to_string(),
+        source,
+        from,
+        to,
+        agent_id,
+        agency_id,
+        platform_agent_id: platform_agent_id.map(PlatformId::into_inner),
+        platform_agency_id: platform_agency_id.map(PlatformId::into_inner),
+        external_user_id,
+        external_agency_id,
+        after: None,
+        limit,
+    })
+}
+
+fn fingerprint(filter: &CallFilter) -> String {
+    serde_json::json!([
+        filter.source,
+        filter.from,
+        filter.to,
+        filter.agent_id,
+        filter.agency_id,
+        filter.platform_agent_id,
+        filter.platform_agency_id,
+        filter.external_user_id,
+        filter.external_agency_id,
+    ])
+    .to_string()
+}
+
+/// List scored calls.
+#[utoipa::path(
+    get,
+    path = "/calls",
+    tag = "calls",
+    params(ListCallsQuery),
+    security(("apiKey" = [])),
+    responses(
+        (status = 200, description = "A page of scored calls, newest first", body = CallList),
+        (status = 400, description = "INVALID_REQUEST", body = ErrorEnvelope),
+        (status = 401, description = "INVALID_API_KEY, API_KEY_REVOKED", body = ErrorEnvelope),
+        (status = 403, description = "TENANT_INACTIVE, IP_NOT_ALLOWED", body = ErrorEnvelope),
+        (status = 404, description = "AGENT_NOT_FOUND, AGENCY_NOT_FOUND", body = ErrorEnvelope),
+    )
+)]
+async fn list_calls(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    ApiQuery(query): ApiQuery<ListCallsQuery>,
+) -> Result<Json<CallList>, ApiError> {
+    let mut filter = build_filter(&state, &tenant.id, &query).await?;
+    let filters = fingerprint(&filter);
+    let scope = CursorScope {
+        endpoint: CURSOR_ENDPOINT,
+        tenant_id: &tenant.id,
+        filters: &filters,
+    };
+    if let Some(cursor) = query.cursor.as_deref() {
+        let position = state.cursors.decode(scope, cursor)?;
+        let invalid = || ApiError::invalid("cursor is not valid for this request");
+        let (at, id) = position.split_once(':').ok_or_else(invalid)?;
+        filter.after = Some((at.parse::<i64>().map_err(|_| invalid())?, id.to_string()));
+    }
+    let limit = filter.limit as usize;
+    let mut rows = state.db.list_calls(filter).await?;
+    let next_cursor = if rows.len() > limit {
+        rows.truncate(limit);
+        rows.last().map(|last| {
+            state
+                .cursors
+                .encode(scope, &format!("{}:{}", last.list_at, last.id))
+        })
+    } else {
+        None
+    };
+    Ok(Json(CallList {
+        data: rows.iter().map(CallListRow::from).collect(),
+        next_cursor,
+    }))
+}
+
+/// The full detail of a scored call.
+#[utoipa::path(
+    get,
+    path = "/calls/{callId}",
+    tag = "calls",
+    params(("callId" = String, Path, description = "Public call id")),
+    security(("apiKey" = [])),
+    responses(
+        (status = 200, description = "The scored call", body = CallDetail),
+        (status = 401, description = "INVALID_API_KEY, API_KEY_REVOKED", body = ErrorEnvelope),
+        (status = 403, description = "TENANT_INACTIVE, IP_NOT_ALLOWED", body = ErrorEnvelope),
+        (status = 404, description = "CALL_NOT_FOUND (unknown, another tenant's, not scored, or still scoring)", body = ErrorEnvelope),
+    )
+)]
+async fn call_detail(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    ApiPath(call_id): ApiPath<String>,
+) -> Result<Json<CallDetail>, ApiError> {
+    let row = state
+        .db
+        .scored_call(&tenant.id, call_id.trim())
+        .await?
+        .ok_or(ApiError::CallNotFound)?;
+    let transcript = row
+        .transcript
+        .as_deref()
+        .map(serde_json::from_str::<Vec<serde_json::Value>>)
+        .transpose()
+        .map_err(|e| ApiError::Internal(e.into()))?
+        .unwrap_or_default();
+    let score = row
+        .score
+        .as_deref()
+        .map(serde_json::from_str::<serde_json::Value>)
+        .transpose()
+        .map_err(|e| ApiError::Internal(e.into()))?
+        .unwrap_or(serde_json::Value::Null);
+    Ok(Json(CallDetail {
+        row: CallListRow::from(&row),
+        status: "scored".to_string(),
+        transcript,
+        score,
+        audio_url: None,
+        audio_url_expires_at: None,
+        waveform: None,
+        created_at: format_millis(row.created_at),
+        updated_at: format_millis(row.updated_at),
+    }))
+}

@@ -1,0 +1,94 @@
+//! `GET /v1/openapi.json`: the OpenAPI 3.1 description generated from the handlers and
+//! types (utoipa), so it cannot drift. Each resource module has its own `OpenApi` struct;
+//! [`api_doc`] merges them (later resources add theirs to the list there).
+
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+use crate::state::AppState;
+
+/// Routes of this resource.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/openapi.json", get(openapi_json))
+}
+
+/// The error envelope (documentation type).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorEnvelope {
+    /// The error.
+    pub error: ErrorObject,
+}
+
+/// The `error` object of the envelope (documentation type).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorObject {
+    /// Contract code; branch on it.
+    pub code: String,
+    /// Human-readable; may change.
+    pub message: String,
+    /// Equals the `X-Service-Request-Id` header.
+    pub request_id: String,
+    /// Only on codes that document it (`AGENT_ALREADY_EXISTS`).
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<serde_json::Value>,
+}
+
+#[derive(Debug, OpenApi)]
+#[openapi(
+    info(
+        title = "Roleplay and Call-Scoring Service",
+        version = "1",
+        description = "v1 API. Every response carries X-Service-Request-Id; errors use the envelope."
+    ),
+    servers((url = "/v1")),
+    components(schemas(ErrorEnvelope, ErrorObject)),
+    modifiers(&BearerSchemes)
+)]
+struct BaseApi;
+
+#[derive(Debug)]
+struct BearerSchemes;
+
+impl Modify for BearerSchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "apiKey",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("API key `svc_live_…`"))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "sessionToken",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .description(Some("Session token from POST /session"))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The whole API description.
+pub fn api_doc() -> utoipa::openapi::OpenApi {
+    let mut doc = BaseApi::openapi();
+    doc.merge(super::agencies::AgenciesApi::openapi());
+    doc.merge(super::agents::AgentsApi::openapi());
+    doc.merge(super::session::SessionApi::openapi());
+    doc.merge(super::roleplay::RoleplayApi::openapi());
+    doc.merge(super::calls::CallsApi::openapi());
+    doc
+}
+
+async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
+    Json(api_doc())
+}

@@ -1,0 +1,94 @@
+//! The command line: `serve` runs the API, `tenant …` are the operator's commands.
+//!
+//! Exit codes: 0 success; 1 failure (unknown tenant, invalid value, database or server
+//! error; the message is on stderr); 2 usage error (from the flag parser).
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+use crate::config::ServeArgs;
+use crate::deliveries::DeliveriesArgs;
+use crate::operator::TenantArgs;
+
+/// Roleplay and Call-Scoring Service v1: a compact local implementation.
+#[derive(Debug, Parser)]
+#[command(name = "svc-service", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the v1 API until Ctrl-C or SIGTERM.
+    Serve(ServeArgs),
+    /// Operator commands on tenants (act on the database; a running server sees the change
+    /// at its next request).
+    Tenant(TenantArgs),
+    /// Operator commands on webhook deliveries (list them with every attempt).
+    Deliveries(DeliveriesArgs),
+}
+
+/// Parses the command line, runs the command and maps the outcome to an exit code.
+pub async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let outcome = match cli.command {
+        Command::Serve(args) => serve(args).await,
+        Command::Tenant(args) => args.exec().await,
+        Command::Deliveries(args) => args.exec().await,
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = args.into_config();
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    crate::run(config, listener, shutdown_signal()).await
+}
+
+/// Resolves on Ctrl-C or (on Unix) SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down");
+}

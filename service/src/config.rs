@@ -1,0 +1,106 @@
+//! Settings of a running server, and the `serve` flags they come from (the one place where
+//! server flags are parsed; later issues add theirs here).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use crate::clock::Clock;
+
+/// Default database file.
+pub const DEFAULT_DB: &str = "./svc-service.db";
+/// Default listen address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
+
+/// Flags of `svc-service serve`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ServeArgs {
+    /// SQLite database file (created if missing).
+    #[arg(long, env = "SVC_DB", default_value = DEFAULT_DB)]
+    pub db: PathBuf,
+    /// Address to listen on.
+    #[arg(long, env = "SVC_LISTEN", default_value = DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+    /// Deliver webhooks to plain-HTTP URLs too. For local testing only: production
+    /// webhook URLs must be HTTPS.
+    #[arg(long, env = "SVC_ALLOW_HTTP_WEBHOOKS")]
+    pub allow_http_webhooks: bool,
+    /// Take the caller's address for IP allowlists from the last entry of
+    /// `X-Forwarded-For` (the address your reverse proxy saw) instead of the TCP peer.
+    /// Only enable behind a proxy you run that always sets the header; otherwise any
+    /// caller can claim any address.
+    #[arg(long, env = "SVC_TRUST_FORWARDED_FOR")]
+    pub trust_forwarded_for: bool,
+    /// Lifetime of a session token minted by POST /session, in seconds.
+    #[arg(long, env = "SVC_TOKEN_TTL_SECS", default_value_t = DEFAULT_TOKEN_TTL_SECS)]
+    pub token_ttl_secs: u64,
+    /// Longest a live practice call runs before the service ends it, in seconds (the
+    /// contract's two hours; lower it for tests).
+    #[arg(long, env = "SVC_CALL_CEILING_SECS", default_value_t = DEFAULT_CALL_CEILING_SECS)]
+    pub call_ceiling_secs: u64,
+    /// Delay before the single retry of a failed webhook delivery, in seconds.
+    #[arg(long, env = "SVC_WEBHOOK_RETRY_DELAY_SECS", default_value_t = DEFAULT_WEBHOOK_RETRY_DELAY_SECS)]
+    pub webhook_retry_delay_secs: u64,
+}
+
+/// Default session token lifetime (about 5 minutes).
+pub const DEFAULT_TOKEN_TTL_SECS: u64 = 300;
+/// Default call ceiling (two hours).
+pub const DEFAULT_CALL_CEILING_SECS: u64 = 7_200;
+/// Default delay of the webhook retry (about 5 minutes).
+pub const DEFAULT_WEBHOOK_RETRY_DELAY_SECS: u64 = 300;
+
+impl ServeArgs {
+    /// The server settings these flags describe (system clock).
+    pub fn into_config(self) -> Config {
+        let mut config = Config::new(self.db);
+        config.listen = self.listen;
+        config.allow_http_webhooks = self.allow_http_webhooks;
+        config.trust_forwarded_for = self.trust_forwarded_for;
+        config.token_ttl_secs = self.token_ttl_secs;
+        config.call_ceiling_secs = self.call_ceiling_secs;
+        config.webhook_retry_delay_secs = self.webhook_retry_delay_secs;
+        config
+    }
+}
+
+/// Everything a running server needs to know. Build with [`Config::new`] and adjust fields,
+/// so that later fields keep their defaults.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// SQLite database file.
+    pub db_path: PathBuf,
+    /// Address `serve` binds (the listener passed to [`crate::run`] wins).
+    pub listen: SocketAddr,
+    /// Whether plain-HTTP webhook URLs are delivered to (local testing only).
+    pub allow_http_webhooks: bool,
+    /// Whether `X-Forwarded-For` names the caller (see [`ServeArgs::trust_forwarded_for`]).
+    pub trust_forwarded_for: bool,
+    /// Source of time for every time rule.
+    pub clock: Clock,
+    /// Session token lifetime, seconds.
+    pub token_ttl_secs: u64,
+    /// Live call ceiling, seconds.
+    pub call_ceiling_secs: u64,
+    /// Delay of the single webhook retry, seconds.
+    pub webhook_retry_delay_secs: u64,
+    /// Deadline of one webhook attempt (the contract's 10 seconds).
+    pub webhook_timeout: std::time::Duration,
+}
+
+impl Config {
+    /// Defaults for a database at `db_path`: loopback listener, HTTPS-only webhooks, peer
+    /// addresses from the socket, system clock.
+    pub fn new(db_path: impl Into<PathBuf>) -> Self {
+        Config {
+            db_path: db_path.into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
+            allow_http_webhooks: false,
+            trust_forwarded_for: false,
+            clock: Clock::System,
+            token_ttl_secs: DEFAULT_TOKEN_TTL_SECS,
+            call_ceiling_secs: DEFAULT_CALL_CEILING_SECS,
+            webhook_retry_delay_secs: DEFAULT_WEBHOOK_RETRY_DELAY_SECS,
+            webhook_timeout: crate::webhook::client::DEFAULT_TIMEOUT,
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! Storage: a cheap-to-clone [`Db`] handle over SQLite with typed methods. All SQL of the
+//! service lives under this module.
+//!
+//! SQLite runs in WAL mode with a busy timeout. Writes go through one connection behind a
+//! mutex (so a check-then-insert is atomic and concurrent creates resolve to one row) and
+//! run as `BEGIN IMMEDIATE` transactions (so another process, e.g. the operator CLI, is
+//! serialised too). Reads use a small pool of connections. Blocking work runs on tokio's
+//! blocking pool via `spawn_blocking`.
+
+mod agencies;
+mod agents;
+mod calls;
+mod migrations;
+mod outbox;
+mod practice;
+mod tenants;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
+
+pub use agencies::{AgencyRecord, UpsertAgency};
+pub use agents::{
+    AgencyRef, AgentFilter, AgentLookup, AgentPage, AgentRecord, Handle, NewAgent, RegisterAgent,
+};
+pub use calls::{CallFilter, CallRow, GoLive, LiveCall, NewMint, ScoredCall, Spend, ToScore};
+pub use outbox::{AttemptLog, Claimed, DeliveryRow, Next};
+pub use practice::{AgentRef, Endpoint, MintResult, OutcomeRecord, SessionAgent};
+pub use tenants::{ApiKeyStatus, AuthRecord, NewTenant, TenantChange, TenantRecord};
+
+/// How long a connection waits for a lock held by another connection or process.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How many idle read connections are kept.
+const MAX_IDLE_READERS: usize = 16;
+
+/// A storage failure (never a client mistake; those are decided before reaching here).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DbError {
+    /// SQLite reported an error.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A blocking task panicked or was cancelled.
+    #[error("database task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    /// The database was written by a newer version of the service.
+    #[error("database schema version {0} is newer than this build understands")]
+    SchemaTooNew(i64),
+    /// A unique constraint rejected a write (see [`unique_violation`]).
+    #[error("unique constraint on {0:?}")]
+    Unique(UniqueKey),
+    /// A stored value could not be decoded.
+    #[error("corrupt stored value: {0}")]
+    Corrupt(String),
+}
+
+/// The unique keys of the schema, as reported by [`unique_violation`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UniqueKey {
+    /// `agencies(tenant_id, platform_agency_id)`.
+    AgencyPlatformId,
+    /// `agents(tenant_id, platform_agent_id)`.
+    AgentPlatformId,
+    /// `agents(tenant_id, npn)`.
+    AgentNpn,
+    /// `agents(tenant_id, email_lower)`.
+    AgentEmail,
+    /// Any other unique key (ids, key hashes): a random collision, retried by callers.
+    Other,
+}
+
+/// The single place that recognises a unique-constraint violation and names its key.
+pub(crate) fn unique_violation(error: &rusqlite::Error) -> Option<UniqueKey> {
+    let rusqlite::Error::SqliteFailure(failure, message) = error else {
+        return None;
+    };
+    if failure.extended_code != rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+        && failure.extended_code != rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+    {
+        return None;
+    }
+    let message = message.as_deref().unwrap_or_default();
+    let key = if message.contains("agencies.platform_agency_id") {
+        UniqueKey::AgencyPlatformId
+    } else if message.contains("agents.platform_agent_id") {
+        UniqueKey::AgentPlatformId
+    } else if message.contains("agents.npn") {
+        UniqueKey::AgentNpn
+    } else if message.contains("agents.email_lower") {
+        UniqueKey::AgentEmail
+    } else {
+        UniqueKey::Other
+    };
+    Some(key)
+}
+
+/// Cheap-to-clone handle to the service database.
+#[derive(Clone)]
+pub struct Db {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("path", &self.inner.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Db {
+    /// Opens (creating if needed) the database at `path` and applies pending migrations.
+    ///
+    /// # Errors
+    /// The file cannot be opened or migrated.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Db, DbError> {
+        let path = path.as_ref().to_path_buf();
+        tokio::task::spawn_blocking(move || Db::open_blocking(path)).await?
+    }
+
+    fn open_blocking(path: PathBuf) -> Result<Db, DbError> {
+        let mut writer = connect(&path)?;
+        enable_wal(&writer)?;
+        migrations::migrate(&mut writer)?;
+        Ok(Db {
+            inner: Arc::new(Inner {
+                path,
+                writer: Mutex::new(writer),
+                readers: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Runs `work` on a pooled read connection on the blocking pool.
+    pub(crate) async fn read<T, F>(&self, work: F) -> Result<T, DbError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, DbError> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let pooled = inner
+                .readers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop();
+            let conn = match pooled {
+                Some(conn) => conn,
+                None => connect(&inner.path)?,
+            };
+            let result = work(&conn);
+            let mut readers = inner.readers.lock().unwrap_or_else(PoisonError::into_inner);
+            if readers.len() < MAX_IDLE_READERS {
+                readers.push(conn);
+            }
+            result
+        })
+        .await?
+    }
+
+    /// Runs `work` inside one `BEGIN IMMEDIATE` transaction on the single writer
+    /// connection, committing when it returns `Ok`.
+    pub(crate) async fn write<T, F>(&self, work: F) -> Result<T, DbError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T, DbError> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let mut conn = inner.writer.lock().unwrap_or_else(PoisonError::into_inner);
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let value = work(&tx)?;
+            tx.commit()?;
+            Ok(value)
+        })
+        .await?
+    }
+
+    /// The HMAC key for pagination cursors, created on first use and kept in the database
+    /// so cursors survive restarts.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn cursor_key(&self) -> Result<Vec<u8>, DbError> {
+        self.write(|tx| {
+            let existing: Option<Vec<u8>> = tx
+                .query_row(
+                    "SELECT value FROM service_secrets WHERE name = 'cursor_hmac'",
+                    [],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            if let Some(key) = existing {
+                return Ok(key);
+            }
+            let key: [u8; 32] = rand::random();
+            tx.execute(
+                "INSERT INTO service_secrets (name, value) VALUES ('cursor_hmac', ?1)",
+                [key.as_slice()],
+            )?;
+            Ok(key.to_vec())
+        })
+        .await
+    }
+}
+
+/// Switches to WAL. Changing the journal mode does not wait on the busy handler, so a
+/// second process opening the same file at the same moment retries here for a while.
+fn enable_wal(conn: &Connection) -> Result<(), DbError> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Err(rusqlite::Error::SqliteFailure(failure, _))
+                if failure.code == rusqlite::ErrorCode::DatabaseBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => return Ok(other?),
+        }
+    }
+}
+
+fn connect(path: &Path) -> Result<Connection, DbError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}

@@ -1,0 +1,325 @@
+//! Tenants and their API keys: operator writes, and the per-request authentication read.
+
+use ipnet::IpNet;
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use super::{Db, DbError};
+use crate::credentials::SigningSecret;
+
+/// A tenant to create, with the hash of its first API key.
+#[derive(Debug)]
+pub struct NewTenant {
+    /// Tenant id (`ten_…`).
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// Webhook URL, already validated.
+    pub webhook_url: Option<String>,
+    /// Signing secret.
+    pub signing_secret: SigningSecret,
+    /// IP allowlist (empty: any address).
+    pub ip_allowlist: Vec<IpNet>,
+    /// Monthly usage allowance in minutes (`None`: unlimited).
+    pub monthly_allowance_minutes: Option<i64>,
+    /// SHA-256 hex of the first API key.
+    pub key_hash: String,
+    /// Creation time, Unix milliseconds.
+    pub now_ms: i64,
+}
+
+/// A stored tenant.
+#[derive(Clone, Debug)]
+pub struct TenantRecord {
+    /// Tenant id.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// Whether the tenant may call the API.
+    pub active: bool,
+    /// Registered webhook URL.
+    pub webhook_url: Option<String>,
+    /// Webhook signing secret.
+    pub signing_secret: SigningSecret,
+    /// IP allowlist (empty: any address).
+    pub ip_allowlist: Vec<IpNet>,
+    /// Monthly usage allowance in minutes (`None`: unlimited).
+    pub monthly_allowance_minutes: Option<i64>,
+    /// Number of API keys not revoked.
+    pub live_keys: i64,
+    /// Creation time, Unix milliseconds.
+    pub created_at_ms: i64,
+}
+
+/// Whether a presented API key is usable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiKeyStatus {
+    /// Not revoked.
+    Live,
+    /// Revoked by the operator.
+    Revoked,
+}
+
+/// What authentication needs to know about a presented key, read fresh on every request.
+#[derive(Clone, Debug)]
+pub struct AuthRecord {
+    /// The key's tenant.
+    pub tenant_id: String,
+    /// The key's state.
+    pub key_status: ApiKeyStatus,
+    /// Whether the tenant is active.
+    pub tenant_active: bool,
+    /// The tenant's IP allowlist (empty: any address).
+    pub ip_allowlist: Vec<IpNet>,
+}
+
+const TENANT_COLUMNS: &str = "t.id, t.name, t.active, t.webhook_url, t.signing_secret, \
+     t.ip_allowlist, t.monthly_allowance_minutes, t.created_at, \
+     (SELECT COUNT(*) FROM api_keys k WHERE k.tenant_id = t.id AND k.revoked_at IS NULL)";
+
+fn tenant_from_row(row: &Row<'_>) -> rusqlite::Result<(TenantRecord, String)> {
+    Ok((
+        TenantRecord {
+            id: row.get(0)?,
+            name: row.get(1)?,
+            active: row.get(2)?,
+            webhook_url: row.get(3)?,
+            signing_secret: SigningSecret::from_stored(row.get(4)?),
+            ip_allowlist: Vec::new(),
+            monthly_allowance_minutes: row.get(6)?,
+            created_at_ms: row.get(7)?,
+            live_keys: row.get(8)?,
+        },
+        row.get(5)?,
+    ))
+}
+
+fn decode_allowlist(text: &str) -> Result<Vec<IpNet>, DbError> {
+    let entries: Vec<String> =
+        serde_json::from_str(text).map_err(|e| DbError::Corrupt(format!("ip_allowlist: {e}")))?;
+    entries
+        .iter()
+        .map(|entry| {
+            entry
+                .parse::<IpNet>()
+                .map_err(|e| DbError::Corrupt(format!("ip_allowlist entry {entry:?}: {e}")))
+        })
+        .collect()
+}
+
+fn encode_allowlist(nets: &[IpNet]) -> String {
+    let entries: Vec<String> = nets.iter().map(ToString::to_string).collect();
+    serde_json::Value::from(entries).to_string()
+}
+
+fn finish(pair: (TenantRecord, String)) -> Result<TenantRecord, DbError> {
+    let (mut record, allowlist) = pair;
+    record.ip_allowlist = decode_allowlist(&allowlist)?;
+    Ok(record)
+}
+
+fn load_tenant(conn: &Connection, tenant_id: &str) -> Result<Option<TenantRecord>, DbError> {
+    let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants t WHERE t.id = ?1");
+    conn.prepare_cached(&sql)?
+        .query_row([tenant_id], tenant_from_row)
+        .optional()?
+        .map(finish)
+        .transpose()
+}
+
+impl Db {
+    /// Creates a tenant with its first API key.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn create_tenant(&self, tenant: NewTenant) -> Result<(), DbError> {
+        self.write(move |tx| {
+            tx.execute(
+                "INSERT INTO tenants (id, name, active, webhook_url, signing_secret, ip_allowlist,
+                     monthly_allowance_minutes, created_at) VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    tenant.id,
+                    tenant.name,
+                    tenant.webhook_url,
+                    tenant.signing_secret.expose(),
+                    encode_allowlist(&tenant.ip_allowlist),
+                    tenant.monthly_allowance_minutes,
+                    tenant.now_ms
+                ],
+            )?;
+            tx.execute(
+                "INSERT INTO api_keys (key_hash, tenant_id, created_at) VALUES (?1, ?2, ?3)",
+                params![tenant.key_hash, tenant.id, tenant.now_ms],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Every tenant, oldest first.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn list_tenants(&self) -> Result<Vec<TenantRecord>, DbError> {
+        self.read(|conn| {
+            let sql = format!("SELECT {TENANT_COLUMNS} FROM tenants t ORDER BY t.created_at, t.id");
+            let mut stmt = conn.prepare(&sql)?;
+            let rows = stmt.query_map([], tenant_from_row)?;
+            let mut tenants = Vec::new();
+            for row in rows {
+                tenants.push(finish(row?)?);
+            }
+            Ok(tenants)
+        })
+        .await
+    }
+
+    /// One tenant, read fresh.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn tenant(&self, tenant_id: &str) -> Result<Option<TenantRecord>, DbError> {
+        let tenant_id = tenant_id.to_owned();
+        self.read(move |conn| load_tenant(conn, &tenant_id)).await
+    }
+
+    /// Looks a presented key up by its hash, with its tenant's state.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn authenticate(&self, key_hash: String) -> Result<Option<AuthRecord>, DbError> {
+        self.read(move |conn| {
+            let row = conn
+                .prepare_cached(
+                    "SELECT k.tenant_id, k.revoked_at IS NOT NULL, t.active, t.ip_allowlist
+                     FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.key_hash = ?1",
+                )?
+                .query_row([key_hash], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, bool>(1)?,
+                        row.get::<_, bool>(2)?,
+                        row.get::<_, String>(3)?,
+                    ))
+                })
+                .optional()?;
+            row.map(|(tenant_id, revoked, tenant_active, allowlist)| {
+                Ok(AuthRecord {
+                    tenant_id,
+                    key_status: if revoked {
+                        ApiKeyStatus::Revoked
+                    } else {
+                        ApiKeyStatus::Live
+                    },
+                    tenant_active,
+                    ip_allowlist: decode_allowlist(&allowlist)?,
+                })
+            })
+            .transpose()
+        })
+        .await
+    }
+
+    /// Adds an API key to a tenant. Returns `false` for an unknown tenant.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn add_api_key(
+        &self,
+        tenant_id: &str,
+        key_hash: String,
+        now_ms: i64,
+    ) -> Result<bool, DbError> {
+        let tenant_id = tenant_id.to_owned();
+        self.write(move |tx| {
+            if load_tenant(tx, &tenant_id)?.is_none() {
+                return Ok(false);
+            }
+            tx.execute(
+                "INSERT INTO api_keys (key_hash, tenant_id, created_at) VALUES (?1, ?2, ?3)",
+                params![key_hash, tenant_id, now_ms],
+            )?;
+            Ok(true)
+        })
+        .await
+    }
+
+    /// Revokes every live key of a tenant; returns how many, or `None` for an unknown tenant.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn revoke_api_keys(
+        &self,
+        tenant_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<usize>, DbError> {
+        let tenant_id = tenant_id.to_owned();
+        self.write(move |tx| {
+            if load_tenant(tx, &tenant_id)?.is_none() {
+                return Ok(None);
+            }
+            let revoked = tx.execute(
+                "UPDATE api_keys SET revoked_at = ?2 WHERE tenant_id = ?1 AND revoked_at IS NULL",
+                params![tenant_id, now_ms],
+            )?;
+            Ok(Some(revoked))
+        })
+        .await
+    }
+
+    /// Applies `change` to one tenant and returns the updated record, or `None` when the
+    /// tenant is unknown.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn update_tenant(
+        &self,
+        tenant_id: &str,
+        change: TenantChange,
+    ) -> Result<Option<TenantRecord>, DbError> {
+        let tenant_id = tenant_id.to_owned();
+        self.write(move |tx| {
+            let changed = match change {
+                TenantChange::Active(active) => tx.execute(
+                    "UPDATE tenants SET active = ?2 WHERE id = ?1",
+                    params![tenant_id, active],
+                )?,
+                TenantChange::WebhookUrl(url) => tx.execute(
+                    "UPDATE tenants SET webhook_url = ?2 WHERE id = ?1",
+                    params![tenant_id, url],
+                )?,
+                TenantChange::SigningSecret(secret) => tx.execute(
+                    "UPDATE tenants SET signing_secret = ?2 WHERE id = ?1",
+                    params![tenant_id, secret.expose()],
+                )?,
+                TenantChange::IpAllowlist(nets) => tx.execute(
+                    "UPDATE tenants SET ip_allowlist = ?2 WHERE id = ?1",
+                    params![tenant_id, encode_allowlist(&nets)],
+                )?,
+                TenantChange::MonthlyAllowanceMinutes(minutes) => tx.execute(
+                    "UPDATE tenants SET monthly_allowance_minutes = ?2 WHERE id = ?1",
+                    params![tenant_id, minutes],
+                )?,
+            };
+            if changed == 0 {
+                return Ok(None);
+            }
+            load_tenant(tx, &tenant_id)
+        })
+        .await
+    }
+}
+
+/// One operator change to a tenant.
+#[derive(Debug)]
+pub enum TenantChange {
+    /// Activate or deactivate.
+    Active(bool),
+    /// Set or clear the webhook URL (already validated).
+    WebhookUrl(Option<String>),
+    /// Replace the signing secret.
+    SigningSecret(SigningSecret),
+    /// Replace the IP allowlist (empty: any address).
+    IpAllowlist(Vec<IpNet>),
+    /// Set or clear the monthly allowance.
+    MonthlyAllowanceMinutes(Option<i64>),
+}

@@ -1,0 +1,377 @@
+//! The operator's `tenant …` commands (what the contract calls "out of band"): create
+//! tenants, issue and revoke API keys, (de)activate, webhook URL, signing secret, IP
+//! allowlist and monthly allowance. They write the same database a server reads at each
+//! request. Data goes to stdout (`--json` for machines), messages to stderr.
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Subcommand};
+use ipnet::IpNet;
+use serde_json::{Value, json};
+
+use crate::config::DEFAULT_DB;
+use crate::credentials::{ApiKey, SigningSecret};
+use crate::db::{Db, NewTenant, TenantChange, TenantRecord};
+use crate::ids;
+use crate::time::format_millis;
+
+/// `svc-service tenant …`.
+#[derive(Debug, Args)]
+pub struct TenantArgs {
+    /// SQLite database file of the service.
+    #[arg(long, env = "SVC_DB", default_value = DEFAULT_DB, global = true)]
+    pub db: PathBuf,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The operator command.
+    #[command(subcommand)]
+    pub command: TenantCommand,
+}
+
+/// The operator commands.
+#[derive(Debug, Subcommand)]
+pub enum TenantCommand {
+    /// Create a tenant; prints its id, API key and signing secret (shown this once).
+    Create {
+        /// Display name.
+        #[arg(long)]
+        name: String,
+        /// Webhook URL (HTTPS).
+        #[arg(long)]
+        webhook_url: Option<String>,
+        /// Allow an address or CIDR range (repeat for several); none allows any address.
+        #[arg(long = "allow-ip", value_name = "CIDR")]
+        allow_ip: Vec<String>,
+        /// Monthly usage allowance in minutes (default: unlimited).
+        #[arg(long)]
+        monthly_allowance_minutes: Option<u32>,
+        /// Accept a plain-HTTP webhook URL (local testing only; the server must also run
+        /// with --allow-http-webhooks to deliver to it).
+        #[arg(long)]
+        allow_http_webhooks: bool,
+    },
+    /// List tenants (never their keys or secrets).
+    List,
+    /// Revoke every API key of a tenant (requests with them get API_KEY_REVOKED).
+    RevokeKey {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Issue an additional API key for a tenant; prints it (shown this once).
+    IssueKey {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Deactivate a tenant (requests get TENANT_INACTIVE).
+    Deactivate {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Reactivate a tenant.
+    Activate {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Set (--url) or clear (--clear) the tenant's webhook URL.
+    SetWebhook {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+        /// Webhook URL (HTTPS).
+        #[arg(long, required_unless_present = "clear", conflicts_with = "clear")]
+        url: Option<String>,
+        /// Remove the webhook URL (nothing is sent or queued without one).
+        #[arg(long)]
+        clear: bool,
+        /// Accept a plain-HTTP URL (local testing only).
+        #[arg(long)]
+        allow_http_webhooks: bool,
+    },
+    /// Replace the signing secret; prints the new one. Immediate, with no overlap window.
+    RotateSecret {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Replace the IP allowlist; with no --allow-ip, any address is allowed.
+    SetAllowlist {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+        /// Allow an address or CIDR range (repeat for several).
+        #[arg(long = "allow-ip", value_name = "CIDR")]
+        allow_ip: Vec<String>,
+    },
+    /// Set the monthly usage allowance (--monthly-allowance-minutes) or remove it (--unlimited).
+    SetAllowance {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+        /// Allowance in minutes.
+        #[arg(
+            long,
+            required_unless_present = "unlimited",
+            conflicts_with = "unlimited"
+        )]
+        monthly_allowance_minutes: Option<u32>,
+        /// No allowance limit.
+        #[arg(long)]
+        unlimited: bool,
+    },
+}
+
+impl TenantArgs {
+    /// Runs the command against the database.
+    ///
+    /// # Errors
+    /// Invalid values, an unknown tenant, or a database failure.
+    pub async fn exec(self) -> anyhow::Result<()> {
+        let db = Db::open(&self.db)
+            .await
+            .with_context(|| format!("opening database {}", self.db.display()))?;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let output = run_command(&db, self.command, now_ms).await?;
+        print(&output, self.json);
+        Ok(())
+    }
+}
+
+/// What a command prints: JSON data, and the same as human-readable lines.
+struct Output {
+    json: Value,
+    human: String,
+}
+
+fn print(output: &Output, as_json: bool) {
+    if as_json {
+        println!("{}", output.json);
+    } else {
+        println!("{}", output.human);
+    }
+}
+
+async fn run_command(db: &Db, command: TenantCommand, now_ms: i64) -> anyhow::Result<Output> {
+    match command {
+        TenantCommand::Create {
+            name,
+            webhook_url,
+            allow_ip,
+            monthly_allowance_minutes,
+            allow_http_webhooks,
+        } => {
+            let name = name.trim().to_owned();
+            if name.is_empty() {
+                bail!("--name must not be empty");
+            }
+            let webhook_url = webhook_url
+                .map(|url| validate_webhook_url(&url, allow_http_webhooks))
+                .transpose()?;
+            let key = ApiKey::generate();
+            let secret = SigningSecret::generate();
+            let tenant_id = ids::tenant_id();
+            db.create_tenant(NewTenant {
+                id: tenant_id.clone(),
+                name,
+                webhook_url,
+                signing_secret: secret.clone(),
+                ip_allowlist: parse_allowlist(&allow_ip)?,
+                monthly_allowance_minutes: monthly_allowance_minutes.map(i64::from),
+                key_hash: key.hash(),
+                now_ms,
+            })
+            .await?;
+            Ok(Output {
+                json: json!({
+                    "tenantId": tenant_id,
+                    "apiKey": key.expose(),
+                    "signingSecret": secret.expose(),
+                }),
+                human: format!(
+                    "tenantId:      {tenant_id}\napiKey:        {}\nsigningSecret: {}\n\
+                     (the key and the secret are shown this once; store them now)",
+                    key.expose(),
+                    secret.expose()
+                ),
+            })
+        }
+        TenantCommand::List => {
+            let tenants = db.list_tenants().await?;
+            let human = if tenants.is_empty() {
+                "no tenants".to_owned()
+            } else {
+                tenants
+                    .iter()
+                    .map(summary_line)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            Ok(Output {
+                json: Value::Array(tenants.iter().map(summary).collect()),
+                human,
+            })
+        }
+        TenantCommand::RevokeKey { tenant } => {
+            let revoked = db
+                .revoke_api_keys(&tenant, now_ms)
+                .await?
+                .with_context(|| unknown(&tenant))?;
+            Ok(Output {
+                json: json!({ "tenantId": tenant, "revokedKeys": revoked }),
+                human: format!("revoked {revoked} API key(s) of {tenant}"),
+            })
+        }
+        TenantCommand::IssueKey { tenant } => {
+            let key = ApiKey::generate();
+            if !db.add_api_key(&tenant, key.hash(), now_ms).await? {
+                bail!(unknown(&tenant));
+            }
+            Ok(Output {
+                json: json!({ "tenantId": tenant, "apiKey": key.expose() }),
+                human: format!("apiKey: {}\n(shown this once; store it now)", key.expose()),
+            })
+        }
+        TenantCommand::Deactivate { tenant } => {
+            change(db, &tenant, TenantChange::Active(false)).await
+        }
+        TenantCommand::Activate { tenant } => change(db, &tenant, TenantChange::Active(true)).await,
+        TenantCommand::SetWebhook {
+            tenant,
+            url,
+            clear: _,
+            allow_http_webhooks,
+        } => {
+            let url = url
+                .map(|url| validate_webhook_url(&url, allow_http_webhooks))
+                .transpose()?;
+            change(db, &tenant, TenantChange::WebhookUrl(url)).await
+        }
+        TenantCommand::RotateSecret { tenant } => {
+            let secret = SigningSecret::generate();
+            db.update_tenant(&tenant, TenantChange::SigningSecret(secret.clone()))
+                .await?
+                .with_context(|| unknown(&tenant))?;
+            Ok(Output {
+                json: json!({ "tenantId": tenant, "signingSecret": secret.expose() }),
+                human: format!(
+                    "signingSecret: {}\n(shown this once; the old secret no longer signs)",
+                    secret.expose()
+                ),
+            })
+        }
+        TenantCommand::SetAllowlist { tenant, allow_ip } => {
+            let nets = parse_allowlist(&allow_ip)?;
+            change(db, &tenant, TenantChange::IpAllowlist(nets)).await
+        }
+        TenantCommand::SetAllowance {
+            tenant,
+            monthly_allowance_minutes,
+            unlimited: _,
+        } => {
+            let minutes = monthly_allowance_minutes.map(i64::from);
+            change(db, &tenant, TenantChange::MonthlyAllowanceMinutes(minutes)).await
+        }
+    }
+}
+
+async fn change(db: &Db, tenant: &str, change: TenantChange) -> anyhow::Result<Output> {
+    let record = db
+        .update_tenant(tenant, change)
+        .await?
+        .with_context(|| unknown(tenant))?;
+    Ok(Output {
+        json: summary(&record),
+        human: summary_line(&record),
+    })
+}
+
+fn unknown(tenant: &str) -> String {
+    format!("no tenant {tenant:?}")
+}
+
+fn summary(record: &TenantRecord) -> Value {
+    json!({
+        "tenantId": record.id,
+        "name": record.name,
+        "active": record.active,
+        "webhookUrl": record.webhook_url,
+        "ipAllowlist": record.ip_allowlist.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "monthlyAllowanceMinutes": record.monthly_allowance_minutes,
+        "liveKeys": record.live_keys,
+        "createdAt": format_millis(record.created_at_ms),
+    })
+}
+
+fn summary_line(record: &TenantRecord) -> String {
+    let allowlist: Vec<String> = record
+        .ip_allowlist
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    format!(
+        "{}  {}  {}  webhook={}  allowlist={}  allowance={}  keys={}",
+        record.id,
+        record.name,
+        if record.active { "active" } else { "inactive" },
+        record.webhook_url.as_deref().unwrap_or("-"),
+        if allowlist.is_empty() {
+            "any".to_owned()
+        } else {
+            allowlist.join(",")
+        },
+        record
+            .monthly_allowance_minutes
+            .map_or_else(|| "unlimited".to_owned(), |m| format!("{m}min")),
+        record.live_keys,
+    )
+}
+
+/// Parses `--allow-ip` values: CIDR ranges or single addresses (as /32 or /128).
+///
+/// # Errors
+/// A value that is neither.
+pub fn parse_allowlist(values: &[String]) -> anyhow::Result<Vec<IpNet>> {
+    values
+        .iter()
+        .map(|value| {
+            let value = value.trim();
+            value
+                .parse::<IpNet>()
+                .map(|net| net.trunc())
+                .or_else(|_| value.parse::<std::net::IpAddr>().map(IpNet::from))
+                .map_err(|_| {
+                    anyhow::anyhow!("--allow-ip {value:?} is not an IP address or CIDR range")
+                })
+        })
+        .collect()
+}
+
+/// Checks a webhook URL: absolute, with a host, no credentials, and HTTPS unless plain
+/// HTTP is explicitly allowed (local testing only).
+///
+/// # Errors
+/// Any of these checks failing.
+pub fn validate_webhook_url(raw: &str, allow_http: bool) -> anyhow::Result<String> {
+    let url = reqwest::Url::parse(raw.trim())
+        .map_err(|error| anyhow::anyhow!("webhook URL {raw:?} is not a valid URL: {error}"))?;
+    match url.scheme() {
+        "https" => {}
+        "http" if allow_http => {}
+        "http" => bail!(
+            "webhook URL must be HTTPS (plain HTTP only with --allow-http-webhooks, for local testing)"
+        ),
+        other => bail!("webhook URL scheme {other:?} is not supported; use HTTPS"),
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        bail!("webhook URL {raw:?} has no host");
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        bail!("webhook URL must not contain credentials");
+    }
+    Ok(url.to_string())
+}

@@ -1,0 +1,193 @@
+//! The outbox worker: delivers queued `call.scored` events with the contract's retry policy.
+//!
+//! Each attempt claims the earliest due delivery (leased, so a crash mid-send only delays it),
+//! reads the tenant's endpoint and secret *now* (rotation is immediate, pending retries
+//! included), signs afresh and sends. A failed first attempt is retried once after the retry
+//! delay; a failed retry is final. Every attempt is logged in the database and failures in the
+//! service log. The worker wakes on [`Outbox::notify`] and otherwise sleeps until the next due
+//! row, so it never busy-polls and resumes pending retries after a restart.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::client::{Target, WebhookClient};
+use crate::clock::Clock;
+use crate::db::{AttemptLog, Db, DbError, Next};
+
+/// How many attempts run concurrently when there is a backlog.
+pub const CONCURRENCY: usize = 8;
+/// The longest the worker sleeps without re-checking (covers leases and clock changes).
+const MAX_IDLE: Duration = Duration::from_secs(30);
+
+/// What one call to [`Outbox::try_deliver_next`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// An attempt succeeded.
+    Delivered,
+    /// A first attempt failed; the retry is scheduled.
+    Retried,
+    /// The retry failed; the event will not be sent again.
+    Failed,
+    /// Nothing was due.
+    Empty,
+}
+
+/// Delivers the outbox. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Outbox {
+    db: Db,
+    client: WebhookClient,
+    clock: Clock,
+    retry_delay: Duration,
+    notify: Arc<Notify>,
+}
+
+impl Outbox {
+    /// An outbox over `db` that retries a failed first attempt after `retry_delay`.
+    pub fn new(db: Db, client: WebhookClient, clock: Clock, retry_delay: Duration) -> Self {
+        Self {
+            db,
+            client,
+            clock,
+            retry_delay,
+            notify: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Wakes the worker (call after queueing a delivery).
+    pub fn notify(&self) {
+        self.notify.notify_one();
+    }
+
+    /// Makes at most one delivery attempt: the earliest due one.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn try_deliver_next(&self) -> Result<Outcome, DbError> {
+        let now = self.clock.now();
+        let Some(claimed) = self.db.claim_delivery(now.timestamp_millis()).await? else {
+            return Ok(Outcome::Empty);
+        };
+        let endpoint = self.db.active_endpoint(&claimed.tenant_id).await?;
+        let (url, attempt) = match endpoint {
+            Some(endpoint) => {
+                let target = Target {
+                    url: endpoint.url,
+                    secret: endpoint.secret,
+                };
+                let attempt = self
+                    .client
+                    .attempt(
+                        &target,
+                        &claimed.id,
+                        claimed.body.as_bytes(),
+                        now.timestamp(),
+                    )
+                    .await;
+                (Some(target.url), attempt)
+            }
+            None => (
+                None,
+                super::client::Attempt {
+                    status: None,
+                    latency: Duration::ZERO,
+                    error: Some("the tenant has no active webhook endpoint".to_string()),
+                },
+            ),
+        };
+        let succeeded = attempt.succeeded();
+        let (next, outcome) = if succeeded {
+            (Next::Delivered, Outcome::Delivered)
+        } else if claimed.attempts == 0 {
+            let delay =
+                chrono::Duration::from_std(self.retry_delay).unwrap_or(chrono::Duration::MAX);
+            let due = now.checked_add_signed(delay).unwrap_or(now);
+            (Next::RetryAt(due.timestamp_millis()), Outcome::Retried)
+        } else {
+            (Next::GiveUp, Outcome::Failed)
+        };
+        if !succeeded {
+            tracing::warn!(
+                webhook_id = %claimed.id,
+                tenant_id = %claimed.tenant_id,
+                attempt = claimed.attempts + 1,
+                status = attempt.status,
+                latency_ms = attempt.latency.as_millis() as u64,
+                error = attempt.error.as_deref().unwrap_or(""),
+                final_attempt = outcome == Outcome::Failed,
+                "webhook delivery failed"
+            );
+        }
+        let log = AttemptLog {
+            attempted_at: now.timestamp_millis(),
+            url,
+            status: attempt.status,
+            latency_ms: i64::try_from(attempt.latency.as_millis()).unwrap_or(i64::MAX),
+            error: attempt.error,
+        };
+        self.db.record_attempt(&claimed.id, log, next).await?;
+        Ok(outcome)
+    }
+
+    /// Attempts every delivery due now, until none is; returns what each attempt did. Tests use
+    /// it instead of waiting for the worker.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn drain(&self) -> Result<Vec<Outcome>, DbError> {
+        let mut done = Vec::new();
+        loop {
+            match self.try_deliver_next().await? {
+                Outcome::Empty => return Ok(done),
+                outcome => done.push(outcome),
+            }
+        }
+    }
+
+    /// Runs the worker until `shutdown` resolves: [`CONCURRENCY`] loops that deliver while
+    /// work is due and otherwise sleep until the next due row or a notification.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) {
+        let mut loops = tokio::task::JoinSet::new();
+        for _ in 0..CONCURRENCY {
+            let outbox = self.clone();
+            loops.spawn(async move { outbox.work().await });
+        }
+        shutdown.await;
+        loops.abort_all();
+        while loops.join_next().await.is_some() {}
+    }
+
+    async fn work(&self) {
+        loop {
+            match self.try_deliver_next().await {
+                Ok(Outcome::Empty) => self.idle().await,
+                Ok(_) => self.notify.notify_one(), // more may be due: wake a peer
+                Err(error) => {
+                    tracing::error!(error = %error, "webhook outbox storage failure");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
+    async fn idle(&self) {
+        let wait = match self.db.next_delivery_due().await {
+            Ok(Some(due)) => {
+                let millis = due
+                    .saturating_sub(self.clock.now().timestamp_millis())
+                    .max(0);
+                Duration::from_millis(u64::try_from(millis).unwrap_or(0)).min(MAX_IDLE)
+            }
+            Ok(None) | Err(_) => MAX_IDLE,
+        };
+        if wait.is_zero() {
+            return;
+        }
+        tokio::select! {
+            () = self.notify.notified() => {}
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! The `call.scored` webhook: signed bodies verified with the receiver crate, the retry with the
+//! same id and never a third attempt, immediate secret rotation, nothing queued without an
+//! endpoint, and a pending retry surviving a restart.
+
+use std::time::Duration;
+
+use svc_receiver::{Keyring, SigningSecret, Verifier};
+use svc_service::credentials::SigningSecret as TenantSecret;
+use svc_service::db::TenantChange;
+
+use crate::helpers::{TestApp, TestTenant};
+use crate::practice_helpers::*;
+
+async fn with_endpoint(app: &TestApp, sink: &WebhookSink) -> (TestTenant, String) {
+    let (tenant, _) = tenant_with_rep(app).await;
+    app.change(&tenant, TenantChange::WebhookUrl(Some(sink.url.clone())))
+        .await;
+    let secret = TenantSecret::generate();
+    app.change(&tenant, TenantChange::SigningSecret(secret.clone()))
+        .await;
+    (tenant, secret.expose().to_owned())
+}
+
+fn verify(app: &TestApp, secret: &str, received: &Received) -> svc_receiver::CallScored {
+    let verifier = Verifier::new(Keyring::single(SigningSecret::new(secret).expect("secret")));
+    let now = app.clock.now().timestamp();
+    let delivery = verifier
+        .verify(received.signature().as_bytes(), &received.body, now)
+        .expect("signature verifies");
+    delivery.decode().expect("a call.scored body")
+}
+
+#[tokio::test]
+async fn a_scored_call_sends_a_signed_body_without_score_or_transcript() {
+    let app = practice_app(|_| {}).await;
+    let mut sink = WebhookSink::start().await;
+    let (tenant, secret) = with_endpoint(&app, &sink).await;
+    let (call_id, _) = run_call(&app, &tenant, &["Hi, my name is Sam"], 30).await;
+    let received = sink.next().await;
+    assert!(received.webhook_id().starts_with("wh_"));
+    assert_eq!(received.headers["content-type"], "application/json");
+    let event = verify(&app, &secret, &received);
+    assert!(event.success);
+    assert_eq!(event.call_id, call_id);
+    assert_eq!(event.platform_agent_id.as_deref(), Some("rep-1"));
+    assert!(event.request_id.starts_with("req_"));
+    let body = received.json();
+    let mut keys: Vec<&str> = body
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "agencyId",
+            "agentId",
+            "callId",
+            "event",
+            "occurredAt",
+            "platformAgencyId",
+            "platformAgentId",
+            "requestId",
+            "source",
+            "success"
+        ]
+    );
+    wait_scored(&app, &tenant, &call_id).await;
+    sink.assert_silent(Duration::from_millis(300)).await;
+}
+
+#[tokio::test]
+async fn a_silent_call_sends_success_false_with_scoring_incomplete() {
+    let app = practice_app(|_| {}).await;
+    let mut sink = WebhookSink::start().await;
+    let (tenant, secret) = with_endpoint(&app, &sink).await;
+    let (call_id, _) = run_call(&app, &tenant, &[], 30).await;
+    let event = verify(&app, &secret, &sink.next().await);
+    assert!(!event.success);
+    assert_eq!(event.call_id, call_id);
+    assert_eq!(
+        event.reason,
+        Some(svc_receiver::FailureReason::ScoringIncomplete)
+    );
+    assert!(
+        event
+            .reason_message
+            .is_some_and(|m| m.contains("never spoke"))
+    );
+    app.get(&tenant, &format!("/v1/calls/{call_id}"))
+        .await
+        .expect_error(404, "CALL_NOT_FOUND");
+}
+
+#[tokio::test]
+async fn a_failed_delivery_is_retried_once_with_the_same_id_then_never_again() {
+    let app = practice_app(|_| {}).await;
+    let mut sink = WebhookSink::start().await;
+    sink.answer(500);
+    let (tenant, secret) = with_endpoint(&app, &sink).await;
+    run_call(&app, &tenant, &["Hi, my name is Sam"], 30).await;
+    let first = sink.next().await;
+    wait_delivery(&app, &tenant, "pending", 1).await;
+    sink.assert_silent(Duration::from_millis(1500)).await; // not before the retry delay
+    app.clock.advance(chrono::Duration::seconds(1));
+    let second = sink.next().await;
+    assert_eq!(second.webhook_id(), first.webhook_id());
+    assert_eq!(second.body, first.body);
+    assert_ne!(
+        second.signature(),
+        first.signature(),
+        "signed afresh at send time"
+    );
+    verify(&app, &secret, &second);
+    wait_delivery(&app, &tenant, "failed", 2).await;
+    app.clock.advance(chrono::Duration::minutes(30));
+    sink.assert_silent(Duration::from_millis(2500)).await;
+    let deliveries = app
+        .db
+        .list_deliveries(Some(tenant.id.clone()), 10)
+        .await
+        .expect("deliveries");
+    assert_eq!(deliveries.len(), 1);
+    assert_eq!(deliveries[0].state, "failed");
+    assert_eq!(
+        deliveries[0]
+            .attempts
+            .iter()
+            .map(|a| a.status)
+            .collect::<Vec<_>>(),
+        [Some(500), Some(500)]
+    );
+}
+
+#[tokio::test]
+async fn a_pending_retry_is_signed_with_the_rotated_secret() {
+    let app = practice_app(|_| {}).await;
+    let mut sink = WebhookSink::start().await;
+    sink.answer(503);
+    let (tenant, old_secret) = with_endpoint(&app, &sink).await;
+    run_call(&app, &tenant, &["Hi, my name is Sam"], 30).await;
+    let first = sink.next().await;
+    verify(&app, &old_secret, &first);
+    wait_delivery(&app, &tenant, "pending", 1).await;
+    let rotated = TenantSecret::generate();
+    app.change(&tenant, TenantChange::SigningSecret(rotated.clone()))
+        .await;
+    sink.answer(200);
+    app.clock.advance(chrono::Duration::seconds(1));
+    let retry = sink.next().await;
+    verify(&app, rotated.expose(), &retry);
+    let old = Verifier::new(Keyring::single(
+        SigningSecret::new(&old_secret).expect("secret"),
+    ));
+    assert!(
+        old.verify(
+            retry.signature().as_bytes(),
+            &retry.body,
+            app.clock.now().timestamp()
+        )
+        .is_err()
+    );
+}
+
+#[tokio::test]
+async fn without_an_endpoint_nothing_is_queued_even_if_one_is_added_later() {
+    let app = practice_app(|_| {}).await;
+    let mut sink = WebhookSink::start().await;
+    let (tenant, _) = tenant_with_rep(&app).await;
+    let (call_id, _) = run_call(&app, &tenant, &["Hi, my name is Sam"], 30).await;
+    wait_scored(&app, &tenant, &call_id).await;
+    app.change(&tenant, TenantChange::WebhookUrl(Some(sink.url.clone())))
+        .await;
+    sink.assert_silent(Duration::from_millis(500)).await;
+    assert!(
+        app.db
+            .list_deliveries(Some(tenant.id.clone()), 10)
+            .await
+            .expect("deliveries")
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_pending_retry_survives_a_restart() {
+    let app = practice_app(|_| {}).await;
+    let mut sink = WebhookSink::start().await;
+    sink.answer(500);
+    let (tenant, secret) = with_endpoint(&app, &sink).await;
+    run_call(&app, &tenant, &["Hi, my name is Sam"], 30).await;
+    let first = sink.next().await;
+    wait_delivery(&app, &tenant, "pending", 1).await;
+    let app = app.restart().await;
+    sink.answer(204);
+    sink.assert_silent(Duration::from_millis(300)).await;
+    app.clock.advance(chrono::Duration::seconds(1));
+    let retry = sink.next().await;
+    assert_eq!(retry.webhook_id(), first.webhook_id());
+    verify(&app, &secret, &retry);
+    wait_delivery(&app, &tenant, "delivered", 2).await;
+}

@@ -1,0 +1,96 @@
+//! The server's frame: request ids, fallbacks, OpenAPI, shutdown.
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::helpers::spawn_app;
+
+#[tokio::test]
+async fn unknown_routes_answer_the_envelope_with_the_request_id() {
+    let app = spawn_app().await;
+    let reply = app.send(Method::GET, "/v1/nope", None, None).await;
+    reply.expect_error(404, "NOT_FOUND");
+    let reply = app.send(Method::GET, "/elsewhere", None, None).await;
+    reply.expect_error(404, "NOT_FOUND");
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_wrong_method_is_405_in_the_envelope() {
+    let app = spawn_app().await;
+    let reply = app.send(Method::DELETE, "/v1/agents", None, None).await;
+    reply.expect_error(405, "METHOD_NOT_ALLOWED");
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn openapi_describes_the_roster_endpoints() {
+    let app = spawn_app().await;
+    let doc = app
+        .send(Method::GET, "/v1/openapi.json", None, None)
+        .await
+        .expect(200);
+    assert!(
+        doc["openapi"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("3.1"))
+    );
+    assert!(doc["paths"]["/agencies"]["post"].is_object());
+    assert!(doc["paths"]["/agents"]["get"].is_object());
+    assert!(doc["paths"]["/agents"]["post"].is_object());
+    assert_eq!(doc["servers"][0]["url"], json!("/v1"));
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn success_responses_carry_a_fresh_request_id_too() {
+    let app = spawn_app().await;
+    let tenant = app.tenant().await;
+    let first = app.get(&tenant, "/v1/agents").await;
+    let second = app.get(&tenant, "/v1/agents").await;
+    let (a, b) = (first.request_id.clone(), second.request_id.clone());
+    assert!(a.as_deref().is_some_and(|id| id.starts_with("req_")));
+    assert_ne!(a, b);
+    first.expect(200);
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn serve_runs_the_api_and_exits_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().expect("dir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_svc-service"))
+        .arg("serve")
+        .env("SVC_DB", dir.path().join("s.db"))
+        .env("SVC_LISTEN", format!("127.0.0.1:{port}"))
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn serve");
+    let url = format!("http://127.0.0.1:{port}/v1/openapi.json");
+    let client = reqwest::Client::new();
+    let mut up = false;
+    for _ in 0..200 {
+        if let Ok(response) = client.get(&url).send().await {
+            assert_eq!(response.status().as_u16(), 200);
+            up = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(up, "serve did not come up");
+    let pid = child.id().expect("pid").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
+        .await
+        .expect("exits after SIGTERM")
+        .expect("wait");
+    assert!(status.success(), "{status:?}");
+}
