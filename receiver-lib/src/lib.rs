@@ -7,15 +7,26 @@
 //! - `secret`: [`SigningSecret`] and the [`Keyring`] of accepted secrets (with expiry, for rotation).
 //! - `verify`: the framework-agnostic [`Verifier`]: raw bytes + header + now → [`VerifiedDelivery`].
 //! - `error`: [`VerifyError`] and its mapping to HTTP statuses.
+//! - `clock`: the injectable [`Clock`] every time rule reads.
+//! - [`dedup`]: the [`dedup::DedupStore`] trait (claim → new / duplicate / in flight / replayed,
+//!   complete, release) and the bounded, expiring in-memory store.
+//! - [`sqlite`] (feature `sqlite`): the durable dedup store and the durable inbox, written
+//!   through one group-commit thread per file (`synchronous=FULL`).
 //! - `event`: the typed [`CallScored`] body, with open [`CallSource`] and [`FailureReason`] sets.
 
+pub mod dedup;
 pub mod signature;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+mod clock;
 
 mod error;
 mod event;
 mod secret;
 mod verify;
 
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{MalformedHeader, MismatchHint, VerifyError};
 pub use event::{CALL_SCORED, CallScored, CallSource, FailureReason};
 pub use secret::{Keyring, SECRET_PREFIX, SecretError, SigningSecret};

@@ -1,0 +1,9 @@
+//! Durable SQLite storage: the dedup store and the inbox, both written through one group-commit
+//! writer thread per database file.
+
+mod dedup;
+mod inbox;
+mod writer;
+
+pub use dedup::SqliteDedupStore;
+pub use inbox::{Accepted, InboxEntry, InboxPolicy, Settled, SqliteInbox};
