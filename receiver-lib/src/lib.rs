@@ -12,14 +12,19 @@
 //!   complete, release) and the bounded, expiring in-memory store.
 //! - [`sqlite`] (feature `sqlite`): the durable dedup store and the durable inbox, written
 //!   through one group-commit thread per file (`synchronous=FULL`).
+//! - `handler`: the [`EventHandler`] user code implements (any async closure) and [`Received`].
+//! - [`axum`] (feature `axum`): ready POST routes, direct mode and durable inbox mode.
 //! - `event`: the typed [`CallScored`] body, with open [`CallSource`] and [`FailureReason`] sets.
 
+#[cfg(feature = "axum")]
+pub mod axum;
 pub mod dedup;
 pub mod signature;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
 mod clock;
+mod handler;
 
 mod error;
 mod event;
@@ -29,6 +34,7 @@ mod verify;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{MalformedHeader, MismatchHint, VerifyError};
 pub use event::{CALL_SCORED, CallScored, CallSource, FailureReason};
+pub use handler::{EventHandler, Received};
 pub use secret::{Keyring, SECRET_PREFIX, SecretError, SigningSecret};
 pub use signature::sign;
 pub use verify::{

@@ -3,7 +3,9 @@
 
 mod dedup;
 mod inbox;
+mod worker;
 mod writer;
 
 pub use dedup::SqliteDedupStore;
 pub use inbox::{Accepted, InboxEntry, InboxPolicy, Settled, SqliteInbox};
+pub use worker::{Step, process_next, run_inbox_worker};
