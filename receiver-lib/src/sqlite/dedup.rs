@@ -2,10 +2,11 @@
 //! processes) are serialised by SQLite's write lock, and entries past retention are pruned.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::writer::Writer;
+use super::writer::{Pruner, Writer};
 use crate::dedup::{Claim, DedupPolicy, DedupStore, StoreError, WebhookId};
 
 const SCHEMA: &str = "
@@ -25,6 +26,7 @@ CREATE INDEX IF NOT EXISTS webhook_claims_claimed_at ON webhook_claims (claimed_
 pub struct SqliteDedupStore {
     writer: Writer,
     policy: DedupPolicy,
+    pruner: Arc<Pruner>,
 }
 
 impl SqliteDedupStore {
@@ -36,11 +38,12 @@ impl SqliteDedupStore {
         Ok(Self {
             writer: Writer::open(path.as_ref(), SCHEMA)?,
             policy,
+            pruner: Arc::default(),
         })
     }
 
     /// Deletes entries first claimed more than the retention before `now`; returns how many.
-    /// Claims also prune as they go, so calling this is optional.
+    /// Claims also prune, at most once a minute, so calling this is optional.
     ///
     /// # Errors
     /// [`StoreError`] when the database fails.
@@ -80,15 +83,14 @@ fn claim_in(
     signature: &[u8; 32],
     now: i64,
     policy: DedupPolicy,
+    prune: bool,
 ) -> rusqlite::Result<Claim> {
     let cutoff = now.saturating_sub(policy.retention_secs());
     let lease_until = now.saturating_add(policy.lease_secs());
-    // Retention pruning as we go: a short index range scan, empty most of the time.
-    conn.prepare_cached(
-        "DELETE FROM webhook_claims WHERE rowid IN
-         (SELECT rowid FROM webhook_claims WHERE claimed_at <= ?1 LIMIT 64)",
-    )?
-    .execute([cutoff])?;
+    if prune {
+        conn.prepare_cached("DELETE FROM webhook_claims WHERE claimed_at <= ?1")?
+            .execute([cutoff])?;
+    }
     let existing: Option<(String, i64, i64)> = conn
         .prepare_cached("SELECT state, lease_until, claimed_at FROM webhook_claims WHERE id = ?1")?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
@@ -139,8 +141,9 @@ impl DedupStore for SqliteDedupStore {
         now: i64,
     ) -> Result<Claim, StoreError> {
         let (id, signature, policy) = (id.as_str().to_owned(), *signature, self.policy);
+        let prune = self.pruner.due(now);
         self.writer
-            .run(move |conn| claim_in(conn, &id, &signature, now, policy))
+            .run(move |conn| claim_in(conn, &id, &signature, now, policy, prune))
             .await
     }
 

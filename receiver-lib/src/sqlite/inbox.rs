@@ -10,7 +10,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::Notify;
 
-use super::writer::Writer;
+use super::writer::{Pruner, Writer};
 use crate::dedup::{StoreError, WebhookId};
 
 const SCHEMA: &str = "
@@ -94,6 +94,7 @@ pub struct SqliteInbox {
     writer: Writer,
     policy: InboxPolicy,
     arrived: Arc<Notify>,
+    pruner: Arc<Pruner>,
 }
 
 fn secs(duration: Duration) -> i64 {
@@ -111,6 +112,7 @@ impl SqliteInbox {
             writer,
             policy,
             arrived: Arc::new(Notify::new()),
+            pruner: Arc::default(),
         })
     }
 
@@ -131,7 +133,10 @@ impl SqliteInbox {
         now: i64,
     ) -> Result<Accepted, StoreError> {
         let (id, signature, body) = (id.as_str().to_owned(), *signature, body.to_vec());
-        let cutoff = now.saturating_sub(secs(self.policy.retention));
+        let cutoff = self
+            .pruner
+            .due(now)
+            .then(|| now.saturating_sub(secs(self.policy.retention)));
         let accepted = self
             .writer
             .run(move |conn| accept_in(conn, &id, &signature, &body, now, cutoff))
@@ -285,34 +290,33 @@ fn accept_in(
     signature: &[u8; 32],
     body: &[u8],
     now: i64,
-    cutoff: i64,
+    prune_before: Option<i64>,
 ) -> rusqlite::Result<Accepted> {
-    // Retention: forget processed entries past it (pending and dead ones are never dropped).
-    conn.prepare_cached(
-        "DELETE FROM webhook_inbox WHERE rowid IN (SELECT rowid FROM webhook_inbox
-         WHERE state = 'done' AND received_at <= ?1 LIMIT 64)",
-    )?
-    .execute([cutoff])?;
-    let exists = conn
-        .prepare_cached("SELECT 1 FROM webhook_inbox WHERE id = ?1")?
-        .query_row([id], |_| Ok(()))
-        .optional()?
-        .is_some();
-    if exists {
-        return Ok(Accepted::Duplicate);
+    if let Some(cutoff) = prune_before {
+        // Retention: forget processed entries past it (pending and dead ones are never dropped).
+        conn.prepare_cached(
+            "DELETE FROM webhook_inbox WHERE state = 'done' AND received_at <= ?1",
+        )?
+        .execute([cutoff])?;
     }
-    let replayed = conn
-        .prepare_cached("SELECT 1 FROM webhook_inbox WHERE signature = ?1 LIMIT 1")?
-        .query_row([&signature[..]], |_| Ok(()))
-        .optional()?
-        .is_some();
-    if replayed {
-        return Ok(Accepted::Replayed);
+    let holder: Option<String> = conn
+        .prepare_cached("SELECT id FROM webhook_inbox WHERE signature = ?1 LIMIT 1")?
+        .query_row([&signature[..]], |r| r.get(0))
+        .optional()?;
+    match holder {
+        Some(holder) if holder == id => return Ok(Accepted::Duplicate),
+        Some(_) => return Ok(Accepted::Replayed),
+        None => {}
     }
-    conn.prepare_cached(
-        "INSERT INTO webhook_inbox (id, signature, body, received_at, state, due_at)
-         VALUES (?1, ?2, ?3, ?4, 'pending', ?4)",
-    )?
-    .execute(params![id, &signature[..], body, now])?;
-    Ok(Accepted::Stored)
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO webhook_inbox (id, signature, body, received_at, state, due_at)
+             VALUES (?1, ?2, ?3, ?4, 'pending', ?4) ON CONFLICT (id) DO NOTHING",
+        )?
+        .execute(params![id, &signature[..], body, now])?;
+    Ok(if inserted == 1 {
+        Accepted::Stored
+    } else {
+        Accepted::Duplicate
+    })
 }

@@ -74,14 +74,15 @@ fn in_savepoint<T>(
     conn: &Connection,
     op: impl FnOnce(&Connection) -> rusqlite::Result<T>,
 ) -> Result<T, StoreError> {
-    conn.execute_batch("SAVEPOINT op").map_err(db_error)?;
+    let statement = |sql: &str| conn.prepare_cached(sql).and_then(|mut s| s.execute([]));
+    statement("SAVEPOINT op").map_err(db_error)?;
     match op(conn) {
         Ok(value) => {
-            conn.execute_batch("RELEASE op").map_err(db_error)?;
+            statement("RELEASE op").map_err(db_error)?;
             Ok(value)
         }
         Err(err) => {
-            let _ = conn.execute_batch("ROLLBACK TO op; RELEASE op");
+            let _ = statement("ROLLBACK TO op").and_then(|_| statement("RELEASE op"));
             Err(db_error(err))
         }
     }
@@ -118,5 +119,24 @@ fn run(conn: &Connection, queue: &mpsc::Receiver<Job>) {
             };
             reply(result);
         }
+    }
+}
+
+/// Rate-limits retention pruning to once a minute of store time, so it stays off the hot path.
+#[derive(Debug, Default)]
+pub(crate) struct Pruner {
+    last: std::sync::atomic::AtomicI64,
+}
+
+impl Pruner {
+    /// True (and records `now`) when the last prune was a minute or more before `now`.
+    pub(crate) fn due(&self, now: i64) -> bool {
+        use std::sync::atomic::Ordering;
+        let last = self.last.load(Ordering::Relaxed);
+        (now.saturating_sub(last) >= 60 || now < last)
+            && self
+                .last
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 }
