@@ -1,6 +1,7 @@
 //! `svc-cli` binary: a thin wrapper over the library.
 
-fn main() {
-    eprintln!("svc-cli: not yet built");
-    std::process::exit(1);
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    svc_cli::run(svc_cli::Cli::parse())
 }

@@ -1,0 +1,136 @@
+//! Direct mode: verify, claim the webhook id, run user code inside the request, answer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::axum::body::Bytes;
+use ::axum::extract::rejection::BytesRejection;
+use ::axum::extract::{DefaultBodyLimit, State};
+use ::axum::http::{HeaderMap, StatusCode};
+use ::axum::routing::{MethodRouter, post};
+
+use super::request::{ReceiveError, check};
+use crate::clock::{Clock, SystemClock};
+use crate::dedup::{Claim, DedupStore};
+use crate::handler::{EventHandler, Received};
+use crate::verify::Verifier;
+
+/// Default time user code gets before the request answers 503: well inside the sender's
+/// 10-second deadline.
+pub const DEFAULT_HANDLER_DEADLINE: Duration = Duration::from_secs(8);
+
+/// Everything the direct-mode handler needs: verifier, dedup store, user code and clock.
+pub struct WebhookReceiver<S, H> {
+    verifier: Verifier,
+    store: Arc<S>,
+    handler: Arc<H>,
+    clock: Arc<dyn Clock>,
+    deadline: Duration,
+}
+
+impl<S, H> std::fmt::Debug for WebhookReceiver<S, H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookReceiver")
+            .field("verifier", &self.verifier)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: DedupStore, H: EventHandler> WebhookReceiver<S, H> {
+    /// A receiver using the system clock and the default deadline.
+    pub fn new(verifier: Verifier, store: S, handler: H) -> Self {
+        Self {
+            verifier,
+            store: Arc::new(store),
+            handler: Arc::new(handler),
+            clock: Arc::new(SystemClock),
+            deadline: DEFAULT_HANDLER_DEADLINE,
+        }
+    }
+
+    /// Reads "now" from `clock` instead of the system clock.
+    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Sets how long user code may run before the request answers 503. The code keeps running
+    /// and its outcome still completes or releases the claim; keep the store's in-flight lease
+    /// longer than the slowest run.
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    async fn receive(
+        self: Arc<Self>,
+        headers: HeaderMap,
+        body: Result<Bytes, BytesRejection>,
+    ) -> Result<StatusCode, ReceiveError> {
+        let now = self.clock.now();
+        let (checked, _) = check(&self.verifier, &headers, body, now)?;
+        match self
+            .store
+            .claim(&checked.webhook_id, &checked.signature, now)
+            .await?
+        {
+            Claim::New => {}
+            Claim::Duplicate => return Ok(StatusCode::OK),
+            Claim::InFlight => return Err(ReceiveError::InFlight),
+            Claim::Replayed => return Err(ReceiveError::Replayed),
+        }
+        let received = Received {
+            webhook_id: checked.webhook_id,
+            event: checked.event,
+            attempt: 1,
+        };
+        // User code runs in its own task so that a deadline (or the sender hanging up) does
+        // not cancel it half-way; its outcome settles the claim either way.
+        let this = Arc::clone(&self);
+        let task = tokio::spawn(async move {
+            let id = received.webhook_id.clone();
+            let outcome = this
+                .handler
+                .handle(received)
+                .await
+                .map_err(|err| err.to_string());
+            let settled = match &outcome {
+                Ok(()) => this.store.complete(&id, this.clock.now()).await,
+                Err(_) => this.store.release(&id).await,
+            };
+            match settled {
+                Ok(()) => outcome.map_err(ReceiveError::Handler),
+                Err(err) => Err(ReceiveError::Store(err)),
+            }
+        });
+        match tokio::time::timeout(self.deadline, task).await {
+            Ok(Ok(result)) => result.map(|()| StatusCode::OK),
+            Ok(Err(join)) => Err(ReceiveError::Handler(format!("handler panicked: {join}"))),
+            Err(_) => Err(ReceiveError::HandlerTimedOut),
+        }
+    }
+}
+
+/// A POST route for direct mode, mountable in a router of any state:
+/// `Router::new().route("/webhooks/svc", webhook_route(receiver))`.
+///
+/// Answers 200 when user code succeeded or the id was already processed (duplicate), and the
+/// status of [`ReceiveError::http_status`] otherwise.
+pub fn webhook_route<S, H, T>(receiver: WebhookReceiver<S, H>) -> MethodRouter<T>
+where
+    S: DedupStore,
+    H: EventHandler,
+    T: Clone + Send + Sync + 'static,
+{
+    let limit = receiver.verifier.max_body_bytes();
+    post(
+        |State(receiver): State<Arc<WebhookReceiver<S, H>>>,
+         headers: HeaderMap,
+         body: Result<Bytes, BytesRejection>| async move {
+            receiver.receive(headers, body).await
+        },
+    )
+    .layer(DefaultBodyLimit::max(limit))
+    .with_state(Arc::new(receiver))
+}

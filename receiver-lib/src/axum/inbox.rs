@@ -1,0 +1,84 @@
+//! Inbox mode: verify, then commit the event to the durable SQLite inbox before answering 2xx.
+//! User code runs later, from the inbox ([`crate::sqlite::run_inbox_worker`]).
+
+use std::sync::Arc;
+
+use ::axum::body::Bytes;
+use ::axum::extract::rejection::BytesRejection;
+use ::axum::extract::{DefaultBodyLimit, State};
+use ::axum::http::{HeaderMap, StatusCode};
+use ::axum::routing::{MethodRouter, post};
+
+use super::request::{ReceiveError, check};
+use crate::clock::{Clock, SystemClock};
+use crate::sqlite::{Accepted, SqliteInbox};
+use crate::verify::Verifier;
+
+/// What the inbox-mode handler needs: verifier, inbox and clock.
+#[derive(Clone)]
+pub struct InboxReceiver {
+    verifier: Verifier,
+    inbox: SqliteInbox,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for InboxReceiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InboxReceiver")
+            .field("verifier", &self.verifier)
+            .field("inbox", &self.inbox)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InboxReceiver {
+    /// A receiver storing into `inbox`, using the system clock.
+    pub fn new(verifier: Verifier, inbox: SqliteInbox) -> Self {
+        Self {
+            verifier,
+            inbox,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Reads "now" from `clock` instead of the system clock.
+    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    async fn receive(
+        &self,
+        headers: HeaderMap,
+        body: Result<Bytes, BytesRejection>,
+    ) -> Result<StatusCode, ReceiveError> {
+        let now = self.clock.now();
+        let (checked, body) = check(&self.verifier, &headers, body, now)?;
+        match self
+            .inbox
+            .accept(&checked.webhook_id, &checked.signature, &body, now)
+            .await?
+        {
+            Accepted::Stored | Accepted::Duplicate => Ok(StatusCode::OK),
+            Accepted::Replayed => Err(ReceiveError::Replayed),
+        }
+    }
+}
+
+/// A POST route for inbox mode: answers 200 once the event is durably stored (or was already),
+/// and the status of [`ReceiveError::http_status`] otherwise.
+pub fn inbox_route<T>(receiver: InboxReceiver) -> MethodRouter<T>
+where
+    T: Clone + Send + Sync + 'static,
+{
+    let limit = receiver.verifier.max_body_bytes();
+    post(
+        |State(receiver): State<Arc<InboxReceiver>>,
+         headers: HeaderMap,
+         body: Result<Bytes, BytesRejection>| async move {
+            receiver.receive(headers, body).await
+        },
+    )
+    .layer(DefaultBodyLimit::max(limit))
+    .with_state(Arc::new(receiver))
+}

@@ -1,0 +1,23 @@
+//! axum integration (feature `axum`): ready-made POST handlers that read the raw body under a
+//! size limit, verify, deduplicate, and hand the typed event to user code.
+//!
+//! Two modes:
+//! - [`direct`](webhook_route): user code runs inside the request (under a deadline well
+//!   inside the sender's 10 seconds); the claim is completed on success and released on
+//!   failure so the sender's single retry is processed.
+//! - [`inbox`](inbox_route) (feature `sqlite` too): the verified event is committed to a
+//!   SQLite inbox before the 2xx and handed to user code by [`crate::sqlite::run_inbox_worker`],
+//!   with retries. Use it when user code may be slow or fail: nothing acknowledged is lost.
+//!
+//! Every rejection answers a fixed status and a fixed JSON body `{"error": "<kind>"}`; the
+//! detailed reason (with hints) goes to `tracing` only.
+
+mod direct;
+#[cfg(feature = "sqlite")]
+mod inbox;
+mod request;
+
+pub use direct::{DEFAULT_HANDLER_DEADLINE, WebhookReceiver, webhook_route};
+#[cfg(feature = "sqlite")]
+pub use inbox::{InboxReceiver, inbox_route};
+pub use request::{ReceiveError, SIGNATURE_HEADER, WEBHOOK_ID_HEADER};

@@ -1,0 +1,133 @@
+//! The parts both modes share: reading the headers and body, verifying, and the one mapping
+//! from every way a request can fail to an HTTP answer.
+
+use ::axum::body::Bytes;
+use ::axum::extract::rejection::{BytesRejection, FailedToBufferBody};
+use ::axum::http::{HeaderMap, StatusCode};
+use ::axum::response::{IntoResponse, Response};
+use thiserror::Error;
+
+use crate::dedup::{StoreError, WebhookId};
+use crate::error::VerifyError;
+use crate::event::CallScored;
+use crate::verify::Verifier;
+
+/// The signature header name.
+pub const SIGNATURE_HEADER: &str = "x-service-signature";
+/// The idempotency key header name.
+pub const WEBHOOK_ID_HEADER: &str = "x-service-webhook-id";
+
+/// Every way receiving a delivery can fail, each with a fixed HTTP status.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ReceiveError {
+    /// Verification or decoding failed (status from [`VerifyError::http_status`]).
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+    /// The body could not be read (the client went away or sent a broken body): 400.
+    #[error("the request body could not be read")]
+    UnreadableBody,
+    /// No valid `X-Service-Webhook-Id`: 400.
+    #[error("missing or invalid X-Service-Webhook-Id")]
+    InvalidWebhookId,
+    /// A verified signature already seen under another id: 401.
+    #[error("signature already used by another webhook id (replay)")]
+    Replayed,
+    /// The same id is being processed by another request: 409, so the sender may retry.
+    #[error("this webhook id is being processed by another request")]
+    InFlight,
+    /// The store failed: 503, so the sender retries.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// User code failed: 500, so the sender retries.
+    #[error("webhook handler failed: {0}")]
+    Handler(String),
+    /// User code did not finish within the deadline: 503 (it keeps running; its result still
+    /// completes or releases the claim).
+    #[error("webhook handler did not finish within the deadline")]
+    HandlerTimedOut,
+}
+
+impl ReceiveError {
+    /// The HTTP status answered for this failure.
+    pub fn http_status(&self) -> StatusCode {
+        match self {
+            Self::Verify(err) => {
+                StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::BAD_REQUEST)
+            }
+            Self::UnreadableBody | Self::InvalidWebhookId => StatusCode::BAD_REQUEST,
+            Self::Replayed => StatusCode::UNAUTHORIZED,
+            Self::InFlight => StatusCode::CONFLICT,
+            Self::Store(_) | Self::HandlerTimedOut => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Handler(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The fixed text sent back to the sender (never a hint or internal detail).
+    pub fn public_message(&self) -> &'static str {
+        match self {
+            Self::Verify(err) => err.public_message(),
+            Self::UnreadableBody => "unreadable body",
+            Self::InvalidWebhookId => "missing or invalid webhook id",
+            Self::Replayed => "replayed delivery",
+            Self::InFlight => "delivery in progress",
+            Self::Store(_) => "temporarily unavailable",
+            Self::Handler(_) => "processing failed",
+            Self::HandlerTimedOut => "processing timed out",
+        }
+    }
+}
+
+impl IntoResponse for ReceiveError {
+    fn into_response(self) -> Response {
+        if self.http_status().is_server_error() {
+            tracing::error!(error = %self, "webhook delivery not processed");
+        } else {
+            tracing::warn!(error = %self, "webhook delivery rejected");
+        }
+        let body = ::axum::Json(serde_json::json!({ "error": self.public_message() }));
+        (self.http_status(), body).into_response()
+    }
+}
+
+/// A delivery that passed verification and decoding.
+pub(crate) struct Checked {
+    pub(crate) webhook_id: WebhookId,
+    pub(crate) signature: [u8; 32],
+    pub(crate) event: CallScored,
+}
+
+/// Reads and checks one request: body limit, signature, id, decode, in that order.
+pub(crate) fn check(
+    verifier: &Verifier,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    now: i64,
+) -> Result<(Checked, Bytes), ReceiveError> {
+    let body = body.map_err(|rejection| match rejection {
+        BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
+            ReceiveError::Verify(VerifyError::BodyTooLarge {
+                limit: verifier.max_body_bytes(),
+            })
+        }
+        _ => ReceiveError::UnreadableBody,
+    })?;
+    let header = headers
+        .get(SIGNATURE_HEADER)
+        .ok_or(VerifyError::MissingHeader)?;
+    let delivery = verifier.verify(header.as_bytes(), &body, now)?;
+    let webhook_id = headers
+        .get(WEBHOOK_ID_HEADER)
+        .and_then(|value| WebhookId::parse(value.as_bytes()).ok())
+        .ok_or(ReceiveError::InvalidWebhookId)?;
+    let event = delivery.decode()?;
+    let signature = *delivery.signature();
+    Ok((
+        Checked {
+            webhook_id,
+            signature,
+            event,
+        },
+        body,
+    ))
+}

@@ -1,0 +1,150 @@
+//! Deduplication on `X-Service-Webhook-Id`, and replay protection on the verified signature.
+//!
+//! The sender retries a failed delivery once, under the same id, about 5 minutes later. A
+//! receiver [`DedupStore::claim`]s the id before running its code, then either
+//! [`DedupStore::complete`]s it (later copies are [`Claim::Duplicate`]) or
+//! [`DedupStore::release`]s it when its code failed (so the retry is processed).
+//!
+//! The id is not covered by the signature, so a captured delivery could be resent under a new
+//! id while its timestamp is still inside the tolerance. Every claim therefore also records the
+//! verified signature, and a signature already seen under a *different* id is
+//! [`Claim::Replayed`]. Entries are kept for [`DedupPolicy::retention`] (24 h by default), well
+//! past the retry delay plus the tolerance and at least twice the tolerance.
+
+mod memory;
+
+use std::future::Future;
+use std::time::Duration;
+
+use thiserror::Error;
+
+pub use memory::{DEFAULT_CAPACITY, MemoryDedupStore};
+
+/// Longest accepted `X-Service-Webhook-Id`, in bytes.
+pub const MAX_WEBHOOK_ID_LEN: usize = 256;
+
+/// A validated `X-Service-Webhook-Id`: 1 to 256 printable ASCII characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WebhookId(String);
+
+impl WebhookId {
+    /// Checks and wraps a header value.
+    ///
+    /// # Errors
+    /// [`InvalidWebhookId`] when empty, too long or not printable ASCII.
+    pub fn parse(value: &[u8]) -> Result<Self, InvalidWebhookId> {
+        if value.is_empty()
+            || value.len() > MAX_WEBHOOK_ID_LEN
+            || !value.iter().all(u8::is_ascii_graphic)
+        {
+            return Err(InvalidWebhookId);
+        }
+        // All bytes are ASCII, so this is valid UTF-8.
+        Ok(Self(String::from_utf8_lossy(value).into_owned()))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for WebhookId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An `X-Service-Webhook-Id` that is empty, longer than 256 bytes or not printable ASCII.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("X-Service-Webhook-Id must be 1 to {MAX_WEBHOOK_ID_LEN} printable ASCII characters")]
+pub struct InvalidWebhookId;
+
+/// The answer to a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Claim {
+    /// First time (or the previous claim was released or its lease ran out): process it, then
+    /// complete or release it.
+    New,
+    /// Already processed: do not run user code again; answer 2xx so the sender stops.
+    Duplicate,
+    /// Another request holds the claim right now: do not process it concurrently.
+    InFlight,
+    /// The same verified signature was seen under a different id: a replay. Reject it.
+    Replayed,
+}
+
+/// How long claims live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DedupPolicy {
+    /// How long an id and its signature are remembered after the first claim.
+    pub retention: Duration,
+    /// How long a claim stays in flight before another request may take it over (the first
+    /// holder is presumed dead). Longer than the sender's 10-second deadline.
+    pub in_flight_lease: Duration,
+}
+
+impl Default for DedupPolicy {
+    fn default() -> Self {
+        Self {
+            retention: Duration::from_secs(24 * 3600),
+            in_flight_lease: Duration::from_secs(60),
+        }
+    }
+}
+
+impl DedupPolicy {
+    pub(crate) fn retention_secs(&self) -> i64 {
+        i64::try_from(self.retention.as_secs()).unwrap_or(i64::MAX)
+    }
+
+    pub(crate) fn lease_secs(&self) -> i64 {
+        i64::try_from(self.in_flight_lease.as_secs()).unwrap_or(i64::MAX)
+    }
+}
+
+/// A store failure. Integrations answer 503 so the sender retries.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database reported an error.
+    #[error("webhook store database error: {0}")]
+    Database(String),
+    /// The store's writer has stopped (the store was shut down or its thread died).
+    #[error("webhook store is unavailable")]
+    Unavailable,
+}
+
+/// Remembers webhook ids and verified signatures. Implementations make `claim` atomic: of any
+/// number of concurrent claims of one id, exactly one gets [`Claim::New`].
+pub trait DedupStore: Send + Sync + 'static {
+    /// Claims `id` for processing at `now` (unix seconds), recording `signature` (the verified
+    /// HMAC) for replay protection.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot answer; the caller should answer 503.
+    fn claim(
+        &self,
+        id: &WebhookId,
+        signature: &[u8; 32],
+        now: i64,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
+
+    /// Marks `id` as processed: later claims answer [`Claim::Duplicate`].
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot record it.
+    fn complete(
+        &self,
+        id: &WebhookId,
+        now: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Gives up a claim whose processing failed, so the next delivery of `id` is
+    /// [`Claim::New`]. The signature stays remembered.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot record it.
+    fn release(&self, id: &WebhookId) -> impl Future<Output = Result<(), StoreError>> + Send;
+}

@@ -1,0 +1,322 @@
+//! The durable inbox: a verified event is stored in SQLite (committed with `synchronous=FULL`)
+//! before the sender gets its 2xx, then handed to user code from there, with retries and
+//! backoff, so nothing acknowledged is lost even if user code is slow, fails or the process
+//! dies. The inbox is also the dedup and replay record for the deliveries it stores.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::Notify;
+
+use super::writer::{Pruner, Writer};
+use crate::dedup::{StoreError, WebhookId};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS webhook_inbox (
+    id          TEXT PRIMARY KEY,
+    signature   BLOB NOT NULL,
+    body        BLOB NOT NULL,
+    received_at INTEGER NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('pending', 'done', 'dead')),
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    due_at      INTEGER NOT NULL,
+    last_error  TEXT
+);
+CREATE INDEX IF NOT EXISTS webhook_inbox_signature ON webhook_inbox (signature);
+CREATE INDEX IF NOT EXISTS webhook_inbox_due ON webhook_inbox (state, due_at);
+";
+
+/// Retry and retention settings of the inbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InboxPolicy {
+    /// How long processed entries are kept for dedup and replay protection (24 h by default).
+    pub retention: Duration,
+    /// Attempts before an entry is set aside as dead (kept, never deleted, listed by
+    /// [`SqliteInbox::dead_letters`]).
+    pub max_attempts: u32,
+    /// Delay before the first retry; doubles on each failure, capped at one hour.
+    pub first_backoff: Duration,
+    /// How long a handed-out entry is reserved for its handler before it is due again.
+    pub lease: Duration,
+}
+
+impl Default for InboxPolicy {
+    fn default() -> Self {
+        Self {
+            retention: Duration::from_secs(24 * 3600),
+            max_attempts: 10,
+            first_backoff: Duration::from_secs(5),
+            lease: Duration::from_secs(300),
+        }
+    }
+}
+
+/// What storing a verified delivery did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Accepted {
+    /// Stored and committed durably: answer 2xx.
+    Stored,
+    /// Already stored under this id: answer 2xx, store nothing.
+    Duplicate,
+    /// Its signature is already stored under another id: a replay; reject it.
+    Replayed,
+}
+
+/// An entry handed out for processing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxEntry {
+    /// The delivery's `X-Service-Webhook-Id`.
+    pub webhook_id: WebhookId,
+    /// The verified raw body.
+    pub body: Vec<u8>,
+    /// Which attempt this is, from 1.
+    pub attempt: u32,
+}
+
+/// What happened to an entry after its handler ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Settled {
+    /// Processed; will not be handed out again.
+    Done,
+    /// Failed; handed out again after a backoff.
+    Retrying,
+    /// Failed its last attempt; kept as a dead letter.
+    Dead,
+}
+
+/// The durable inbox; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SqliteInbox {
+    writer: Writer,
+    policy: InboxPolicy,
+    arrived: Arc<Notify>,
+    pruner: Arc<Pruner>,
+}
+
+fn secs(duration: Duration) -> i64 {
+    i64::try_from(duration.as_secs()).unwrap_or(i64::MAX)
+}
+
+impl SqliteInbox {
+    /// Opens or creates the inbox at `path`.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] when the file cannot be opened or migrated.
+    pub fn open(path: impl AsRef<Path>, policy: InboxPolicy) -> Result<Self, StoreError> {
+        let writer = Writer::open(path.as_ref(), SCHEMA)?;
+        Ok(Self {
+            writer,
+            policy,
+            arrived: Arc::new(Notify::new()),
+            pruner: Arc::default(),
+        })
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> InboxPolicy {
+        self.policy
+    }
+
+    /// Stores a verified delivery durably, answering once it is committed.
+    ///
+    /// # Errors
+    /// [`StoreError`] when it could not be stored; answer non-2xx so the sender retries.
+    pub async fn accept(
+        &self,
+        id: &WebhookId,
+        signature: &[u8; 32],
+        body: &[u8],
+        now: i64,
+    ) -> Result<Accepted, StoreError> {
+        let (id, signature, body) = (id.as_str().to_owned(), *signature, body.to_vec());
+        let cutoff = self
+            .pruner
+            .due(now)
+            .then(|| now.saturating_sub(secs(self.policy.retention)));
+        let accepted = self
+            .writer
+            .run(move |conn| accept_in(conn, &id, &signature, &body, now, cutoff))
+            .await?;
+        if accepted == Accepted::Stored {
+            self.arrived.notify_one();
+        }
+        Ok(accepted)
+    }
+
+    /// Hands out the oldest due entry, reserving it for the lease; `None` when nothing is due.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails.
+    pub async fn next_due(&self, now: i64) -> Result<Option<InboxEntry>, StoreError> {
+        let lease_until = now.saturating_add(secs(self.policy.lease));
+        let row = self
+            .writer
+            .run(move |conn| {
+                let row: Option<(String, Vec<u8>, i64)> = conn
+                    .prepare_cached(
+                        "SELECT id, body, attempts FROM webhook_inbox
+                         WHERE state = 'pending' AND due_at <= ?1 ORDER BY due_at, received_at LIMIT 1",
+                    )?
+                    .query_row([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                    .optional()?;
+                if let Some((id, _, _)) = &row {
+                    conn.prepare_cached(
+                        "UPDATE webhook_inbox SET attempts = attempts + 1, due_at = ?2 WHERE id = ?1",
+                    )?
+                    .execute(params![id, lease_until])?;
+                }
+                Ok(row)
+            })
+            .await?;
+        Ok(row.and_then(|(id, body, attempts)| {
+            let webhook_id = WebhookId::parse(id.as_bytes()).ok()?;
+            let attempt = u32::try_from(attempts.saturating_add(1)).unwrap_or(u32::MAX);
+            Some(InboxEntry {
+                webhook_id,
+                body,
+                attempt,
+            })
+        }))
+    }
+
+    /// Records the outcome of an entry's handler.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails (the entry then comes back after its lease).
+    pub async fn settle(
+        &self,
+        entry: &InboxEntry,
+        outcome: Result<(), String>,
+        now: i64,
+    ) -> Result<Settled, StoreError> {
+        let id = entry.webhook_id.as_str().to_owned();
+        let settled = match &outcome {
+            Ok(()) => Settled::Done,
+            Err(_) if entry.attempt >= self.policy.max_attempts => Settled::Dead,
+            Err(_) => Settled::Retrying,
+        };
+        let shift = entry.attempt.saturating_sub(1).min(20);
+        let backoff = secs(self.policy.first_backoff)
+            .saturating_mul(1 << shift)
+            .min(3600);
+        let due_at = now.saturating_add(backoff);
+        self.writer
+            .run(move |conn| {
+                let (state, error) = match (settled, outcome) {
+                    (Settled::Done, _) => ("done", None),
+                    (Settled::Dead, Err(e)) => ("dead", Some(e)),
+                    (_, Err(e)) => ("pending", Some(e)),
+                    (_, Ok(())) => ("done", None),
+                };
+                conn.prepare_cached(
+                    "UPDATE webhook_inbox SET state = ?2, due_at = ?3, last_error = ?4 WHERE id = ?1",
+                )?
+                .execute(params![id, state, due_at, error])
+                .map(drop)
+            })
+            .await?;
+        Ok(settled)
+    }
+
+    /// Waits until a delivery is stored or `max_wait` passes (workers use it between polls).
+    pub async fn wait_for_arrival(&self, max_wait: Duration) {
+        let _ = tokio::time::timeout(max_wait, self.arrived.notified()).await;
+    }
+
+    /// Whether a delivery with this id is stored (in any state).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails.
+    pub async fn contains(&self, id: &WebhookId) -> Result<bool, StoreError> {
+        let id = id.as_str().to_owned();
+        self.writer
+            .run(move |conn| {
+                conn.query_row(
+                    "SELECT 1 FROM webhook_inbox WHERE id = ?1",
+                    [id],
+                    |_| Ok(()),
+                )
+                .optional()
+                .map(|row| row.is_some())
+            })
+            .await
+    }
+
+    /// Counts entries by state: (pending, done, dead).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails.
+    pub async fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
+        self.writer
+            .run(|conn| {
+                let count = |state: &str| -> rusqlite::Result<u64> {
+                    conn.query_row(
+                        "SELECT COUNT(*) FROM webhook_inbox WHERE state = ?1",
+                        [state],
+                        |r| r.get::<_, i64>(0),
+                    )
+                    .map(|n| u64::try_from(n).unwrap_or(0))
+                };
+                Ok((count("pending")?, count("done")?, count("dead")?))
+            })
+            .await
+    }
+
+    /// The ids and last errors of dead entries, oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails.
+    pub async fn dead_letters(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.writer
+            .run(|conn| {
+                let mut stmt = conn.prepare(
+                    "SELECT id, COALESCE(last_error, '') FROM webhook_inbox
+                     WHERE state = 'dead' ORDER BY received_at",
+                )?;
+                let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                rows.collect()
+            })
+            .await
+    }
+}
+
+fn accept_in(
+    conn: &Connection,
+    id: &str,
+    signature: &[u8; 32],
+    body: &[u8],
+    now: i64,
+    prune_before: Option<i64>,
+) -> rusqlite::Result<Accepted> {
+    if let Some(cutoff) = prune_before {
+        // Retention: forget processed entries past it (pending and dead ones are never dropped).
+        conn.prepare_cached(
+            "DELETE FROM webhook_inbox WHERE state = 'done' AND received_at <= ?1",
+        )?
+        .execute([cutoff])?;
+    }
+    let holder: Option<String> = conn
+        .prepare_cached("SELECT id FROM webhook_inbox WHERE signature = ?1 LIMIT 1")?
+        .query_row([&signature[..]], |r| r.get(0))
+        .optional()?;
+    match holder {
+        Some(holder) if holder == id => return Ok(Accepted::Duplicate),
+        Some(_) => return Ok(Accepted::Replayed),
+        None => {}
+    }
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO webhook_inbox (id, signature, body, received_at, state, due_at)
+             VALUES (?1, ?2, ?3, ?4, 'pending', ?4) ON CONFLICT (id) DO NOTHING",
+        )?
+        .execute(params![id, &signature[..], body, now])?;
+    Ok(if inserted == 1 {
+        Accepted::Stored
+    } else {
+        Accepted::Duplicate
+    })
+}

@@ -1,0 +1,83 @@
+//! Hands inbox entries to user code: one step at a time ([`process_next`], which tests drain
+//! directly) or as a loop ([`run_inbox_worker`]) until shutdown.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::inbox::{Settled, SqliteInbox};
+use crate::clock::Clock;
+use crate::dedup::StoreError;
+use crate::handler::{EventHandler, Received};
+
+/// How long an idle worker waits for an arrival before looking for due retries again.
+const IDLE_POLL: Duration = Duration::from_secs(1);
+
+/// What one worker step did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Step {
+    /// Nothing is due.
+    Empty,
+    /// An entry was handed to the handler and settled so.
+    Settled(Settled),
+}
+
+/// Hands the oldest due entry to `handler` and records the outcome.
+///
+/// # Errors
+/// [`StoreError`] when the inbox cannot be read or updated.
+pub async fn process_next<H: EventHandler>(
+    inbox: &SqliteInbox,
+    handler: &H,
+    now: i64,
+) -> Result<Step, StoreError> {
+    let Some(entry) = inbox.next_due(now).await? else {
+        return Ok(Step::Empty);
+    };
+    // The body was verified and decoded before it was stored; a failure here would mean the
+    // file was edited, so it is recorded like a handler failure rather than lost.
+    let outcome = match serde_json::from_slice(&entry.body) {
+        Ok(event) => {
+            let received = Received {
+                webhook_id: entry.webhook_id.clone(),
+                event,
+                attempt: entry.attempt,
+            };
+            handler
+                .handle(received)
+                .await
+                .map_err(|err| err.to_string())
+        }
+        Err(err) => Err(format!("stored body does not decode: {err}")),
+    };
+    if let Err(err) = &outcome {
+        tracing::warn!(webhook_id = %entry.webhook_id, attempt = entry.attempt, error = %err,
+            "webhook handler failed");
+    }
+    Ok(Step::Settled(inbox.settle(&entry, outcome, now).await?))
+}
+
+/// Runs [`process_next`] until `shutdown` resolves, sleeping while nothing is due.
+pub async fn run_inbox_worker<H: EventHandler>(
+    inbox: SqliteInbox,
+    handler: H,
+    clock: impl Clock,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let work = async {
+        loop {
+            match process_next(&inbox, &handler, clock.now()).await {
+                Ok(Step::Settled(_)) => {}
+                Ok(Step::Empty) => inbox.wait_for_arrival(IDLE_POLL).await,
+                Err(err) => {
+                    tracing::error!(error = %err, "webhook inbox unavailable");
+                    tokio::time::sleep(IDLE_POLL).await;
+                }
+            }
+        }
+    };
+    tokio::select! {
+        () = work => {}
+        () = shutdown => {}
+    }
+}

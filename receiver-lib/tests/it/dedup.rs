@@ -1,0 +1,236 @@
+//! Both dedup stores: atomic claims under concurrency, completion and release, replay
+//! protection, expiry and bounds, and durability across a reopen for SQLite.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use svc_receiver::dedup::{Claim, DedupPolicy, DedupStore, MemoryDedupStore, WebhookId};
+use svc_receiver::sqlite::SqliteDedupStore;
+
+fn id(text: &str) -> WebhookId {
+    WebhookId::parse(text.as_bytes()).expect("id")
+}
+
+fn sig(n: u8) -> [u8; 32] {
+    [n; 32]
+}
+
+async fn concurrent_claims_give_exactly_one_new<S: DedupStore>(store: Arc<S>) {
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let store = Arc::clone(&store);
+        tasks.push(tokio::spawn(async move {
+            store.claim(&id("wh_race"), &sig(1), 100).await
+        }));
+    }
+    let mut new = 0;
+    for task in tasks {
+        match task.await.expect("task").expect("claim") {
+            Claim::New => new += 1,
+            Claim::InFlight => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(new, 1);
+}
+
+async fn lifecycle<S: DedupStore>(store: &S) {
+    let a = id("wh_a");
+    assert_eq!(
+        store.claim(&a, &sig(1), 100).await.expect("claim"),
+        Claim::New
+    );
+    assert_eq!(
+        store.claim(&a, &sig(1), 101).await.expect("claim"),
+        Claim::InFlight
+    );
+    store.release(&a).await.expect("release");
+    // The sender's retry after a failure is processed again.
+    assert_eq!(
+        store.claim(&a, &sig(2), 400).await.expect("claim"),
+        Claim::New
+    );
+    store.complete(&a, 401).await.expect("complete");
+    assert_eq!(
+        store.claim(&a, &sig(3), 402).await.expect("claim"),
+        Claim::Duplicate
+    );
+    // The first delivery's signature resent under a new id is a replay.
+    assert_eq!(
+        store.claim(&id("wh_b"), &sig(1), 403).await.expect("claim"),
+        Claim::Replayed
+    );
+    // A dead holder's claim is taken over once its lease runs out.
+    let c = id("wh_c");
+    assert_eq!(
+        store.claim(&c, &sig(4), 500).await.expect("claim"),
+        Claim::New
+    );
+    assert_eq!(
+        store.claim(&c, &sig(4), 559).await.expect("claim"),
+        Claim::InFlight
+    );
+    assert_eq!(
+        store.claim(&c, &sig(4), 560).await.expect("claim"),
+        Claim::New
+    );
+}
+
+async fn forgets_after_retention<S: DedupStore>(store: &S) {
+    let a = id("wh_old");
+    assert_eq!(
+        store.claim(&a, &sig(9), 1_000).await.expect("claim"),
+        Claim::New
+    );
+    store.complete(&a, 1_000).await.expect("complete");
+    let day = 24 * 3600;
+    assert_eq!(
+        store
+            .claim(&a, &sig(9), 1_000 + day - 1)
+            .await
+            .expect("claim"),
+        Claim::Duplicate
+    );
+    assert_eq!(
+        store
+            .claim(&id("wh_other"), &sig(9), 1_000 + day - 1)
+            .await
+            .expect("c"),
+        Claim::Replayed
+    );
+    assert_eq!(
+        store.claim(&a, &sig(9), 1_000 + day).await.expect("claim"),
+        Claim::New
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_claims_of_one_id_give_exactly_one_new_in_memory() {
+    concurrent_claims_give_exactly_one_new(Arc::new(MemoryDedupStore::default())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_claims_of_one_id_give_exactly_one_new_in_sqlite() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store =
+        SqliteDedupStore::open(dir.path().join("d.db"), DedupPolicy::default()).expect("open");
+    concurrent_claims_give_exactly_one_new(Arc::new(store)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_claims_through_two_connections_give_exactly_one_new() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("d.db");
+    let one = SqliteDedupStore::open(&path, DedupPolicy::default()).expect("open");
+    let two = SqliteDedupStore::open(&path, DedupPolicy::default()).expect("open");
+    let mut tasks = Vec::new();
+    for n in 0..16 {
+        let store = if n % 2 == 0 { one.clone() } else { two.clone() };
+        tasks.push(tokio::spawn(async move {
+            store.claim(&id("wh_x"), &sig(1), 100).await
+        }));
+    }
+    let mut new = 0;
+    for task in tasks {
+        if task.await.expect("task").expect("claim") == Claim::New {
+            new += 1;
+        }
+    }
+    assert_eq!(new, 1);
+}
+
+#[tokio::test]
+async fn the_memory_store_follows_the_claim_lifecycle() {
+    lifecycle(&MemoryDedupStore::default()).await;
+}
+
+#[tokio::test]
+async fn the_sqlite_store_follows_the_claim_lifecycle() {
+    let dir = tempfile::tempdir().expect("dir");
+    lifecycle(
+        &SqliteDedupStore::open(dir.path().join("d.db"), DedupPolicy::default()).expect("open"),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn both_stores_forget_entries_after_retention() {
+    forgets_after_retention(&MemoryDedupStore::default()).await;
+    let dir = tempfile::tempdir().expect("dir");
+    forgets_after_retention(
+        &SqliteDedupStore::open(dir.path().join("d.db"), DedupPolicy::default()).expect("open"),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_memory_store_stays_within_its_bound_dropping_the_oldest() {
+    let store = MemoryDedupStore::new(DedupPolicy::default(), 3);
+    for n in 0..5u8 {
+        store
+            .claim(&id(&format!("wh_{n}")), &sig(n), 100)
+            .await
+            .expect("claim");
+    }
+    assert_eq!(store.len(), 3);
+    assert_eq!(
+        store.claim(&id("wh_4"), &sig(4), 100).await.expect("claim"),
+        Claim::InFlight
+    );
+    assert_eq!(
+        store.claim(&id("wh_0"), &sig(0), 100).await.expect("claim"),
+        Claim::New
+    );
+}
+
+#[tokio::test]
+async fn the_sqlite_store_keeps_its_claims_across_a_reopen() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("d.db");
+    let policy = DedupPolicy {
+        in_flight_lease: Duration::from_secs(60),
+        ..DedupPolicy::default()
+    };
+    {
+        let store = SqliteDedupStore::open(&path, policy).expect("open");
+        assert_eq!(
+            store.claim(&id("wh_done"), &sig(1), 100).await.expect("c"),
+            Claim::New
+        );
+        store.complete(&id("wh_done"), 100).await.expect("complete");
+        assert_eq!(
+            store.claim(&id("wh_busy"), &sig(2), 100).await.expect("c"),
+            Claim::New
+        );
+    }
+    let store = SqliteDedupStore::open(&path, policy).expect("reopen");
+    assert_eq!(
+        store.claim(&id("wh_done"), &sig(1), 200).await.expect("c"),
+        Claim::Duplicate
+    );
+    assert_eq!(
+        store
+            .claim(&id("wh_replay"), &sig(1), 200)
+            .await
+            .expect("c"),
+        Claim::Replayed
+    );
+    assert_eq!(
+        store.claim(&id("wh_busy"), &sig(2), 150).await.expect("c"),
+        Claim::InFlight
+    );
+    assert_eq!(
+        store.claim(&id("wh_busy"), &sig(2), 160).await.expect("c"),
+        Claim::New
+    );
+    assert_eq!(store.completed_count().await.expect("count"), 1);
+    assert_eq!(store.prune(100 + 24 * 3600).await.expect("prune"), 2);
+}
+
+#[test]
+fn webhook_ids_must_be_printable_ascii_and_bounded() {
+    assert!(WebhookId::parse(b"wh_01JGZ").is_ok());
+    for bad in [&b""[..], b"wh 1", b"wh_\xff", &[b'a'; 257][..]] {
+        assert!(WebhookId::parse(bad).is_err(), "{bad:?}");
+    }
+}

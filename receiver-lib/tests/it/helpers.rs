@@ -1,0 +1,73 @@
+//! Shared helpers: the fixture vectors, a sample event, a loopback server.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use svc_receiver::{Keyring, SigningSecret, Verifier};
+
+pub(crate) const SECRET: &str = "whsec_fixture";
+pub(crate) const T: i64 = 1_767_225_600;
+
+pub(crate) fn vectors() -> serde_json::Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/webhooks/vectors.json");
+    let text = std::fs::read_to_string(path).expect("fixtures/webhooks/vectors.json");
+    serde_json::from_str(&text).expect("vectors are JSON")
+}
+
+pub(crate) fn body_of(vector: &serde_json::Value) -> Vec<u8> {
+    match vector.get("body_hex").and_then(|v| v.as_str()) {
+        Some(hex_body) => hex::decode(hex_body).expect("body_hex"),
+        None => vector["body"].as_str().expect("body").as_bytes().to_vec(),
+    }
+}
+
+pub(crate) fn verifier() -> Verifier {
+    Verifier::new(Keyring::single(SigningSecret::new(SECRET).expect("secret")))
+}
+
+/// A realistic compact `call.scored` body with the given call id.
+pub(crate) fn event_body(call_id: &str) -> Vec<u8> {
+    format!(
+        r#"{{"event":"call.scored","success":true,"callId":"{call_id}","source":"roleplay","agentId":"svc_agent_1","agencyId":"svc_agency_1","platformAgentId":"rep-1","platformAgencyId":null,"occurredAt":"2026-01-01T00:00:00Z","requestId":"req_{call_id}"}}"#
+    )
+    .into_bytes()
+}
+
+/// Serves `router` on 127.0.0.1 on a free port.
+pub(crate) async fn spawn(router: axum::Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, router).await.expect("serve") });
+    addr
+}
+
+pub(crate) fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client")
+}
+
+/// Posts a delivery; `header` None leaves the signature header out.
+pub(crate) async fn post(
+    client: &reqwest::Client,
+    addr: SocketAddr,
+    id: Option<&str>,
+    header: Option<&str>,
+    body: Vec<u8>,
+) -> (u16, String) {
+    let mut request = client
+        .post(format!("http://{addr}/webhooks"))
+        .header("content-type", "application/json");
+    if let Some(id) = id {
+        request = request.header("x-service-webhook-id", id);
+    }
+    if let Some(header) = header {
+        request = request.header("x-service-signature", header);
+    }
+    let response = request.body(body).send().await.expect("send");
+    let status = response.status().as_u16();
+    (status, response.text().await.expect("text"))
+}

@@ -1,0 +1,122 @@
+//! Inbox mode: a verified event is durably stored before the 2xx and handed to user code from
+//! the inbox with retries; drained step by step with a manual clock.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::Router;
+use svc_receiver::axum::{InboxReceiver, inbox_route};
+use svc_receiver::sqlite::{InboxPolicy, Settled, SqliteInbox, Step, process_next};
+use svc_receiver::{ManualClock, Received, sign};
+
+use crate::helpers::{SECRET, T, client, event_body, post, spawn, verifier};
+
+#[tokio::test]
+async fn an_acknowledged_event_survives_a_restart_and_is_retried_until_user_code_succeeds() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("inbox.db");
+    let clock = Arc::new(ManualClock::new(T));
+    {
+        let inbox = SqliteInbox::open(&path, InboxPolicy::default()).expect("open");
+        let receiver = InboxReceiver::new(verifier(), inbox).with_clock(Arc::clone(&clock));
+        let addr = spawn(Router::new().route("/webhooks", inbox_route(receiver))).await;
+        let client = client();
+        let body = event_body("svc_call_in");
+        let header = sign(SECRET, T, &body);
+        assert_eq!(
+            post(&client, addr, Some("wh_in"), Some(&header), body.clone())
+                .await
+                .0,
+            200
+        );
+        assert_eq!(
+            post(&client, addr, Some("wh_in"), Some(&header), body.clone())
+                .await
+                .0,
+            200
+        );
+        assert_eq!(
+            post(&client, addr, Some("wh_other"), Some(&header), body)
+                .await
+                .0,
+            401
+        );
+    }
+    // A new process: the acknowledged event is still there and is handed out.
+    let inbox = SqliteInbox::open(&path, InboxPolicy::default()).expect("reopen");
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let attempts = Arc::clone(&attempts);
+        move |received: Received| {
+            let n = attempts.fetch_add(1, Ordering::SeqCst) + 1;
+            async move {
+                assert_eq!(received.event.call_id, "svc_call_in");
+                assert_eq!(usize::try_from(received.attempt).expect("attempt"), n);
+                if n < 3 {
+                    Err(format!("attempt {n} failed"))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    };
+    assert_eq!(
+        process_next(&inbox, &handler, T).await.expect("step"),
+        Step::Settled(Settled::Retrying)
+    );
+    // Not due again until the backoff (5 s, then 10 s) has passed.
+    assert_eq!(
+        process_next(&inbox, &handler, T + 4).await.expect("step"),
+        Step::Empty
+    );
+    assert_eq!(
+        process_next(&inbox, &handler, T + 5).await.expect("step"),
+        Step::Settled(Settled::Retrying)
+    );
+    assert_eq!(
+        process_next(&inbox, &handler, T + 14).await.expect("step"),
+        Step::Empty
+    );
+    assert_eq!(
+        process_next(&inbox, &handler, T + 15).await.expect("step"),
+        Step::Settled(Settled::Done)
+    );
+    assert_eq!(
+        process_next(&inbox, &handler, T + 10_000)
+            .await
+            .expect("step"),
+        Step::Empty
+    );
+    assert_eq!(inbox.counts().await.expect("counts"), (0, 1, 0));
+}
+
+#[tokio::test]
+async fn an_event_that_keeps_failing_becomes_a_dead_letter_and_is_kept() {
+    let dir = tempfile::tempdir().expect("dir");
+    let policy = InboxPolicy {
+        max_attempts: 2,
+        ..InboxPolicy::default()
+    };
+    let inbox = SqliteInbox::open(dir.path().join("inbox.db"), policy).expect("open");
+    let body = event_body("svc_call_dead");
+    let id = svc_receiver::dedup::WebhookId::parse(b"wh_dead").expect("id");
+    inbox.accept(&id, &[7; 32], &body, T).await.expect("accept");
+    let handler = |_: Received| async { Err::<(), _>("always fails") };
+    assert_eq!(
+        process_next(&inbox, &handler, T).await.expect("s"),
+        Step::Settled(Settled::Retrying)
+    );
+    assert_eq!(
+        process_next(&inbox, &handler, T + 60).await.expect("s"),
+        Step::Settled(Settled::Dead)
+    );
+    assert_eq!(
+        process_next(&inbox, &handler, T + 9_999).await.expect("s"),
+        Step::Empty
+    );
+    assert_eq!(
+        inbox.dead_letters().await.expect("dead"),
+        vec![("wh_dead".to_owned(), "always fails".to_owned())]
+    );
+    assert!(inbox.contains(&id).await.expect("contains"));
+}

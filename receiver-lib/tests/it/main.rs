@@ -1,0 +1,9 @@
+//! Integration tests of svc-receiver: one binary, one module per area.
+
+mod axum_e2e;
+mod dedup;
+mod helpers;
+mod hostile;
+mod inbox;
+mod properties;
+mod vectors;
