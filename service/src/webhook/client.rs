@@ -267,6 +267,47 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn every_attempt_signs_like_the_shared_vectors() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/webhooks/vectors.json");
+        let vectors: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("vectors file"))
+                .expect("JSON");
+        let (base, seen) = sink(StatusCode::OK, Duration::ZERO).await;
+        let client = WebhookClient::new(true).expect("client");
+        let mut checked = 0;
+        for vector in vectors["valid"].as_array().expect("valid vectors") {
+            let (Some(body), Some(secret), Some(t), Some(header)) = (
+                vector["body"].as_str(),
+                vector["secret"].as_str(),
+                vector["t"].as_i64(),
+                vector["header"].as_str(),
+            ) else {
+                continue;
+            };
+            if header.split(',').count() != 2 {
+                continue; // a receiver-side vector with extra signatures, not a canonical header
+            }
+            let target = Target {
+                url: format!("{base}/hook"),
+                secret: secret.to_string(),
+            };
+            assert!(
+                client
+                    .attempt(&target, "wh_v", body.as_bytes(), t)
+                    .await
+                    .succeeded()
+            );
+            let seen = seen.lock().expect("lock");
+            let (headers, sent) = seen.last().expect("delivered");
+            assert_eq!(sent.as_slice(), body.as_bytes());
+            assert_eq!(headers["x-service-signature"], header, "{}", vector["name"]);
+            checked += 1;
+        }
+        assert!(checked > 0, "no vector checked");
+    }
+
+    #[tokio::test]
     async fn a_non_2xx_is_a_failed_attempt_with_its_status() {
         let (base, _) = sink(StatusCode::INTERNAL_SERVER_ERROR, Duration::ZERO).await;
         let client = WebhookClient::new(true).expect("client");

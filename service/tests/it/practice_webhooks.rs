@@ -201,3 +201,81 @@ async fn a_pending_retry_survives_a_restart() {
     verify(&app, &secret, &retry);
     wait_delivery(&app, &tenant, "delivered", 2).await;
 }
+
+#[tokio::test]
+async fn the_operator_lists_deliveries_with_every_attempt() {
+    let app = practice_app(|_| {}).await;
+    let mut sink = WebhookSink::start().await;
+    sink.answer(500);
+    let (tenant, _) = with_endpoint(&app, &sink).await;
+    let (call_id, _) = run_call(&app, &tenant, &["Hi, my name is Sam"], 30).await;
+    let first = sink.next().await;
+    wait_delivery(&app, &tenant, "pending", 1).await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_svc-service"))
+        .args(["deliveries", "list", "--json", "--db"])
+        .arg(&app.config.db_path)
+        .env_remove("SVC_DB")
+        .env("RUST_LOG", "warn")
+        .output()
+        .await
+        .expect("run svc-service");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let listed: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    let delivery = &listed[0];
+    assert_eq!(delivery["webhookId"], first.webhook_id().as_str());
+    assert_eq!(delivery["callId"], call_id.as_str());
+    assert_eq!(delivery["state"], "pending");
+    assert_eq!(delivery["nextAttemptAt"], "2026-01-01T00:00:31.000Z");
+    let attempt = &delivery["attempts"][0];
+    assert_eq!(attempt["status"], 500);
+    assert_eq!(attempt["error"], "HTTP 500");
+    assert!(attempt["latencyMs"].as_i64().is_some());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(!text.contains("whsec_"), "no secret in the listing");
+}
+
+#[tokio::test]
+async fn a_live_call_left_behind_by_a_restart_is_reported_as_not_scored() {
+    let app = practice_app(|_| {}).await;
+    let mut sink = WebhookSink::start().await;
+    let (tenant, secret) = with_endpoint(&app, &sink).await;
+    let token = token(&app, &tenant).await;
+    let started = redeem(
+        &app,
+        &token,
+        serde_json::json!({ "drillKey": "ma-full-sale" }),
+    )
+    .await
+    .expect(200);
+    let app = app.restart().await;
+    let event = verify(&app, &secret, &sink.next().await);
+    assert_eq!(event.call_id, started["callId"].as_str().expect("callId"));
+    assert!(!event.success);
+    assert!(
+        event
+            .reason_message
+            .is_some_and(|m| m.contains("never completed"))
+    );
+}
+
+#[tokio::test]
+async fn a_server_shutdown_ends_connected_calls_cleanly_and_they_are_scored() {
+    let app = practice_app(|_| {}).await;
+    let (tenant, _) = tenant_with_rep(&app).await;
+    let token = token(&app, &tenant).await;
+    let (call_id, mut client) = start_call(&app, &token).await;
+    client.say("Hi, my name is Sam").await;
+    app.clock.advance(chrono::Duration::seconds(9));
+    let app = app.restart().await;
+    let ended = client
+        .recv()
+        .await
+        .expect("ended before the server stopped");
+    assert_eq!(ended["type"], "ended");
+    assert_eq!(ended["durationSec"], 9);
+    wait_scored(&app, &tenant, &call_id).await;
+}
