@@ -16,6 +16,8 @@
 //! - [`state`], [`config`] and [`clock`] carry shared state, settings (and the `serve`
 //!   flags) and the injectable time source; [`ids`], [`time`], [`cursor`] and
 //!   [`credentials`] are the small codecs (ids, timestamps, page cursors, keys and secrets).
+//! - `README.md` (crate root) documents running, operator commands, proxy trust and the
+//!   decisions taken where the contract is silent.
 //! - [`cli`] is the command line (`serve` and the operator's `tenant …` commands in
 //!   [`operator`]); `main.rs` only calls [`cli::main`].
 
