@@ -21,6 +21,8 @@
 //!   [`live`] (the WebSocket of a live call), [`scoring`] (the scoring worker) and [`webhook`]
 //!   (the delivery client and the durable outbox worker); [`deliveries`] is the operator's
 //!   `deliveries list`.
+//! - `README.md` (crate root) documents running, operator commands, proxy trust and the
+//!   decisions taken where the contract is silent.
 //! - [`cli`] is the command line (`serve` and the operator's `tenant …` commands in
 //!   [`operator`]); `main.rs` only calls [`cli::main`].
 

@@ -245,3 +245,31 @@ async fn a_cursor_survives_a_restart_of_the_service() {
     assert_eq!(rest["data"][0]["npn"], "1002");
     restarted.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_cursor_issued_for_another_endpoint_is_invalid_request() {
+    use svc_service::cursor::{CursorCodec, CursorScope};
+    let app = spawn_app().await;
+    let tenant = app.tenant().await;
+    app.agency(&tenant, "ag-1").await;
+    for i in 0..3 {
+        app.agent(&tenant, "ag-1", json!({ "npn": format!("200{i}") }))
+            .await;
+    }
+    let codec = CursorCodec::new(app.db.cursor_key().await.expect("key"));
+    let scope = |endpoint| CursorScope {
+        endpoint,
+        tenant_id: &tenant.id,
+        filters: r#"["","",null]"#,
+    };
+    // The same position signed for GET /agents is accepted (the check is not vacuous)…
+    let ours = codec.encode(scope("GET /agents"), "1");
+    let page = roster(&app, &tenant, &format!("?cursor={ours}")).await;
+    assert_eq!(page["data"].as_array().map(Vec::len), Some(2));
+    // …and refused when it was issued for GET /calls.
+    let theirs = codec.encode(scope("GET /calls"), "1");
+    app.get(&tenant, &format!("/v1/agents?cursor={theirs}"))
+        .await
+        .expect_error(400, "INVALID_REQUEST");
+    app.shutdown().await;
+}

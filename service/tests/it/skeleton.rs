@@ -39,6 +39,36 @@ async fn openapi_describes_the_roster_endpoints() {
     assert!(doc["paths"]["/agents"]["get"].is_object());
     assert!(doc["paths"]["/agents"]["post"].is_object());
     assert_eq!(doc["servers"][0]["url"], json!("/v1"));
+    assert_eq!(
+        doc["components"]["securitySchemes"]["apiKey"]["scheme"],
+        "bearer"
+    );
+    for schema in [
+        "Agent",
+        "Agency",
+        "AgentList",
+        "RegisterAgentRequest",
+        "ErrorEnvelope",
+    ] {
+        assert!(doc["components"]["schemas"][schema].is_object(), "{schema}");
+    }
+    let params = doc["paths"]["/agents"]["get"]["parameters"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let names: Vec<&str> = params.iter().filter_map(|p| p["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "agentId",
+            "platformAgentId",
+            "npn",
+            "email",
+            "agencyId",
+            "limit",
+            "cursor"
+        ]
+    );
     app.shutdown().await;
 }
 
