@@ -390,3 +390,47 @@ async fn another_tenants_calls_and_cursors_are_not_found_or_invalid() {
         .expect_error(400, "INVALID_REQUEST");
     tokio::time::sleep(Duration::from_millis(1)).await;
 }
+
+#[tokio::test]
+async fn the_openapi_document_describes_the_practice_endpoints() {
+    let app = practice_app(|_| {}).await;
+    let doc = app
+        .send(reqwest::Method::GET, "/v1/openapi.json", None, None)
+        .await
+        .expect(200);
+    let paths = doc["paths"].as_object().expect("paths");
+    for (path, method) in [
+        ("/session", "post"),
+        ("/roleplay/session", "post"),
+        ("/calls", "get"),
+        ("/calls/{callId}", "get"),
+    ] {
+        assert!(
+            paths.get(path).and_then(|p| p.get(method)).is_some(),
+            "{method} {path} missing"
+        );
+    }
+    let params: Vec<&str> = doc["paths"]["/calls"]["get"]["parameters"]
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    for name in [
+        "from",
+        "to",
+        "source",
+        "agentId",
+        "platformAgencyId",
+        "externalUserId",
+        "limit",
+        "cursor",
+    ] {
+        assert!(params.contains(&name), "{name} missing from GET /calls");
+    }
+    assert!(doc["components"]["schemas"].get("CallDetail").is_some());
+    assert_eq!(
+        doc["paths"]["/roleplay/session"]["post"]["security"][0]["sessionToken"],
+        json!([])
+    );
+}
