@@ -265,3 +265,55 @@ async fn redeem_accepts_cross_origin_requests_and_mint_does_not() {
             .is_none()
     );
 }
+
+#[tokio::test]
+async fn hostile_mint_and_redeem_bodies_get_the_envelope_and_spend_nothing() {
+    let app = practice_app(|_| {}).await;
+    let (tenant, _) = tenant_with_rep(&app).await;
+    let huge = "x".repeat(100_000);
+    let bodies = [
+        json!([]),
+        json!("text"),
+        json!(null),
+        json!({ "platformAgentId": "rep\u{0}1" }),
+        json!({ "platformAgentId": huge }),
+        json!({ "platformAgentId": 42 }),
+        json!({ "platformAgentId": "rep-1", "extra": true }),
+        json!({ "externalUserId": "" }),
+    ];
+    for body in &bodies {
+        mint(&app, &tenant, body.clone())
+            .await
+            .expect_error(400, "INVALID_REQUEST");
+    }
+    let token = token(&app, &tenant).await;
+    for body in [
+        json!([]),
+        json!({ "drillKey": "ma-full-sale\u{0}" }),
+        json!({ "drillKey": huge }),
+        json!({ "drillKey": "ma-full-sale", "difficulty": 3 }),
+        json!({ "drillKey": "ma-full-sale", "filters": [] }),
+        json!({ "drillKey": "ma-full-sale", "filters": { "state": "\u{0}" } }),
+    ] {
+        redeem(&app, &token, body)
+            .await
+            .expect_error(400, "INVALID_REQUEST");
+    }
+    let raw = app
+        .client
+        .post(app.url("/v1/roleplay/session"))
+        .bearer_auth(&token)
+        .header("content-type", "text/plain")
+        .body("drillKey=ma-full-sale")
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(raw.status(), 400);
+    redeem(
+        &app,
+        &token,
+        json!({ "drillKey": "ma-full-sale", "difficulty": null, "filters": null }),
+    )
+    .await
+    .expect(200);
+}
