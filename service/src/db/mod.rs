@@ -9,6 +9,7 @@
 
 mod agencies;
 mod agents;
+mod call_reads;
 mod calls;
 mod migrations;
 mod outbox;
@@ -25,7 +26,8 @@ pub use agencies::{AgencyRecord, UpsertAgency};
 pub use agents::{
     AgencyRef, AgentFilter, AgentLookup, AgentPage, AgentRecord, Handle, NewAgent, RegisterAgent,
 };
-pub use calls::{CallFilter, CallRow, GoLive, LiveCall, NewMint, ScoredCall, Spend, ToScore};
+pub use call_reads::{CallFilter, CallRow, ScoredCall};
+pub use calls::{GoLive, LiveCall, NewMint, Spend, ToScore};
 pub use outbox::{AttemptLog, Claimed, DeliveryRow, Next};
 pub use practice::{AgentRef, Endpoint, MintResult, OutcomeRecord, SessionAgent};
 pub use tenants::{ApiKeyStatus, AuthRecord, NewTenant, TenantChange, TenantRecord};

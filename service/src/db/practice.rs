@@ -4,7 +4,8 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::calls::{self, CallFilter, CallRow, GoLive, LiveCall, NewMint, Spend, ToScore};
+use super::call_reads::{self, CallFilter, CallRow};
+use super::calls::{self, GoLive, LiveCall, NewMint, Spend, ToScore};
 use super::outbox::{self, AttemptLog, Claimed, DeliveryRow, Next};
 use super::{Db, DbError};
 
@@ -319,7 +320,7 @@ impl Db {
         call_id: &str,
     ) -> Result<Option<CallRow>, DbError> {
         let (tenant_id, call_id) = (tenant_id.to_owned(), call_id.to_owned());
-        self.read(move |conn| Ok(calls::scored_call(conn, &tenant_id, &call_id)?))
+        self.read(move |conn| Ok(call_reads::scored_call(conn, &tenant_id, &call_id)?))
             .await
     }
 
@@ -328,7 +329,7 @@ impl Db {
     /// # Errors
     /// Storage failure.
     pub async fn list_calls(&self, filter: CallFilter) -> Result<Vec<CallRow>, DbError> {
-        self.read(move |conn| Ok(calls::list_calls(conn, &filter)?))
+        self.read(move |conn| Ok(call_reads::list_calls(conn, &filter)?))
             .await
     }
 
@@ -407,10 +408,13 @@ impl Db {
     ///
     /// # Errors
     /// Storage failure.
-    pub async fn insert_scored_calls(&self, calls: Vec<calls::ScoredCall>) -> Result<(), DbError> {
+    pub async fn insert_scored_calls(
+        &self,
+        calls: Vec<call_reads::ScoredCall>,
+    ) -> Result<(), DbError> {
         self.write(move |tx| {
             for call in &calls {
-                calls::insert_scored(tx, call)?;
+                call_reads::insert_scored(tx, call)?;
             }
             Ok(())
         })
