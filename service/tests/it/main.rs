@@ -10,6 +10,7 @@ mod isolation;
 mod operator;
 mod practice_calls;
 mod practice_helpers;
+mod practice_outbox;
 mod practice_tokens;
 mod practice_webhooks;
 mod roster;
