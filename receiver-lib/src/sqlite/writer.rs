@@ -90,27 +90,26 @@ fn in_savepoint<T>(
 
 fn run(conn: &Connection, queue: &mpsc::Receiver<Job>) {
     while let Ok(first) = queue.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
+        let begin = conn.execute_batch("BEGIN IMMEDIATE").map_err(db_error);
+        let execute = |job: Job| match &begin {
+            Ok(()) => job(Ok(conn)),
+            Err(err) => job(Err(StoreError::Database(err.to_string()))),
+        };
+        // Run jobs as they arrive until the queue is empty, so operations queued while earlier
+        // ones ran join this transaction instead of waiting for the next one.
+        let mut replies: Vec<Reply> = vec![execute(first)];
+        while replies.len() < MAX_BATCH {
             match queue.try_recv() {
-                Ok(job) => batch.push(job),
+                Ok(job) => replies.push(execute(job)),
                 Err(_) => break,
             }
         }
-        let begin = conn.execute_batch("BEGIN IMMEDIATE").map_err(db_error);
-        let replies: Vec<Reply> = batch
-            .into_iter()
-            .map(|job| match &begin {
-                Ok(()) => job(Ok(conn)),
-                Err(err) => job(Err(StoreError::Database(err.to_string()))),
-            })
-            .collect();
-        let commit = match begin {
+        let commit = match &begin {
             Ok(()) => conn.execute_batch("COMMIT").map_err(|err| {
                 let _ = conn.execute_batch("ROLLBACK");
                 db_error(err)
             }),
-            Err(err) => Err(err),
+            Err(err) => Err(StoreError::Database(err.to_string())),
         };
         for reply in replies {
             let result = match &commit {
