@@ -189,11 +189,12 @@ fn main() {
     runtime.block_on(async move {
         let dir = tempfile::tempdir().expect("temp dir");
 
+        let shared = std::sync::Arc::new(verifier());
         let verify_only = Router::new().route(
             "/webhooks",
-            post(|headers: HeaderMap, body: Bytes| async move {
+            post(move |headers: HeaderMap, body: Bytes| async move {
                 let header = headers.get("x-service-signature").map(|h| h.as_bytes().to_vec());
-                match verifier().verify(&header.unwrap_or_default(), &body, SystemClock.now()) {
+                match shared.verify(&header.unwrap_or_default(), &body, SystemClock.now()) {
                     Ok(delivery) if delivery.decode().is_ok() => StatusCode::OK,
                     _ => StatusCode::UNAUTHORIZED,
                 }
