@@ -1,8 +1,13 @@
 //! One thread owning one SQLite connection, committing the operations queued by many
 //! concurrent requests together (group commit): while one transaction is being made durable,
 //! new operations queue up and all go into the next transaction, so an fsync is shared by every
-//! request that waited for it. Each operation runs inside its own savepoint, so one failing
-//! operation does not undo the others; every caller is answered only after the commit.
+//! request that waited for it. Every caller is answered only after the commit.
+//!
+//! Operations share the transaction without savepoints (per-operation savepoints cost about a
+//! quarter of the throughput). So an operation that fails half-way leaves its earlier writes in
+//! the commit: every operation here is written so that any prefix of its writes is valid on its
+//! own (retention deletes, then one insert or update). Keep it so when adding one. An error that
+//! aborts the whole transaction fails the commit, and then every caller gets the error.
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -55,7 +60,7 @@ impl Writer {
     ) -> Result<T, StoreError> {
         let (tx, rx) = oneshot::channel::<Result<T, StoreError>>();
         let job: Job = Box::new(move |conn| {
-            let outcome = conn.map(|conn| in_savepoint(conn, op));
+            let outcome = conn.map(|conn| op(conn).map_err(db_error));
             Box::new(move |commit| {
                 let result = match (commit, outcome) {
                     (Err(err), _) | (Ok(()), Err(err)) => Err(err),
@@ -67,24 +72,6 @@ impl Writer {
         });
         self.jobs.send(job).map_err(|_| StoreError::Unavailable)?;
         rx.await.map_err(|_| StoreError::Unavailable)?
-    }
-}
-
-fn in_savepoint<T>(
-    conn: &Connection,
-    op: impl FnOnce(&Connection) -> rusqlite::Result<T>,
-) -> Result<T, StoreError> {
-    let statement = |sql: &str| conn.prepare_cached(sql).and_then(|mut s| s.execute([]));
-    statement("SAVEPOINT op").map_err(db_error)?;
-    match op(conn) {
-        Ok(value) => {
-            statement("RELEASE op").map_err(db_error)?;
-            Ok(value)
-        }
-        Err(err) => {
-            let _ = statement("ROLLBACK TO op").and_then(|_| statement("RELEASE op"));
-            Err(db_error(err))
-        }
     }
 }
 
