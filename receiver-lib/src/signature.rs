@@ -37,7 +37,8 @@ pub const MAX_SIGNATURES: usize = 8;
 ///
 /// `v1` is HMAC-SHA256 of `<timestamp>.<raw body>`, keyed with the bytes of the whole
 /// `whsec_…` secret string exactly as issued (the prefix is part of the key; nothing is decoded).
-/// Used by the service to sign deliveries and by tests and fixtures.
+/// Used by the service to sign deliveries and by tests and fixtures. A negative `timestamp`
+/// yields a header every verifier rejects (`t` must be digits).
 ///
 /// ```
 /// let header = svc_receiver::sign("whsec_fixture", 1767225600, b"{}");
