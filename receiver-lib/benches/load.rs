@@ -110,6 +110,54 @@ async fn drive(addr: SocketAddr, run: &'static str, duration: Duration) -> RunRe
     result
 }
 
+/// 64 tasks calling the inbox directly: the storage ceiling without HTTP.
+async fn store_only(inbox: SqliteInbox, duration: Duration) -> RunResult {
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for conn in 0..CONNECTIONS {
+        let inbox = inbox.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut hist = Histogram::<u64>::new(3).expect("histogram");
+            let mut acked = Vec::new();
+            let mut n = 0;
+            while start.elapsed() < duration {
+                let id = format!("wh_raw_{conn:02}_{n:07}");
+                let body = body("raw", conn * 10_000_000 + n);
+                let mut signature = [0u8; 32];
+                signature[..16].copy_from_slice(&((conn * 10_000_000 + n) as u128).to_le_bytes());
+                n += 1;
+                let webhook_id = WebhookId::parse(id.as_bytes()).expect("id");
+                let sent = Instant::now();
+                inbox
+                    .accept(&webhook_id, &signature, &body, SystemClock.now())
+                    .await
+                    .expect("accept");
+                hist.record(
+                    u64::try_from(sent.elapsed().as_micros())
+                        .unwrap_or(u64::MAX)
+                        .max(1),
+                )
+                .expect("record");
+                acked.push(id);
+            }
+            (acked, hist)
+        }));
+    }
+    let mut result = RunResult {
+        acknowledged: Vec::new(),
+        failed: 0,
+        elapsed: Duration::ZERO,
+        latency_us: Histogram::new(3).expect("histogram"),
+    };
+    for task in tasks {
+        let (acked, hist) = task.await.expect("task");
+        result.acknowledged.extend(acked);
+        result.latency_us.add(hist).expect("merge");
+    }
+    result.elapsed = start.elapsed();
+    result
+}
+
 fn rate(result: &RunResult) -> f64 {
     result.acknowledged.len() as f64 / result.elapsed.as_secs_f64()
 }
@@ -141,11 +189,12 @@ fn main() {
     runtime.block_on(async move {
         let dir = tempfile::tempdir().expect("temp dir");
 
+        let shared = std::sync::Arc::new(verifier());
         let verify_only = Router::new().route(
             "/webhooks",
-            post(|headers: HeaderMap, body: Bytes| async move {
+            post(move |headers: HeaderMap, body: Bytes| async move {
                 let header = headers.get("x-service-signature").map(|h| h.as_bytes().to_vec());
-                match verifier().verify(&header.unwrap_or_default(), &body, SystemClock.now()) {
+                match shared.verify(&header.unwrap_or_default(), &body, SystemClock.now()) {
                     Ok(delivery) if delivery.decode().is_ok() => StatusCode::OK,
                     _ => StatusCode::UNAUTHORIZED,
                 }
@@ -164,6 +213,8 @@ fn main() {
         let addr = serve(Router::new().route("/webhooks", webhook_route(WebhookReceiver::new(verifier(), store, handler)))).await;
         let direct = drive(addr, "direct", duration).await;
 
+        let store_only = store_only(SqliteInbox::open(dir.path().join("raw.db"), InboxPolicy::default()).expect("inbox"), duration).await;
+
         println!("\n{CONNECTIONS} connections, {seconds} s per server, loopback, {} cores", std::thread::available_parallelism().map_or(0, |n| n.get()));
         println!(
             "{:<34} {:>9} {:>6} {:>10} {:>6} {:>8} {:>8} {:>8}",
@@ -173,6 +224,7 @@ fn main() {
         row("verify only", &base, baseline);
         row("inbox (SQLite FULL, group commit)", &inboxed, baseline);
         row("direct + SQLite dedup store", &direct, baseline);
+        row("inbox accept only (no HTTP)", &store_only, baseline);
 
         // Durability check through a fresh connection: nothing acknowledged may be missing.
         let reopened = SqliteInbox::open(&inbox_path, InboxPolicy::default()).expect("reopen");

@@ -65,7 +65,7 @@ impl std::fmt::Debug for SigningSecret {
 /// One secret in a [`Keyring`], with a label reported when it matches and an optional expiry.
 #[derive(Clone)]
 struct KeyEntry {
-    label: String,
+    label: std::sync::Arc<str>,
     secret: SigningSecret,
     /// Unix seconds after which the key no longer verifies anything.
     expires_at: Option<i64>,
@@ -105,7 +105,7 @@ impl Keyring {
     /// Adds a key that never expires.
     pub fn with_key(mut self, label: impl Into<String>, secret: SigningSecret) -> Self {
         self.keys.push(KeyEntry {
-            label: label.into(),
+            label: label.into().into(),
             secret,
             expires_at: None,
         });
@@ -120,7 +120,7 @@ impl Keyring {
         expires_at: i64,
     ) -> Self {
         self.keys.push(KeyEntry {
-            label: label.into(),
+            label: label.into().into(),
             secret,
             expires_at: Some(expires_at),
         });
@@ -141,10 +141,10 @@ impl Keyring {
     pub(crate) fn keys_at(
         &self,
         now: i64,
-    ) -> impl Iterator<Item = (&str, &SigningSecret, bool)> + '_ {
+    ) -> impl Iterator<Item = (&std::sync::Arc<str>, &SigningSecret, bool)> + '_ {
         self.keys.iter().map(move |key| {
             let active = key.expires_at.is_none_or(|at| now <= at);
-            (key.label.as_str(), &key.secret, active)
+            (&key.label, &key.secret, active)
         })
     }
 }

@@ -37,7 +37,8 @@ pub const MAX_SIGNATURES: usize = 8;
 ///
 /// `v1` is HMAC-SHA256 of `<timestamp>.<raw body>`, keyed with the bytes of the whole
 /// `whsec_…` secret string exactly as issued (the prefix is part of the key; nothing is decoded).
-/// Used by the service to sign deliveries and by tests and fixtures.
+/// Used by the service to sign deliveries and by tests and fixtures. A negative `timestamp`
+/// yields a header every verifier rejects (`t` must be digits).
 ///
 /// ```
 /// let header = svc_receiver::sign("whsec_fixture", 1767225600, b"{}");
@@ -70,7 +71,8 @@ pub(crate) fn mac_of(keyed: &HmacSha256, timestamp: &[u8], body: &[u8]) -> [u8; 
 pub struct SignatureHeader<'a> {
     timestamp_text: &'a [u8],
     timestamp: i64,
-    signatures: Vec<[u8; 32]>,
+    signatures: [[u8; 32]; MAX_SIGNATURES],
+    count: usize,
 }
 
 impl<'a> SignatureHeader<'a> {
@@ -95,7 +97,8 @@ impl<'a> SignatureHeader<'a> {
             });
         }
         let mut timestamp: Option<(&[u8], i64)> = None;
-        let mut signatures = Vec::new();
+        let mut signatures = [[0u8; 32]; MAX_SIGNATURES];
+        let mut count = 0;
         for element in value.split(|&b| b == b',') {
             let Some(eq) = element.iter().position(|&b| b == b'=') else {
                 return Err(if element.is_empty() {
@@ -114,24 +117,26 @@ impl<'a> SignatureHeader<'a> {
                     timestamp = Some((val, parse_timestamp(val)?));
                 }
                 b"v1" => {
-                    if signatures.len() == MAX_SIGNATURES {
+                    if count == MAX_SIGNATURES {
                         return Err(MalformedHeader::TooManySignatures {
                             max: MAX_SIGNATURES,
                         });
                     }
-                    signatures.push(parse_v1(val)?);
+                    signatures[count] = parse_v1(val)?;
+                    count += 1;
                 }
                 _ => {}
             }
         }
         let (timestamp_text, timestamp) = timestamp.ok_or(MalformedHeader::MissingTimestamp)?;
-        if signatures.is_empty() {
+        if count == 0 {
             return Err(MalformedHeader::MissingSignature);
         }
         Ok(Self {
             timestamp_text,
             timestamp,
             signatures,
+            count,
         })
     }
 
@@ -147,7 +152,7 @@ impl<'a> SignatureHeader<'a> {
 
     /// The decoded `v1` signatures, in header order.
     pub fn signatures(&self) -> &[[u8; 32]] {
-        &self.signatures
+        &self.signatures[..self.count]
     }
 }
 
@@ -175,6 +180,35 @@ fn parse_v1(text: &[u8]) -> Result<[u8; 32], MalformedHeader> {
         return Err(MalformedHeader::SignatureWrongLength { len: text.len() });
     }
     let mut out = [0u8; 32];
-    hex::decode_to_slice(text, &mut out).map_err(|_| MalformedHeader::SignatureNotHex)?;
+    // Decoding is not secret-dependent (the header is public), so a plain table is fine.
+    let mut invalid = 0u8;
+    for (byte, pair) in out.iter_mut().zip(text.chunks_exact(2)) {
+        let (high, low) = (
+            HEX_VALUE[usize::from(pair[0])],
+            HEX_VALUE[usize::from(pair[1])],
+        );
+        invalid |= (high | low) & 0x10;
+        *byte = (high << 4) | (low & 0x0f);
+    }
+    if invalid != 0 {
+        return Err(MalformedHeader::SignatureNotHex);
+    }
     Ok(out)
 }
+
+/// Hex digit values; 0x10 marks a byte that is not a hex digit.
+const HEX_VALUE: [u8; 256] = {
+    let mut table = [0x10u8; 256];
+    let mut i = 0;
+    while i < 10 {
+        table[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        table[b'a' as usize + i] = 10 + i as u8;
+        table[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    table
+};

@@ -9,15 +9,20 @@
 //!   SQLite inbox before the 2xx and handed to user code by [`crate::sqlite::run_inbox_worker`],
 //!   with retries. Use it when user code may be slow or fail: nothing acknowledged is lost.
 //!
+//! For a handler of your own, the [`VerifiedWebhook`] extractor verifies and decodes (no
+//! deduplication).
+//!
 //! Every rejection answers a fixed status and a fixed JSON body `{"error": "<kind>"}`; the
 //! detailed reason (with hints) goes to `tracing` only.
 
 mod direct;
+mod extract;
 #[cfg(feature = "sqlite")]
 mod inbox;
 mod request;
 
 pub use direct::{DEFAULT_HANDLER_DEADLINE, WebhookReceiver, webhook_route};
+pub use extract::{VerifiedWebhook, VerifyState};
 #[cfg(feature = "sqlite")]
 pub use inbox::{InboxReceiver, inbox_route};
 pub use request::{ReceiveError, SIGNATURE_HEADER, WEBHOOK_ID_HEADER};

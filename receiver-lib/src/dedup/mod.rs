@@ -78,7 +78,9 @@ pub enum Claim {
 /// How long claims live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DedupPolicy {
-    /// How long an id and its signature are remembered after the first claim.
+    /// How long an id and its signature are remembered after the first claim. Keep it well
+    /// past the retry delay (about 5 minutes) plus the tolerance, and at least twice the
+    /// verifier's tolerance, or replays slip through once forgotten; the default is 24 h.
     pub retention: Duration,
     /// How long a claim stays in flight before another request may take it over (the first
     /// holder is presumed dead). Longer than the sender's 10-second deadline.

@@ -24,7 +24,7 @@ CREATE TABLE IF NOT EXISTS webhook_inbox (
     due_at      INTEGER NOT NULL,
     last_error  TEXT
 );
-CREATE INDEX IF NOT EXISTS webhook_inbox_signature ON webhook_inbox (signature);
+CREATE UNIQUE INDEX IF NOT EXISTS webhook_inbox_signature ON webhook_inbox (signature);
 CREATE INDEX IF NOT EXISTS webhook_inbox_due ON webhook_inbox (state, due_at);
 ";
 
@@ -299,24 +299,25 @@ fn accept_in(
         )?
         .execute([cutoff])?;
     }
-    let holder: Option<String> = conn
-        .prepare_cached("SELECT id FROM webhook_inbox WHERE signature = ?1 LIMIT 1")?
-        .query_row([&signature[..]], |r| r.get(0))
-        .optional()?;
-    match holder {
-        Some(holder) if holder == id => return Ok(Accepted::Duplicate),
-        Some(_) => return Ok(Accepted::Replayed),
-        None => {}
-    }
+    // Common path: one statement. A conflict is either this id (a duplicate) or this
+    // signature under another id (a replay); both ids and signatures are unique.
     let inserted = conn
         .prepare_cached(
             "INSERT INTO webhook_inbox (id, signature, body, received_at, state, due_at)
-             VALUES (?1, ?2, ?3, ?4, 'pending', ?4) ON CONFLICT (id) DO NOTHING",
+             VALUES (?1, ?2, ?3, ?4, 'pending', ?4) ON CONFLICT DO NOTHING",
         )?
         .execute(params![id, &signature[..], body, now])?;
-    Ok(if inserted == 1 {
-        Accepted::Stored
-    } else {
+    if inserted == 1 {
+        return Ok(Accepted::Stored);
+    }
+    let known_id = conn
+        .prepare_cached("SELECT 1 FROM webhook_inbox WHERE id = ?1")?
+        .query_row([id], |_| Ok(()))
+        .optional()?
+        .is_some();
+    Ok(if known_id {
         Accepted::Duplicate
+    } else {
+        Accepted::Replayed
     })
 }

@@ -57,27 +57,30 @@ pub async fn process_next<H: EventHandler>(
     Ok(Step::Settled(inbox.settle(&entry, outcome, now).await?))
 }
 
-/// Runs [`process_next`] until `shutdown` resolves, sleeping while nothing is due.
+/// Runs [`process_next`] until `shutdown` resolves, sleeping while nothing is due. Shutdown is
+/// graceful: the entry in hand is finished and settled first, so a stop never leaves a handled
+/// entry unrecorded (an entry interrupted by a crash is handed out again after its lease).
 pub async fn run_inbox_worker<H: EventHandler>(
     inbox: SqliteInbox,
     handler: H,
     clock: impl Clock,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let work = async {
-        loop {
-            match process_next(&inbox, &handler, clock.now()).await {
-                Ok(Step::Settled(_)) => {}
-                Ok(Step::Empty) => inbox.wait_for_arrival(IDLE_POLL).await,
-                Err(err) => {
-                    tracing::error!(error = %err, "webhook inbox unavailable");
-                    tokio::time::sleep(IDLE_POLL).await;
-                }
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let idle = match process_next(&inbox, &handler, clock.now()).await {
+            Ok(Step::Settled(_)) => Duration::ZERO,
+            Ok(Step::Empty) => IDLE_POLL,
+            Err(err) => {
+                tracing::error!(error = %err, "webhook inbox unavailable");
+                IDLE_POLL
             }
+        };
+        tokio::select! {
+            biased;
+            () = &mut shutdown => return,
+            () = inbox.wait_for_arrival(idle), if !idle.is_zero() => {}
+            () = std::future::ready(()), if idle.is_zero() => {}
         }
-    };
-    tokio::select! {
-        () = work => {}
-        () = shutdown => {}
     }
 }

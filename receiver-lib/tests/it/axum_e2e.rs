@@ -132,9 +132,10 @@ async fn a_slow_handler_gets_503_at_the_deadline_then_completes_and_later_copies
     assert_eq!(during.0, 409);
     gate.notify_one();
     done_rx.recv().await.expect("handler finished");
-    // Completion is recorded right after the handler returns; poll briefly for it.
+    // Completion is recorded right after the handler returns; poll for it (bounded at 10 s,
+    // normally one or two rounds).
     let mut last = 0;
-    for _ in 0..100 {
+    for _ in 0..1000 {
         last = post(&client, addr, Some("wh_s"), Some(&header), body.clone())
             .await
             .0;
@@ -189,4 +190,52 @@ async fn every_invalid_vector_gets_its_fixed_status_and_no_detail_leaks() {
     let (status, _) = post(&client, addr, None, Some(&sign(SECRET, T, &body)), body).await;
     assert_eq!(status, 400, "a missing webhook id is rejected");
     assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn the_extractor_hands_a_verified_event_to_a_handler_of_ones_own() {
+    use axum::extract::DefaultBodyLimit;
+    use svc_receiver::axum::{VerifiedWebhook, VerifyState};
+
+    let state = VerifyState::new(verifier(), Arc::new(ManualClock::new(T)));
+    let router = Router::new()
+        .route(
+            "/webhooks",
+            axum::routing::post(|webhook: VerifiedWebhook| async move {
+                format!("{} {}", webhook.webhook_id, webhook.event.call_id)
+            }),
+        )
+        .layer(DefaultBodyLimit::max(1024))
+        .with_state(state);
+    let addr = spawn(router).await;
+    let client = client();
+    let body = event_body("svc_call_x");
+    let ok = post(
+        &client,
+        addr,
+        Some("wh_x"),
+        Some(&sign(SECRET, T, &body)),
+        body.clone(),
+    )
+    .await;
+    assert_eq!(ok, (200, "wh_x svc_call_x".to_owned()));
+    let bad = post(
+        &client,
+        addr,
+        Some("wh_x"),
+        Some(&sign("whsec_other", T, &body)),
+        body,
+    )
+    .await;
+    assert_eq!(bad, (401, r#"{"error":"invalid signature"}"#.to_owned()));
+    let big = vec![b'x'; 2048];
+    let (status, _) = post(
+        &client,
+        addr,
+        Some("wh_y"),
+        Some(&sign(SECRET, T, &big)),
+        big,
+    )
+    .await;
+    assert_eq!(status, 413);
 }

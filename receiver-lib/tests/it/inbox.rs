@@ -120,3 +120,40 @@ async fn an_event_that_keeps_failing_becomes_a_dead_letter_and_is_kept() {
     );
     assert!(inbox.contains(&id).await.expect("contains"));
 }
+
+#[tokio::test]
+async fn the_worker_hands_stored_events_to_user_code_and_stops_on_shutdown() {
+    let dir = tempfile::tempdir().expect("dir");
+    let inbox =
+        SqliteInbox::open(dir.path().join("inbox.db"), InboxPolicy::default()).expect("open");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let handler = move |received: Received| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(received.event.call_id);
+            Ok::<(), String>(())
+        }
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(svc_receiver::sqlite::run_inbox_worker(
+        inbox.clone(),
+        handler,
+        Arc::new(ManualClock::new(T)),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    for n in 0..3u8 {
+        let id = svc_receiver::dedup::WebhookId::parse(format!("wh_w{n}").as_bytes()).expect("id");
+        let body = event_body(&format!("svc_call_w{n}"));
+        inbox.accept(&id, &[n; 32], &body, T).await.expect("accept");
+    }
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(rx.recv().await.expect("event"));
+    }
+    assert_eq!(seen, ["svc_call_w0", "svc_call_w1", "svc_call_w2"]);
+    stop.send(()).expect("stop");
+    worker.await.expect("worker stops");
+    assert_eq!(inbox.counts().await.expect("counts"), (0, 3, 0));
+}

@@ -1,0 +1,75 @@
+//! The [`VerifiedWebhook`] extractor, for handlers that want their own flow: it verifies and
+//! decodes, and leaves deduplication to the handler (see [`crate::dedup::DedupStore`]).
+
+use std::sync::Arc;
+
+use ::axum::body::Bytes;
+use ::axum::extract::{FromRef, FromRequest, Request};
+
+use super::request::{ReceiveError, check};
+use crate::clock::Clock;
+use crate::dedup::WebhookId;
+use crate::event::CallScored;
+use crate::verify::Verifier;
+
+/// What the extractor needs from the router state: the verifier and the clock.
+#[derive(Clone)]
+pub struct VerifyState {
+    verifier: Arc<Verifier>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for VerifyState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerifyState")
+            .field("verifier", &self.verifier)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VerifyState {
+    /// State for the extractor, reading "now" from `clock` (use [`crate::SystemClock`]).
+    pub fn new(verifier: Verifier, clock: impl Clock) -> Self {
+        Self {
+            verifier: Arc::new(verifier),
+            clock: Arc::new(clock),
+        }
+    }
+}
+
+/// A verified, decoded delivery. Rejections answer the fixed status of [`ReceiveError`].
+///
+/// The body is read under the route's `DefaultBodyLimit` (axum's default is 2 MB); add
+/// `DefaultBodyLimit::max(verifier.max_body_bytes())` to the route to read no more than the
+/// verifier accepts. This extractor does not deduplicate: claim
+/// [`webhook_id`](Self::webhook_id) with [`signature`](Self::signature) in a
+/// [`crate::dedup::DedupStore`], or use [`super::webhook_route`], which does it all.
+#[derive(Debug, Clone)]
+pub struct VerifiedWebhook {
+    /// The `X-Service-Webhook-Id`.
+    pub webhook_id: WebhookId,
+    /// The matched signature, for replay protection.
+    pub signature: [u8; 32],
+    /// The decoded event.
+    pub event: CallScored,
+}
+
+impl<S> FromRequest<S> for VerifiedWebhook
+where
+    VerifyState: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = ReceiveError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let verify = VerifyState::from_ref(state);
+        let headers = request.headers().clone();
+        let body = Bytes::from_request(request, state).await;
+        let (checked, _) = check(&verify.verifier, &headers, body, verify.clock.now())?;
+        Ok(Self {
+            webhook_id: checked.webhook_id,
+            signature: checked.signature,
+            event: checked.event,
+        })
+    }
+}
