@@ -141,10 +141,11 @@ fn spawn_workers(workers: &mut JoinSet<()>, state: &AppState, stop: &Stop) {
     let practice = state.practice.clone();
     let db = state.db.clone();
     let now_ms = state.now_ms();
+    let ceiling_ms = i64::try_from(state.practice.call_ceiling.as_millis()).unwrap_or(i64::MAX);
     let mut stop_scoring = stop.clone();
     workers.spawn(async move {
         // Calls left live by a previous process never completed: end them (not scored).
-        match db.abandon_live_calls(now_ms).await {
+        match db.abandon_live_calls(now_ms, ceiling_ms).await {
             Ok(0) => {}
             Ok(count) => tracing::warn!(count, "ended calls cut off by a restart"),
             Err(error) => {

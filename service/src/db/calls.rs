@@ -376,12 +376,16 @@ pub(super) fn abandon_live_call(
     conn: &Connection,
     call_id: &str,
     now: i64,
+    ceiling_ms: i64,
 ) -> rusqlite::Result<bool> {
+    // The call cannot have outlived the ceiling, however long the service was down.
     let changed = conn.execute(
-        "UPDATE calls SET state = 'ended', transcript = NULL, ended_at = MAX(?2, started_at),
-            list_at = MAX(?2, started_at), duration_sec = (MAX(?2, started_at) - started_at) / 1000, updated_at = ?2
+        "UPDATE calls SET state = 'ended', transcript = NULL,
+            ended_at = MIN(MAX(?2, started_at), started_at + ?3),
+            list_at = MIN(MAX(?2, started_at), started_at + ?3),
+            duration_sec = (MIN(MAX(?2, started_at), started_at + ?3) - started_at) / 1000, updated_at = ?2
          WHERE id = ?1 AND state = 'live'",
-        params![call_id, now],
+        params![call_id, now, ceiling_ms],
     )?;
     Ok(changed == 1)
 }
@@ -550,7 +554,12 @@ mod tests {
         end_call(&c, "svc_call_2", "[]", 5_000).expect("end");
         begin_scoring(&c, "svc_call_2", 5_000).expect("begin");
         assert_eq!(live_calls(&c).expect("live"), ["svc_call_1"]);
-        assert!(abandon_live_call(&c, "svc_call_1", 3_000).expect("abandon"));
+        assert!(abandon_live_call(&c, "svc_call_1", 9_000_000, 2_000).expect("abandon"));
+        assert_eq!(
+            usage_secs(&c, "ten_1", 0, i64::MAX).expect("usage"),
+            2 + 5,
+            "capped at the ceiling"
+        );
         assert_eq!(
             calls_to_score(&c).expect("pending"),
             ["svc_call_1", "svc_call_2"]

@@ -246,15 +246,15 @@ impl Db {
     }
 
     /// Ends every call still `live` (run at startup: their connections died with the previous
-    /// process, so they never completed). Returns how many.
+    /// process, so they never completed), lasting at most `ceiling_ms`. Returns how many.
     ///
     /// # Errors
     /// Storage failure.
-    pub async fn abandon_live_calls(&self, now: i64) -> Result<usize, DbError> {
+    pub async fn abandon_live_calls(&self, now: i64, ceiling_ms: i64) -> Result<usize, DbError> {
         self.write(move |tx| {
             let ids = calls::live_calls(tx)?;
             for id in &ids {
-                calls::abandon_live_call(tx, id, now)?;
+                calls::abandon_live_call(tx, id, now, ceiling_ms)?;
             }
             Ok(ids.len())
         })
