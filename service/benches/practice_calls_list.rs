@@ -13,6 +13,12 @@ const BATCH: usize = 50_000;
 const FIRST_PAGE_RUNS: usize = 2_000;
 const DEEP_PAGES: usize = 3_000;
 
+fn histogram_of_walk(walked: f64) -> hdrhistogram::Histogram<u64> {
+    let mut h = histogram();
+    let _ = h.record((walked * 1_000_000.0 / DEEP_PAGES as f64) as u64);
+    h
+}
+
 #[tokio::main]
 async fn main() {
     let bench = start(|_| {}).await;
@@ -64,23 +70,27 @@ async fn main() {
         bench.get(&filtered).await;
         let _ = filtered_h.record(micros(t.elapsed()));
     }
-    let mut deep_h = histogram();
+    // Walk 300 000 rows deep with pages of 100, then measure default-size pages from there.
     let mut cursor: Option<String> = None;
-    let walk = format!("{first}&limit=100");
     let started = Instant::now();
-    for page in 0..DEEP_PAGES * 2 {
+    for _ in 0..DEEP_PAGES {
         let path = match &cursor {
-            Some(c) => format!("{walk}&cursor={c}"),
-            None => walk.clone(),
+            Some(c) => format!("{first}&limit=100&cursor={c}"),
+            None => format!("{first}&limit=100"),
         };
-        let t = Instant::now();
-        let body = bench.get(&path).await;
-        if page >= DEEP_PAGES {
-            let _ = deep_h.record(micros(t.elapsed()));
-        }
-        cursor = body["nextCursor"].as_str().map(str::to_owned);
+        cursor = bench.get(&path).await["nextCursor"]
+            .as_str()
+            .map(str::to_owned);
     }
     let walked = started.elapsed().as_secs_f64();
+    let mut deep_h = histogram();
+    for _ in 0..DEEP_PAGES {
+        let path = format!("{first}&cursor={}", cursor.as_deref().expect("more pages"));
+        let t = Instant::now();
+        let body = bench.get(&path).await;
+        let _ = deep_h.record(micros(t.elapsed()));
+        cursor = body["nextCursor"].as_str().map(str::to_owned);
+    }
     header();
     row("first page (limit 50)", first_h.len(), None, &first_h);
     row(
