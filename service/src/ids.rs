@@ -3,7 +3,7 @@
 //! Each id is a prefix followed by 26 characters drawn from a 32-letter lowercase
 //! alphabet using the operating system's random source (130 bits of entropy).
 
-use rand::Rng;
+use rand::RngCore;
 use rand::rngs::OsRng;
 
 /// Prefix of service agency ids.
@@ -26,11 +26,14 @@ pub const RESERVED_PREFIXES: [&str; 2] = [AGENT_PREFIX, AGENCY_PREFIX];
 const ALPHABET: &[u8; 32] = b"abcdefghijkmnpqrstuvwxyz23456789";
 const RANDOM_LEN: usize = 26;
 
-/// Random text of `len` characters from the id alphabet.
+/// Random text of `len` characters from the id alphabet (one OS read; each byte's low five
+/// bits pick a letter, uniform because the alphabet has exactly 32 letters).
 pub fn random_text(len: usize) -> String {
-    let mut rng = OsRng;
-    (0..len)
-        .map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())]))
+    let mut bytes = vec![0u8; len];
+    OsRng.fill_bytes(&mut bytes);
+    bytes
+        .iter()
+        .map(|byte| char::from(ALPHABET[usize::from(byte & 31)]))
         .collect()
 }
 

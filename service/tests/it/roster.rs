@@ -139,7 +139,8 @@ async fn the_agency_filter_lists_one_agency_and_combines_with_a_handle() {
     app.shutdown().await;
 }
 
-#[tokio::test]
+// Multi-threaded, so reads take the in-place (block_in_place) path used in production.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_follow_cursors_without_skipping_or_repeating_under_inserts() {
     let app = spawn_app().await;
     let tenant = app.tenant().await;
