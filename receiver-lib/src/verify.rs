@@ -6,7 +6,7 @@ use std::time::Duration;
 use subtle::ConstantTimeEq;
 
 use crate::error::{MismatchHint, VerifyError};
-use crate::event::CallScored;
+use crate::event::{CallScored, CallSource, FailureReason};
 use crate::secret::Keyring;
 use crate::signature::{SignatureHeader, mac_of};
 
