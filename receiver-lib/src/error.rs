@@ -13,6 +13,9 @@ pub enum MalformedHeader {
     /// The value is empty.
     #[error("the header is empty")]
     Empty,
+    /// The header was sent more than once (integrations check this; the parser sees one value).
+    #[error("the header was sent more than once")]
+    Repeated,
     /// The value is longer than allowed.
     #[error("the header is longer than {max} bytes")]
     TooLong {

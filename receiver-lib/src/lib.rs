@@ -99,7 +99,8 @@
 //! - [`sqlite`] (feature `sqlite`): the durable dedup store and the durable inbox, written
 //!   through one group-commit thread per file (`synchronous=FULL`).
 //! - `handler`: the [`EventHandler`] user code implements (any async closure) and [`Received`].
-//! - [`axum`] (feature `axum`): ready POST routes, direct mode and durable inbox mode.
+//! - [`axum`] (feature `axum`): ready POST routes (direct mode, durable inbox mode) and the
+//!   `VerifiedWebhook` extractor.
 //! - `event`: the typed [`CallScored`] body, with open [`CallSource`] and [`FailureReason`] sets.
 
 #[cfg(feature = "axum")]
@@ -110,10 +111,9 @@ pub mod signature;
 pub mod sqlite;
 
 mod clock;
-mod handler;
-
 mod error;
 mod event;
+mod handler;
 mod secret;
 mod verify;
 

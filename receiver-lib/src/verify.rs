@@ -6,7 +6,7 @@ use std::time::Duration;
 use subtle::ConstantTimeEq;
 
 use crate::error::{MismatchHint, VerifyError};
-use crate::event::CallScored;
+use crate::event::{CallScored, CallSource, FailureReason};
 use crate::secret::Keyring;
 use crate::signature::{SignatureHeader, mac_of};
 
@@ -209,13 +209,21 @@ impl<'b> VerifiedDelivery<'b> {
     }
 
     /// Decodes the verified body into the typed event. Unknown fields are ignored; unknown
-    /// `source` and `reason` values are kept.
+    /// `source` and `reason` values are kept, and logged (`tracing` warn) as the contract asks.
     ///
     /// # Errors
     /// [`VerifyError::InvalidEvent`] when the body is not a `call.scored` object.
     pub fn decode(&self) -> Result<CallScored, VerifyError> {
-        serde_json::from_slice(self.body).map_err(|err| VerifyError::InvalidEvent {
-            reason: err.to_string(),
-        })
+        let event: CallScored =
+            serde_json::from_slice(self.body).map_err(|err| VerifyError::InvalidEvent {
+                reason: err.to_string(),
+            })?;
+        if let Some(FailureReason::Other(code)) = &event.reason {
+            tracing::warn!(call_id = %event.call_id, reason = %code, "unknown call.scored reason code");
+        }
+        if let CallSource::Other(source) = &event.source {
+            tracing::warn!(call_id = %event.call_id, source = %source, "unknown call.scored source");
+        }
+        Ok(event)
     }
 }

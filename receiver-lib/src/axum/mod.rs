@@ -9,6 +9,10 @@
 //!   SQLite inbox before the 2xx and handed to user code by [`crate::sqlite::run_inbox_worker`],
 //!   with retries. Use it when user code may be slow or fail: nothing acknowledged is lost.
 //!
+//! Processing is at least once, never silently zero: a crash between user code finishing and
+//! the claim being completed, or a claim lease running out under very slow code, can run user
+//! code twice for one id, so make it idempotent on [`crate::Received::webhook_id`].
+//!
 //! For a handler of your own, the [`VerifiedWebhook`] extractor verifies and decodes (no
 //! deduplication).
 //!

@@ -8,7 +8,7 @@ use ::axum::response::{IntoResponse, Response};
 use thiserror::Error;
 
 use crate::dedup::{StoreError, WebhookId};
-use crate::error::VerifyError;
+use crate::error::{MalformedHeader, VerifyError};
 use crate::event::CallScored;
 use crate::verify::Verifier;
 
@@ -112,14 +112,18 @@ pub(crate) fn check(
         }
         _ => ReceiveError::UnreadableBody,
     })?;
-    let header = headers
-        .get(SIGNATURE_HEADER)
-        .ok_or(VerifyError::MissingHeader)?;
+    let mut values = headers.get_all(SIGNATURE_HEADER).iter();
+    let header = values.next().ok_or(VerifyError::MissingHeader)?;
+    if values.next().is_some() {
+        return Err(VerifyError::MalformedHeader(MalformedHeader::Repeated).into());
+    }
     let delivery = verifier.verify(header.as_bytes(), &body, now)?;
-    let webhook_id = headers
-        .get(WEBHOOK_ID_HEADER)
-        .and_then(|value| WebhookId::parse(value.as_bytes()).ok())
-        .ok_or(ReceiveError::InvalidWebhookId)?;
+    let mut ids = headers.get_all(WEBHOOK_ID_HEADER).iter();
+    let webhook_id = match (ids.next(), ids.next()) {
+        (Some(value), None) => WebhookId::parse(value.as_bytes()).ok(),
+        _ => None,
+    }
+    .ok_or(ReceiveError::InvalidWebhookId)?;
     let event = delivery.decode()?;
     let signature = *delivery.signature();
     Ok((

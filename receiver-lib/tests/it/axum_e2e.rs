@@ -189,6 +189,22 @@ async fn every_invalid_vector_gets_its_fixed_status_and_no_detail_leaks() {
     let body = event_body("svc_call_4");
     let (status, _) = post(&client, addr, None, Some(&sign(SECRET, T, &body)), body).await;
     assert_eq!(status, 400, "a missing webhook id is rejected");
+    let body = event_body("svc_call_5");
+    let header = sign(SECRET, T, &body);
+    let twice = client
+        .post(format!("http://{addr}/webhooks"))
+        .header("x-service-webhook-id", "wh_twice")
+        .header("x-service-signature", &header)
+        .header("x-service-signature", &header)
+        .body(body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(
+        twice.status().as_u16(),
+        400,
+        "a repeated signature header is rejected"
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
