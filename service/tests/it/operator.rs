@@ -89,7 +89,10 @@ async fn tenant_create_prints_credentials_once_and_stores_the_key_only_hashed() 
         Some("https://hooks.example/in")
     );
     assert_eq!(record.monthly_allowance_minutes, Some(600));
-    assert!(!format!("{record:?}").contains(secret), "Debug hides the signing secret");
+    assert!(
+        !format!("{record:?}").contains(secret),
+        "Debug hides the signing secret"
+    );
 
     let listed = svc(&db, &["tenant", "list", "--json"]).await;
     assert_eq!(listed.code, 0);
