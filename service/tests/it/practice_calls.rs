@@ -1,8 +1,6 @@
 //! The live call over WebSocket, scoring, and reading calls back: detail, list filters,
 //! paging and tenant isolation.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, TestTenant};
@@ -388,7 +386,6 @@ async fn another_tenants_calls_and_cursors_are_not_found_or_invalid() {
     app.get(&tenant, &format!("/v1/agents?cursor={cursor}"))
         .await
         .expect_error(400, "INVALID_REQUEST");
-    tokio::time::sleep(Duration::from_millis(1)).await;
 }
 
 #[tokio::test]
