@@ -1,6 +1,5 @@
 //! `svc-cli` binary: a thin wrapper over the library.
 
-fn main() {
-    eprintln!("svc-cli: not yet built");
-    std::process::exit(1);
+fn main() -> std::process::ExitCode {
+    svc_cli::main_entry()
 }
