@@ -341,3 +341,53 @@ fn a_base_url_must_be_http_and_end_in_v1() {
         assert!(Client::builder(good).build().is_ok(), "{good}");
     }
 }
+
+#[test]
+fn every_success_fixture_decodes_with_the_client_types() {
+    use svc_cli::client::{
+        Agency, Agent, CallDetail, CallRow, LiveSession, Page, Registered, SessionToken,
+    };
+    let decode = |name: &str, result: Result<(), serde_json::Error>| {
+        assert!(result.is_ok(), "{name}: {result:?}")
+    };
+    decode(
+        "agency",
+        serde_json::from_value::<Agency>(bodies::agency()).map(drop),
+    );
+    decode(
+        "agent",
+        serde_json::from_value::<Agent>(bodies::agent()).map(drop),
+    );
+    decode(
+        "register_agent",
+        serde_json::from_value::<Registered>(bodies::register_agent()).map(drop),
+    );
+    decode(
+        "agents_page",
+        serde_json::from_value::<Page<Agent>>(bodies::agents_page()).map(drop),
+    );
+    decode(
+        "session_token",
+        serde_json::from_value::<SessionToken>(bodies::session_token()).map(drop),
+    );
+    decode(
+        "roleplay_session",
+        serde_json::from_value::<LiveSession>(bodies::roleplay_session()).map(drop),
+    );
+    decode(
+        "calls_page_roleplay",
+        serde_json::from_value::<Page<CallRow>>(bodies::calls_page_roleplay()).map(drop),
+    );
+    decode(
+        "calls_page_real_call",
+        serde_json::from_value::<Page<CallRow>>(bodies::calls_page_real_call()).map(drop),
+    );
+    decode(
+        "call_roleplay",
+        serde_json::from_value::<CallDetail>(bodies::call_roleplay()).map(drop),
+    );
+    decode(
+        "call_real_call",
+        serde_json::from_value::<CallDetail>(bodies::call_real_call()).map(drop),
+    );
+}
