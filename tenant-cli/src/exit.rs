@@ -35,9 +35,6 @@ pub enum CliError {
     /// Bad arguments found after parsing (exit 2).
     #[error("{0}")]
     Usage(String),
-    /// The command already reported what failed on stderr (exit 1).
-    #[error("some items failed (see above)")]
-    Reported,
     /// A failure with its message (exit 1).
     #[error("{0}")]
     Failed(String),
@@ -61,7 +58,7 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
         if let Some(e) = cause.downcast_ref::<CliError>() {
             return match e {
                 CliError::Usage(_) => USAGE,
-                CliError::Reported | CliError::Failed(_) => FAILURE,
+                CliError::Failed(_) => FAILURE,
             };
         }
     }

@@ -49,14 +49,8 @@ pub fn main_entry() -> ExitCode {
     match runtime.block_on(cli.run()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            let code = exit::code_for(&error);
-            if !matches!(
-                error.downcast_ref::<exit::CliError>(),
-                Some(exit::CliError::Reported)
-            ) {
-                eprintln!("svc-cli: error: {error:#}");
-            }
-            ExitCode::from(code)
+            eprintln!("svc-cli: error: {error:#}");
+            ExitCode::from(exit::code_for(&error))
         }
     }
 }

@@ -552,3 +552,18 @@ async fn help_lists_the_exit_codes_and_completions_are_generated() {
     let bad = sandbox.run(&["completions", "tcsh"]).await;
     assert_eq!(bad.code, 2);
 }
+
+#[tokio::test]
+async fn the_api_key_never_appears_in_trace_logs() {
+    let server = happy_server().await;
+    let run = Sandbox::for_server(&server)
+        .env("RUST_LOG", "trace")
+        .run(&["calls", "show", bodies::ROLEPLAY_CALL_ID])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!run.stderr.is_empty(), "trace logging is on");
+    assert!(
+        !run.stderr.contains(svc_fixtures::API_KEY),
+        "the key leaked into logs"
+    );
+}
