@@ -58,7 +58,7 @@ pub struct Finished {
 }
 
 /// Runs one call over the live transport. Blank script lines are skipped (an empty `say` is an
-/// error for the service). `reply_timeout` bounds every wait for a server frame.
+/// error for the service). `reply_timeout` bounds opening the connection and every wait for a server frame.
 ///
 /// # Errors
 /// A [`LiveError`] with the contract code of what went wrong.
@@ -67,8 +67,15 @@ pub async fn run_call(
     script: &[String],
     reply_timeout: Duration,
 ) -> Result<Finished, LiveError> {
-    let (mut socket, _) = tokio_tungstenite::connect_async(session.connection_url.as_str())
+    let connect = tokio_tungstenite::connect_async(session.connection_url.as_str());
+    let (mut socket, _) = tokio::time::timeout(reply_timeout, connect)
         .await
+        .map_err(|_| {
+            LiveError::new(
+                "SERVICE_UNAVAILABLE",
+                format!("the live connection did not open within {reply_timeout:?}"),
+            )
+        })?
         .map_err(|e| {
             LiveError::new(
                 "SERVICE_UNAVAILABLE",
