@@ -20,6 +20,7 @@ const TICKET: &str = "tkt_fixture_0001";
 enum Behaviour {
     Normal,
     ErrorOnFirstSay,
+    CeilingOnFirstSay,
 }
 
 /// Starts the fake live server; returns its `ws://` URL and the frames it received.
@@ -59,6 +60,11 @@ async fn live_server(behaviour: Behaviour) -> (String, Arc<Mutex<Vec<Value>>>) {
                     says += 1;
                     if let (Behaviour::ErrorOnFirstSay, 1) = (behaviour, says) {
                         let _ = ws.send(send(json!({ "type": "error", "code": "INTERNAL_ERROR", "message": "persona crashed" }))).await;
+                        let _ = ws.close(None).await;
+                        return;
+                    }
+                    if let (Behaviour::CeilingOnFirstSay, 1) = (behaviour, says) {
+                        let _ = ws.send(send(json!({ "type": "ended", "callId": "svc_call_fx0001", "durationSec": 7200 }))).await;
                         let _ = ws.close(None).await;
                         return;
                     }
@@ -249,4 +255,29 @@ async fn practice_needs_a_script_or_silent() {
         .run(&["practice", "--token", "t"])
         .await;
     assert_eq!(run.code, 2, "{run:?}");
+}
+
+#[tokio::test]
+async fn a_call_ended_by_the_service_mid_script_reports_the_ended_frame() {
+    let (url, frames) = live_server(Behaviour::CeilingOnFirstSay).await;
+    let server = redeem_server(&url).await;
+    let sandbox = practice_sandbox(&server);
+    let script = sandbox.write("script.txt", "First line\nSecond line\n");
+    let run = sandbox
+        .run(&[
+            "--json",
+            "practice",
+            "--token",
+            "the.session.jwt",
+            "--script",
+            script.to_str().expect("path"),
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.json()["durationSec"], json!(7200));
+    assert_eq!(
+        frames.lock().expect("frames").len(),
+        2,
+        "auth and the first say only"
+    );
 }
