@@ -1,43 +1,72 @@
-//! `svc-cli`: the tenant's command line and typed API client for the v1 API.
+//! `svc-cli`: the tenant's command line and typed API client for the Roleplay and Call-Scoring
+//! Service v1 API.
 //!
 //! # Layout
+//! - [`client`]: the typed async API client (usable as a library): endpoints, lenient resource
+//!   types, error envelope, retry policy, pagination streams.
+//! - [`live`]: the client side of the compact service's live text transport (what the browser
+//!   SDK does), used by `practice`.
+//! - [`config`]: where the base URL and API key come from (flag > env > config-file profile) and
+//!   the config file itself (written 0600).
+//! - [`output`]: tables or JSON on stdout, messages and progress on stderr.
+//! - [`exit`]: the documented exit codes and the mapping from errors to them.
+//! - [`commands`]: the `Cli` definition; one module per resource, each with `exec(self, ctx)`.
 //!
-//! - `commands::webhook`: `webhook verify`, checking a captured delivery.
+//! `main.rs` only calls [`main_entry`].
 
-use clap::{Parser, Subcommand};
+pub mod client;
+pub mod commands;
+pub mod config;
+pub mod exit;
+pub mod live;
+pub mod output;
 
-/// Subcommands, one module each.
-pub mod commands {
-    pub mod webhook;
-}
+use std::process::ExitCode;
 
-/// The command line.
-#[derive(Debug, Parser)]
-#[command(
-    name = "svc-cli",
-    version,
-    about = "The tenant's command line for the v1 API"
-)]
-pub struct Cli {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-}
+use clap::Parser;
 
-/// Top-level subcommands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Webhook tools (verify a captured delivery).
-    Webhook {
-        /// The webhook subcommand.
-        #[command(subcommand)]
-        command: commands::webhook::WebhookCommand,
-    },
-}
-
-/// Runs the parsed command line.
-pub fn run(cli: Cli) -> std::process::ExitCode {
-    match cli.command {
-        Command::Webhook { command } => commands::webhook::exec_command(command),
+/// Parses the command line, runs the command and returns the documented exit code.
+pub fn main_entry() -> ExitCode {
+    let cli = match commands::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints help/version on stdout (exit 0) and usage errors on stderr (exit 2).
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(exit::USAGE));
+        }
+    };
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("svc-cli: error: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::FAILURE);
+        }
+    };
+    match runtime.block_on(cli.run()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            if !matches!(
+                error.downcast_ref::<exit::CliError>(),
+                Some(exit::CliError::Reported(_))
+            ) {
+                eprintln!("svc-cli: error: {error:#}");
+            }
+            ExitCode::from(exit::code_for(&error))
+        }
     }
+}
+
+/// Logs go to stderr, filtered by `RUST_LOG` (default: warnings only). Nothing logged carries a
+/// credential: requests are logged by method and path.
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }

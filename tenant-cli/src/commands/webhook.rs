@@ -5,9 +5,9 @@
 //! stderr saying why), 2 usage error (including a secret not of the `whsec_…` form).
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::exit::CliError;
 use clap::{Args, Subcommand};
 use svc_receiver::{Clock, Keyring, SigningSecret, SystemClock, Tolerance, Verifier};
 
@@ -54,8 +54,22 @@ impl std::fmt::Debug for VerifyArgs {
     }
 }
 
-/// Runs a `webhook` subcommand.
-pub fn exec_command(command: WebhookCommand) -> ExitCode {
+impl WebhookCommand {
+    /// Runs a `webhook` subcommand as part of the command line. The command prints its own
+    /// one-line reason, so a failure is reported as [`CliError::Reported`] with its exit code.
+    ///
+    /// # Errors
+    /// [`CliError::Reported`] when the delivery is invalid (1) or the secret malformed (2).
+    pub async fn exec(self, _ctx: &super::Ctx) -> anyhow::Result<()> {
+        match exec_command(self) {
+            0 => Ok(()),
+            code => Err(CliError::Reported(code).into()),
+        }
+    }
+}
+
+/// Runs a `webhook` subcommand and returns its exit code.
+pub fn exec_command(command: WebhookCommand) -> u8 {
     match command {
         WebhookCommand::Verify(args) => exec(args),
     }
@@ -63,12 +77,12 @@ pub fn exec_command(command: WebhookCommand) -> ExitCode {
 
 /// Runs `webhook verify`: exit 0 and the event on stdout when valid, 1 with a one-line reason
 /// on stderr when not, 2 when the secret is not of the `whsec_…` form.
-pub fn exec(args: VerifyArgs) -> ExitCode {
+pub fn exec(args: VerifyArgs) -> u8 {
     let secret = match SigningSecret::new(&args.secret) {
         Ok(secret) => secret,
         Err(err) => {
             eprintln!("svc-cli: invalid --secret: {err}");
-            return ExitCode::from(2);
+            return 2;
         }
     };
     let tolerance = if args.no_tolerance {
@@ -82,7 +96,7 @@ pub fn exec(args: VerifyArgs) -> ExitCode {
         Ok(body) => body,
         Err(err) => {
             eprintln!("svc-cli: cannot read {}: {err}", args.body_file.display());
-            return ExitCode::from(1);
+            return 1;
         }
     };
     let verifier = Verifier::new(Keyring::single(secret))
@@ -100,14 +114,14 @@ pub fn exec(args: VerifyArgs) -> ExitCode {
                 _ => "",
             };
             eprintln!("svc-cli: invalid delivery: {err}{advice}");
-            return ExitCode::from(1);
+            return 1;
         }
     };
     let event = match delivery.decode() {
         Ok(event) => event,
         Err(err) => {
             eprintln!("svc-cli: signature valid but {err}");
-            return ExitCode::from(1);
+            return 1;
         }
     };
     match serde_json::to_string_pretty(&event) {
@@ -118,11 +132,11 @@ pub fn exec(args: VerifyArgs) -> ExitCode {
                 delivery.timestamp(),
                 delivery.key()
             );
-            ExitCode::SUCCESS
+            0
         }
         Err(err) => {
             eprintln!("svc-cli: cannot print the event: {err}");
-            ExitCode::from(1)
+            1
         }
     }
 }

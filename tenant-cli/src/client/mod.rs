@@ -1,0 +1,265 @@
+//! Typed async client for every API-key endpoint of the v1 API (plus the SDK's redeem call, used by
+//! `practice`), with retries ([`retry`]), lenient reads ([`types`]) and pagination as a stream.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), svc_cli::client::ClientError> {
+//! use futures_util::TryStreamExt;
+//! use svc_cli::client::{ApiKey, CallQuery, CallSource, Client};
+//! let client = Client::builder("http://127.0.0.1:8080/v1")
+//!     .api_key(ApiKey::new("svc_live_…"))
+//!     .build()?;
+//! let calls: Vec<_> = client.calls(CallQuery::new(CallSource::Roleplay, "2026-01-01T00:00:00Z")).try_collect().await?;
+//! # Ok(()) }
+//! ```
+
+pub mod error;
+pub mod retry;
+pub mod types;
+
+mod pages;
+mod transport;
+
+use std::fmt;
+use std::time::Duration;
+
+use futures_util::Stream;
+
+pub use error::{ApiError, ClientError, ErrorClass};
+pub use retry::RetryPolicy;
+pub use types::*;
+
+use transport::{Auth, Call};
+
+/// An API key (`svc_live_…`). Its `Debug` and `Display` never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Wraps a key (surrounding whitespace removed).
+    pub fn new(key: impl Into<String>) -> Self {
+        Self(key.into().trim().to_owned())
+    }
+
+    /// The key itself, for the `Authorization` header and the config file only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey([redacted])")
+    }
+}
+
+/// The result of `POST /agencies`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Upserted {
+    /// The agency as stored.
+    pub agency: Agency,
+    /// `true` on 201 (created), `false` on 200 (existing, renamed or unchanged).
+    pub created: bool,
+}
+
+/// Builds a [`Client`].
+#[derive(Debug)]
+pub struct ClientBuilder {
+    base_url: String,
+    api_key: Option<ApiKey>,
+    timeout: Duration,
+    retry: RetryPolicy,
+}
+
+impl ClientBuilder {
+    /// Sets the API key (needed by every endpoint but redeem).
+    pub fn api_key(mut self, key: ApiKey) -> Self {
+        self.api_key = Some(key);
+        self
+    }
+
+    /// Per-request timeout (default 30 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Retry policy (default [`RetryPolicy::default`]).
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Validates the base URL and builds the client.
+    ///
+    /// # Errors
+    /// [`ClientError::BaseUrl`] when the URL is not http(s) or does not end in `/v1`.
+    pub fn build(self) -> Result<Client, ClientError> {
+        let base = transport::parse_base_url(&self.base_url)?;
+        let http = reqwest::Client::builder()
+            .timeout(self.timeout)
+            .user_agent(concat!("svc-cli/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ClientError::Connect(e.to_string()))?;
+        Ok(Client {
+            http,
+            base,
+            api_key: self.api_key,
+            timeout: self.timeout,
+            retry: self.retry,
+        })
+    }
+}
+
+/// The typed API client. Cheap to clone (the connection pool is shared).
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: reqwest::Url,
+    api_key: Option<ApiKey>,
+    timeout: Duration,
+    retry: RetryPolicy,
+}
+
+impl Client {
+    /// Starts building a client for `base_url` (which must end in `/v1`).
+    pub fn builder(base_url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder {
+            base_url: base_url.into(),
+            api_key: None,
+            timeout: Duration::from_secs(30),
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// The validated base URL.
+    pub fn base_url(&self) -> &str {
+        self.base.as_str()
+    }
+
+    /// `POST /agencies`: creates the agency or renames it. Retried like an idempotent request,
+    /// since repeating an upsert leaves the same state.
+    ///
+    /// # Errors
+    /// The service's error ([`ClientError::Api`]) or a transport error.
+    pub async fn upsert_agency(&self, body: &UpsertAgency) -> Result<Upserted, ClientError> {
+        let call = Call::post(&["agencies"], body)?.idempotent();
+        let (status, agency) = self.send(call).await?;
+        Ok(Upserted {
+            agency,
+            created: status == 201,
+        })
+    }
+
+    /// `POST /agents`: registers an agent. Not retried on 5xx or connection loss (a repeat could
+    /// answer `AGENT_ALREADY_EXISTS` for the agent the first attempt created).
+    ///
+    /// # Errors
+    /// `AGENCY_NOT_FOUND`, `AGENT_ALREADY_EXISTS` (see [`ApiError::detail`]), `INVALID_REQUEST`, …
+    pub async fn register_agent(&self, body: &RegisterAgent) -> Result<Registered, ClientError> {
+        Ok(self.send(Call::post(&["agents"], body)?).await?.1)
+    }
+
+    /// `GET /agents`: one page.
+    ///
+    /// # Errors
+    /// `INVALID_REQUEST`, `AGENCY_NOT_FOUND`, auth errors, transport errors.
+    pub async fn agents_page(
+        &self,
+        query: &AgentQuery,
+        cursor: Option<&str>,
+    ) -> Result<Page<Agent>, ClientError> {
+        let mut pairs = Vec::new();
+        if let Some(handle) = &query.handle {
+            let (k, v) = handle.query();
+            pairs.push((k, v.to_owned()));
+        }
+        if let Some(agency) = &query.agency_id {
+            pairs.push(("agencyId", agency.clone()));
+        }
+        if let Some(limit) = query.limit {
+            pairs.push(("limit", limit.to_string()));
+        }
+        if let Some(cursor) = cursor {
+            pairs.push(("cursor", cursor.to_owned()));
+        }
+        Ok(self.send(Call::get(&["agents"], pairs)).await?.1)
+    }
+
+    /// `GET /agents` over every page, following `nextCursor` until it is `null`.
+    pub fn agents(
+        &self,
+        query: AgentQuery,
+    ) -> impl Stream<Item = Result<Agent, ClientError>> + Send + 'static {
+        let client = self.clone();
+        pages::paginate(move |cursor| {
+            let (client, query) = (client.clone(), query.clone());
+            async move { client.agents_page(&query, cursor.as_deref()).await }
+        })
+    }
+
+    /// `POST /session`: mints a session token. Never retried on 5xx (each mint creates a call).
+    ///
+    /// # Errors
+    /// `AGENT_NOT_FOUND`, `TENANT_QUOTA_EXCEEDED`, auth errors, …
+    pub async fn mint_session(&self, who: &MintFor) -> Result<SessionToken, ClientError> {
+        let body = match who {
+            MintFor::PlatformAgentId(id) => serde_json::json!({ "platformAgentId": id }),
+            MintFor::AgentId(id) => serde_json::json!({ "agentId": id }),
+        };
+        Ok(self.send(Call::post(&["session"], &body)?).await?.1)
+    }
+
+    /// `GET /calls`: one page.
+    ///
+    /// # Errors
+    /// `INVALID_REQUEST`, `AGENT_NOT_FOUND`, `AGENCY_NOT_FOUND`, auth errors, …
+    pub async fn calls_page(
+        &self,
+        query: &CallQuery,
+        cursor: Option<&str>,
+    ) -> Result<Page<CallRow>, ClientError> {
+        let mut pairs = query.pairs();
+        if let Some(cursor) = cursor {
+            pairs.push(("cursor", cursor.to_owned()));
+        }
+        Ok(self.send(Call::get(&["calls"], pairs)).await?.1)
+    }
+
+    /// `GET /calls` over every page. A row a shifted page repeats is yielded once.
+    pub fn calls(
+        &self,
+        query: CallQuery,
+    ) -> impl Stream<Item = Result<CallRow, ClientError>> + Send + 'static {
+        let client = self.clone();
+        pages::paginate(move |cursor| {
+            let (client, query) = (client.clone(), query.clone());
+            async move { client.calls_page(&query, cursor.as_deref()).await }
+        })
+    }
+
+    /// `GET /calls/{callId}`.
+    ///
+    /// # Errors
+    /// `CALL_NOT_FOUND` (unknown, foreign, unscored or still scoring), auth errors, …
+    pub async fn call(&self, call_id: &str) -> Result<CallDetail, ClientError> {
+        Ok(self
+            .send(Call::get(&["calls", call_id], Vec::new()))
+            .await?
+            .1)
+    }
+
+    /// `POST /roleplay/session` with a session token (what the browser SDK does). Never
+    /// retried: the token is spent as redemption starts.
+    ///
+    /// # Errors
+    /// `INVALID_TOKEN`, `TOKEN_EXPIRED`, `TOKEN_ALREADY_USED`, `DRILL_NOT_FOUND`,
+    /// `SERVICE_UNAVAILABLE`, `INVALID_REQUEST`, `INTERNAL_ERROR`.
+    pub async fn redeem(
+        &self,
+        token: &str,
+        body: &RedeemRequest,
+    ) -> Result<LiveSession, ClientError> {
+        let call = Call::post(&["roleplay", "session"], body)?.auth(Auth::Token(token.to_owned()));
+        Ok(self.send(call).await?.1)
+    }
+}

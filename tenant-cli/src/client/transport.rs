@@ -1,0 +1,189 @@
+//! One HTTP exchange with the service, repeated under the retry policy: builds the request, sends
+//! it with the right bearer credential, and turns the response into a typed value or an error.
+
+use reqwest::{Method, Url};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::Client;
+use super::error::{ApiError, ClientError};
+use super::retry::parse_retry_after;
+
+/// Which bearer credential a request carries.
+pub(super) enum Auth {
+    ApiKey,
+    Token(String),
+}
+
+/// A request to make: method, path segments under the base URL, query, body, credential.
+pub(super) struct Call {
+    method: Method,
+    segments: Vec<String>,
+    query: Vec<(&'static str, String)>,
+    body: Option<Value>,
+    auth: Auth,
+    idempotent: bool,
+}
+
+impl Call {
+    pub(super) fn get(segments: &[&str], query: Vec<(&'static str, String)>) -> Self {
+        let segments = segments.iter().map(|s| (*s).to_owned()).collect();
+        Self {
+            method: Method::GET,
+            segments,
+            query,
+            body: None,
+            auth: Auth::ApiKey,
+            idempotent: true,
+        }
+    }
+
+    pub(super) fn post(segments: &[&str], body: &impl Serialize) -> Result<Self, ClientError> {
+        let body = serde_json::to_value(body).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let segments = segments.iter().map(|s| (*s).to_owned()).collect();
+        Ok(Self {
+            method: Method::POST,
+            segments,
+            query: Vec::new(),
+            body: Some(body),
+            auth: Auth::ApiKey,
+            idempotent: false,
+        })
+    }
+
+    pub(super) fn idempotent(mut self) -> Self {
+        self.idempotent = true;
+        self
+    }
+
+    pub(super) fn auth(mut self, auth: Auth) -> Self {
+        self.auth = auth;
+        self
+    }
+}
+
+/// Checks that `url` is an http(s) URL whose path ends in `/v1`.
+pub(super) fn parse_base_url(url: &str) -> Result<Url, ClientError> {
+    let bad = |reason| ClientError::BaseUrl {
+        url: url.to_owned(),
+        reason,
+    };
+    let parsed = Url::parse(url.trim()).map_err(|_| bad("not a URL"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(bad("the scheme must be http or https"));
+    }
+    if !parsed.path().trim_end_matches('/').ends_with("/v1") {
+        return Err(bad("the base URL must end in /v1"));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(bad("the base URL must not carry a query or fragment"));
+    }
+    Ok(parsed)
+}
+
+impl Client {
+    /// Sends `call`, retrying under the policy; returns the success status and decoded body.
+    pub(super) async fn send<T: DeserializeOwned>(
+        &self,
+        call: Call,
+    ) -> Result<(u16, T), ClientError> {
+        let url = self.url(&call.segments)?;
+        let bearer = match &call.auth {
+            Auth::ApiKey => self
+                .api_key
+                .as_ref()
+                .ok_or(ClientError::MissingApiKey)?
+                .expose()
+                .to_owned(),
+            Auth::Token(token) => token.clone(),
+        };
+        let mut retry = 0;
+        loop {
+            let outcome = self.attempt(&call, &url, &bearer).await;
+            let error = match outcome {
+                Ok((status, bytes)) => {
+                    let value = serde_json::from_slice(&bytes)
+                        .map_err(|e| ClientError::Decode(e.to_string()))?;
+                    return Ok((status, value));
+                }
+                Err(error) => error,
+            };
+            match self.retry.decide(&error, call.idempotent, retry) {
+                Some(wait) => {
+                    tracing::debug!(method = %call.method, path = url.path(), %error, ?wait, "retrying");
+                    (self.retry.sleep)(wait).await;
+                    retry += 1;
+                }
+                None => return Err(error),
+            }
+        }
+    }
+
+    async fn attempt(
+        &self,
+        call: &Call,
+        url: &Url,
+        bearer: &str,
+    ) -> Result<(u16, Vec<u8>), ClientError> {
+        let mut request = self
+            .http
+            .request(call.method.clone(), url.clone())
+            .bearer_auth(bearer);
+        if !call.query.is_empty() {
+            request = request.query(&call.query);
+        }
+        if let Some(body) = &call.body {
+            request = request.json(body);
+        }
+        let response = request.send().await.map_err(|e| self.transport_error(&e))?;
+        let status = response.status().as_u16();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let request_id = header("x-service-request-id");
+        let retry_after = header("retry-after").as_deref().and_then(parse_retry_after);
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| self.transport_error(&e))?
+            .to_vec();
+        if (200..300).contains(&status) {
+            Ok((status, bytes))
+        } else {
+            let error = ApiError::from_parts(status, request_id, retry_after, &bytes);
+            Err(ClientError::Api(Box::new(error)))
+        }
+    }
+
+    fn transport_error(&self, error: &reqwest::Error) -> ClientError {
+        if error.is_timeout() {
+            ClientError::Timeout(self.timeout)
+        } else {
+            // reqwest's message names the URL (which holds no secret) and the cause.
+            let mut message = error.to_string();
+            let mut source = std::error::Error::source(error);
+            while let Some(cause) = source {
+                message = format!("{message}: {cause}");
+                source = cause.source();
+            }
+            ClientError::Connect(message)
+        }
+    }
+
+    fn url(&self, segments: &[String]) -> Result<Url, ClientError> {
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .map_err(|()| ClientError::BaseUrl {
+                url: self.base.to_string(),
+                reason: "cannot hold a path",
+            })?
+            .pop_if_empty()
+            .extend(segments);
+        Ok(url)
+    }
+}

@@ -1,0 +1,214 @@
+//! The command line: the `Cli` struct, global flags, the `Command` enum (one module per
+//! resource, each a clap `Subcommand`/`Args` with `exec(self, ctx)`), and the context commands
+//! run with (resolved settings and output).
+
+pub mod agencies;
+pub mod agents;
+pub mod calls;
+pub mod completions;
+pub mod config;
+pub mod practice;
+pub mod roster;
+pub mod session;
+pub mod webhook;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::client::{ApiKey, Client, ClientError, RetryPolicy};
+use crate::config::{ConfigError, Inputs, Settings};
+use crate::output::Output;
+
+/// The tenant's command line for the Roleplay and Call-Scoring Service v1 API.
+#[derive(Debug, Parser)]
+#[command(name = "svc-cli", version, about, after_help = crate::exit::HELP)]
+pub struct Cli {
+    /// Flags every command takes.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags shared by every command.
+#[derive(Clone, Args)]
+pub struct GlobalArgs {
+    /// Service base URL, ending in /v1 [env: SVC_BASE_URL]
+    #[arg(long, global = true, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// API key (prefer SVC_API_KEY or a config profile: flags are visible to other local users)
+    /// [env: SVC_API_KEY]
+    #[arg(long, global = true, value_name = "KEY")]
+    pub api_key: Option<String>,
+    /// Config-file profile to read [env: SVC_PROFILE] [default: default]
+    #[arg(long, global = true, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Config file [env: SVC_CONFIG] [default: ~/.config/svc-cli/config.toml]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Machine output: JSON data only on stdout, messages on stderr
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Per-request timeout in seconds
+    #[arg(long, global = true, default_value_t = 30, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
+    /// Retries of a failed idempotent request (and of 429s)
+    #[arg(long, global = true, default_value_t = 3, value_name = "N")]
+    pub retries: u32,
+    /// First retry delay in milliseconds (doubles per retry, with jitter)
+    #[arg(
+        long,
+        global = true,
+        default_value_t = 250,
+        value_name = "MS",
+        hide = true
+    )]
+    pub retry_base_ms: u64,
+}
+
+impl std::fmt::Debug for GlobalArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GlobalArgs")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("profile", &self.profile)
+            .field("config", &self.config)
+            .field("json", &self.json)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Declares the `Command` enum and its dispatch together, so a new resource is one line here.
+macro_rules! commands {
+    ($( $(#[$doc:meta])* $variant:ident($ty:ty), )*) => {
+        /// The commands.
+        #[derive(Debug, Subcommand)]
+        pub enum Command {
+            $( $(#[$doc])* $variant($ty), )*
+        }
+
+        impl Command {
+            /// Runs the command.
+            ///
+            /// # Errors
+            /// Whatever the command fails with; [`crate::exit::code_for`] maps it to an exit code.
+            pub async fn exec(self, ctx: &Ctx) -> anyhow::Result<()> {
+                match self {
+                    $( Self::$variant(command) => command.exec(ctx).await, )*
+                }
+            }
+        }
+    };
+}
+
+commands! {
+    /// Create or rename agencies
+    #[command(subcommand)]
+    Agencies(agencies::AgenciesCommand),
+    /// Register, look up and list agents
+    #[command(subcommand)]
+    Agents(agents::AgentsCommand),
+    /// Bulk roster operations (CSV import)
+    #[command(subcommand)]
+    Roster(roster::RosterCommand),
+    /// Mint session tokens for practice calls
+    #[command(subcommand)]
+    Session(session::SessionCommand),
+    /// List scored calls and show one call
+    #[command(subcommand)]
+    Calls(calls::CallsCommand),
+    /// Run a headless practice call over the live transport (smoke test)
+    Practice(practice::PracticeArgs),
+    /// Read and write the config file's profiles
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
+    /// Print shell completions
+    Completions(completions::CompletionsArgs),
+    /// Webhook tools (verify a captured delivery)
+    #[command(subcommand)]
+    Webhook(webhook::WebhookCommand),
+}
+
+impl Cli {
+    /// Runs the parsed command line.
+    ///
+    /// # Errors
+    /// The command's error.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let ctx = Ctx {
+            out: Output::new(self.global.json),
+            global: self.global,
+        };
+        self.command.exec(&ctx).await
+    }
+}
+
+/// What a command runs with.
+#[derive(Debug)]
+pub struct Ctx {
+    /// The global flags.
+    pub global: GlobalArgs,
+    /// Output mode.
+    pub out: Output,
+}
+
+impl Ctx {
+    /// The raw configuration inputs from the flags.
+    pub fn inputs(&self) -> Inputs {
+        Inputs {
+            base_url_flag: self.global.base_url.clone(),
+            api_key_flag: self.global.api_key.as_deref().map(ApiKey::new),
+            profile_flag: self.global.profile.clone(),
+            config_flag: self.global.config.clone(),
+        }
+    }
+
+    /// Resolved settings.
+    ///
+    /// # Errors
+    /// A bad config file or unknown profile.
+    pub fn settings(&self) -> Result<Settings, ConfigError> {
+        self.inputs().resolve()
+    }
+
+    /// A client with the API key (every endpoint but redeem).
+    ///
+    /// # Errors
+    /// Missing base URL or key, or an invalid base URL (all exit 2).
+    pub fn client(&self) -> anyhow::Result<Client> {
+        let settings = self.settings()?;
+        let key = settings
+            .api_key
+            .clone()
+            .ok_or(ClientError::MissingApiKey)?
+            .0;
+        Ok(self.builder(&settings)?.api_key(key).build()?)
+    }
+
+    /// A client without an API key (the redeem call authenticates with a session token).
+    ///
+    /// # Errors
+    /// Missing or invalid base URL.
+    pub fn client_without_key(&self) -> anyhow::Result<Client> {
+        let settings = self.settings()?;
+        Ok(self.builder(&settings)?.build()?)
+    }
+
+    fn builder(&self, settings: &Settings) -> Result<crate::client::ClientBuilder, ConfigError> {
+        let (base_url, _) = settings
+            .base_url
+            .clone()
+            .ok_or(ConfigError::MissingBaseUrl)?;
+        let retry = RetryPolicy {
+            max_retries: self.global.retries,
+            base_delay: Duration::from_millis(self.global.retry_base_ms),
+            ..RetryPolicy::default()
+        };
+        Ok(Client::builder(base_url)
+            .timeout(Duration::from_secs(self.global.timeout))
+            .retry(retry))
+    }
+}

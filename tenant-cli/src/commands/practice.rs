@@ -1,0 +1,99 @@
+//! `svc-cli practice`: a headless practice call, as the browser SDK would run it: redeem the
+//! token (`POST /roleplay/session`), then talk over the live transport ([`crate::live`]) and print
+//! `{ callId, durationSec, persona: { name } }` from the `ended` frame.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgGroup, Args};
+
+use super::Ctx;
+use crate::client::{PersonaFilters, RedeemRequest};
+use crate::exit::CliError;
+use crate::output;
+
+/// `practice` flags.
+#[derive(Args)]
+#[command(group(ArgGroup::new("talk").required(true).args(["script", "silent"])))]
+pub struct PracticeArgs {
+    /// Session token from `session mint` (single use)
+    #[arg(long, env = "SVC_SESSION_TOKEN", hide_env_values = true)]
+    pub token: String,
+    /// Drill to practise
+    #[arg(long, default_value = "ma-full-sale")]
+    pub drill: String,
+    /// Persona difficulty
+    #[arg(long, value_parser = ["Beginner", "Advanced", "Elite"])]
+    pub difficulty: Option<String>,
+    /// Persona state filter (US state code)
+    #[arg(long)]
+    pub state: Option<String>,
+    /// File with the rep's lines, one per line (blank lines skipped)
+    #[arg(long)]
+    pub script: Option<PathBuf>,
+    /// Connect and end without speaking
+    #[arg(long)]
+    pub silent: bool,
+    /// Seconds to wait for each frame from the service
+    #[arg(long, default_value_t = 30)]
+    pub reply_timeout: u64,
+}
+
+impl std::fmt::Debug for PracticeArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PracticeArgs")
+            .field("token", &"[redacted]")
+            .field("drill", &self.drill)
+            .field("difficulty", &self.difficulty)
+            .field("state", &self.state)
+            .field("script", &self.script)
+            .field("silent", &self.silent)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PracticeArgs {
+    /// Runs the call.
+    ///
+    /// # Errors
+    /// Redeem errors (`INVALID_TOKEN`, `TOKEN_EXPIRED`, `TOKEN_ALREADY_USED`, `DRILL_NOT_FOUND`,
+    /// `SERVICE_UNAVAILABLE`, …) and live transport errors, with their contract codes.
+    pub async fn exec(self, ctx: &Ctx) -> anyhow::Result<()> {
+        let script = match &self.script {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    CliError::Usage(format!("cannot read script {}: {e}", path.display()))
+                })?;
+                text.lines().map(str::to_owned).collect()
+            }
+            None => Vec::new(),
+        };
+        let client = ctx.client_without_key()?;
+        let request = RedeemRequest {
+            drill_key: self.drill,
+            difficulty: self.difficulty,
+            filters: self
+                .state
+                .map(|state| PersonaFilters { state: Some(state) }),
+        };
+        let session = client.redeem(&self.token, &request).await?;
+        ctx.out.note(&format!(
+            "call {} with {}",
+            session.call_id, session.persona.name
+        ));
+        let finished =
+            crate::live::run_call(&session, &script, Duration::from_secs(self.reply_timeout))
+                .await?;
+        if ctx.out.json {
+            return ctx.out.json_data(&finished);
+        }
+        for line in &finished.persona_lines {
+            ctx.out.note(&format!("{}: {line}", finished.persona.name));
+        }
+        ctx.out.table(&output::pairs([
+            ("callId", finished.call_id.clone()),
+            ("durationSec", finished.duration_sec.to_string()),
+            ("persona", finished.persona.name.clone()),
+        ]))
+    }
+}

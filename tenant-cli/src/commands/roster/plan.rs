@@ -1,0 +1,341 @@
+//! Reading and validating a roster CSV before anything is sent: header columns in any order
+//! (extra columns ignored, names matched case-insensitively), an empty cell is an absent value,
+//! file-level problems (bad encoding, missing columns) are errors, and row-level problems
+//! (missing fields or handle, bad NPN or email, reserved prefixes, duplicate handles inside the
+//! file, conflicting or missing agency names) mark the row invalid with its line number.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The columns a roster file must name in its header.
+pub const COLUMNS: [&str; 7] = [
+    "platformAgencyId",
+    "agencyName",
+    "firstName",
+    "lastName",
+    "email",
+    "npn",
+    "platformAgentId",
+];
+
+/// A file that cannot be imported at all (nothing is sent).
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// Unreadable file.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not UTF-8.
+    #[error("{path}: line {line} is not valid UTF-8 (save the file as UTF-8)")]
+    Encoding {
+        /// The file.
+        path: PathBuf,
+        /// First bad line.
+        line: usize,
+    },
+    /// No header row.
+    #[error("{0}: the file is empty (expected a header row)")]
+    Empty(PathBuf),
+    /// Required columns absent from the header.
+    #[error("{path}: missing column(s) {missing} (the header must name {all})", missing = .missing.join(", "), all = COLUMNS.join(", "))]
+    MissingColumns {
+        /// The file.
+        path: PathBuf,
+        /// Which columns.
+        missing: Vec<String>,
+    },
+    /// A column named twice.
+    #[error("{path}: column {column} appears more than once in the header")]
+    DuplicateColumn {
+        /// The file.
+        path: PathBuf,
+        /// Which column.
+        column: String,
+    },
+    /// Malformed CSV in the header.
+    #[error("{path}: {message}")]
+    Csv {
+        /// The file.
+        path: PathBuf,
+        /// Parser message.
+        message: String,
+    },
+}
+
+/// One data row, cells trimmed, empty cells absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Row {
+    /// 1-based line in the file where the row starts.
+    pub line: u64,
+    /// Agency (tenant id).
+    pub platform_agency_id: Option<String>,
+    /// Agency name.
+    pub agency_name: Option<String>,
+    /// First name.
+    pub first_name: Option<String>,
+    /// Last name.
+    pub last_name: Option<String>,
+    /// Email handle.
+    pub email: Option<String>,
+    /// NPN handle.
+    pub npn: Option<String>,
+    /// Agent (tenant id).
+    pub platform_agent_id: Option<String>,
+}
+
+/// The validated import.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Rows ready to register.
+    pub valid: Vec<Row>,
+    /// Rows that will not be sent, with the reason.
+    pub invalid: Vec<(Row, String)>,
+    /// Agencies to upsert once each (tenant id, name), in first-seen order.
+    pub agencies: Vec<(String, String)>,
+}
+
+/// Reads and validates a roster file.
+///
+/// # Errors
+/// A [`FileError`] when the file as a whole cannot be imported.
+pub fn read(path: &Path) -> Result<Plan, FileError> {
+    let bytes = std::fs::read(path).map_err(|source| FileError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+    if let Err(e) = std::str::from_utf8(bytes) {
+        let line = bytes[..e.valid_up_to()]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count()
+            + 1;
+        return Err(FileError::Encoding {
+            path: path.to_owned(),
+            line,
+        });
+    }
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_reader(bytes);
+    let header = reader
+        .headers()
+        .map_err(|e| FileError::Csv {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?
+        .clone();
+    if header.is_empty() || header.iter().all(|h| h.trim().is_empty()) {
+        return Err(FileError::Empty(path.to_owned()));
+    }
+    let index = column_index(path, &header)?;
+    let mut rows = Vec::new();
+    let mut broken = Vec::new();
+    for record in reader.records() {
+        match record {
+            Ok(record) => {
+                let line = record.position().map_or(0, csv::Position::line);
+                let cell = |i: usize| {
+                    record
+                        .get(i)
+                        .map(str::trim)
+                        .filter(|c| !c.is_empty())
+                        .map(str::to_owned)
+                };
+                rows.push(Row {
+                    line,
+                    platform_agency_id: cell(index[0]),
+                    agency_name: cell(index[1]),
+                    first_name: cell(index[2]),
+                    last_name: cell(index[3]),
+                    email: cell(index[4]),
+                    npn: cell(index[5]),
+                    platform_agent_id: cell(index[6]),
+                });
+            }
+            Err(e) => {
+                let line = e.position().map_or(0, csv::Position::line);
+                let message = match e.kind() {
+                    csv::ErrorKind::UnequalLengths {
+                        expected_len, len, ..
+                    } => {
+                        format!("has {len} fields but the header has {expected_len}")
+                    }
+                    _ => e.to_string(),
+                };
+                broken.push((
+                    Row {
+                        line,
+                        ..Row::default()
+                    },
+                    message,
+                ));
+            }
+        }
+    }
+    let mut plan = validate(rows);
+    plan.invalid.extend(broken);
+    plan.invalid.sort_by_key(|(row, _)| row.line);
+    Ok(plan)
+}
+
+/// Position of each of [`COLUMNS`] in the header.
+fn column_index(path: &Path, header: &csv::StringRecord) -> Result<[usize; 7], FileError> {
+    let mut index = [usize::MAX; 7];
+    for (position, name) in header.iter().enumerate() {
+        let name = name.trim();
+        if let Some(c) = COLUMNS
+            .iter()
+            .position(|col| col.eq_ignore_ascii_case(name))
+        {
+            if index[c] != usize::MAX {
+                return Err(FileError::DuplicateColumn {
+                    path: path.to_owned(),
+                    column: COLUMNS[c].to_owned(),
+                });
+            }
+            index[c] = position;
+        }
+    }
+    let missing: Vec<String> = COLUMNS
+        .iter()
+        .zip(index)
+        .filter(|(_, i)| *i == usize::MAX)
+        .map(|(c, _)| (*c).to_owned())
+        .collect();
+    if missing.is_empty() {
+        Ok(index)
+    } else {
+        Err(FileError::MissingColumns {
+            path: path.to_owned(),
+            missing,
+        })
+    }
+}
+
+/// Digits of an NPN when it has 4 to 10 of them.
+pub fn npn_digits(npn: &str) -> Option<String> {
+    let digits: String = npn.chars().filter(char::is_ascii_digit).collect();
+    (4..=10).contains(&digits.len()).then_some(digits)
+}
+
+fn email_ok(email: &str) -> bool {
+    let mut parts = email.split('@');
+    let (Some(local), Some(domain), None) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    !local.is_empty() && domain.contains('.') && !email.chars().any(char::is_whitespace)
+}
+
+fn reserved(id: &str) -> bool {
+    id.starts_with("svc_agent_") || id.starts_with("svc_agency_")
+}
+
+/// The checks of one row on its own.
+fn check_row(row: &Row) -> Result<(), String> {
+    let Some(agency) = &row.platform_agency_id else {
+        return Err("missing platformAgencyId".into());
+    };
+    if reserved(agency) {
+        return Err(format!(
+            "platformAgencyId {agency:?} uses a reserved svc_ prefix"
+        ));
+    }
+    if row.first_name.is_none() || row.last_name.is_none() {
+        return Err("missing firstName or lastName".into());
+    }
+    if row.email.is_none() && row.npn.is_none() && row.platform_agent_id.is_none() {
+        return Err("missing handle: give at least one of npn, email, platformAgentId".into());
+    }
+    if let Some(npn) = &row.npn {
+        if npn_digits(npn).is_none() {
+            return Err(format!("npn {npn:?} must have 4 to 10 digits"));
+        }
+    }
+    if let Some(email) = &row.email {
+        if !email_ok(email) {
+            return Err(format!("email {email:?} is not an email address"));
+        }
+    }
+    if let Some(id) = &row.platform_agent_id {
+        if reserved(id) {
+            return Err(format!(
+                "platformAgentId {id:?} uses a reserved svc_ prefix"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Row checks, duplicate handles inside the file, and one name per agency.
+fn validate(rows: Vec<Row>) -> Plan {
+    // First non-empty name of each agency, and where it was given.
+    let mut names: HashMap<String, (String, u64)> = HashMap::new();
+    let mut order = Vec::new();
+    for row in &rows {
+        if let (Some(agency), Some(name)) = (&row.platform_agency_id, &row.agency_name) {
+            if !names.contains_key(agency) {
+                names.insert(agency.clone(), (name.clone(), row.line));
+                order.push(agency.clone());
+            }
+        }
+    }
+    let mut seen: HashMap<(&'static str, String), u64> = HashMap::new();
+    let mut plan = Plan {
+        agencies: order
+            .iter()
+            .map(|a| (a.clone(), names[a].0.clone()))
+            .collect(),
+        ..Plan::default()
+    };
+    for row in rows {
+        let verdict = check_row(&row)
+            .and_then(|()| agency_name_check(&row, &names))
+            .and_then(|()| {
+                let keys = [
+                    ("platformAgentId", row.platform_agent_id.clone()),
+                    ("npn", row.npn.as_deref().and_then(npn_digits)),
+                    ("email", row.email.as_deref().map(str::to_lowercase)),
+                ];
+                for (kind, value) in keys.iter().filter_map(|(k, v)| v.clone().map(|v| (*k, v))) {
+                    if let Some(first) = seen.get(&(kind, value.clone())) {
+                        return Err(format!(
+                            "duplicate {kind} {value:?} (first on line {first})"
+                        ));
+                    }
+                }
+                for (kind, value) in keys.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))) {
+                    seen.insert((kind, value), row.line);
+                }
+                Ok(())
+            });
+        match verdict {
+            Ok(()) => plan.valid.push(row),
+            Err(reason) => plan.invalid.push((row, reason)),
+        }
+    }
+    // Agencies whose rows were all invalid are not created.
+    plan.agencies.retain(|(agency, _)| {
+        plan.valid
+            .iter()
+            .any(|r| r.platform_agency_id.as_ref() == Some(agency))
+    });
+    plan
+}
+
+fn agency_name_check(row: &Row, names: &HashMap<String, (String, u64)>) -> Result<(), String> {
+    let agency = row.platform_agency_id.as_deref().unwrap_or_default();
+    match (names.get(agency), &row.agency_name) {
+        (None, _) => Err(format!(
+            "agency {agency:?} has no agencyName on any row of this file"
+        )),
+        (Some((name, line)), Some(mine)) if mine != name => Err(format!(
+            "agencyName {mine:?} differs from {name:?} given for agency {agency:?} on line {line}"
+        )),
+        _ => Ok(()),
+    }
+}

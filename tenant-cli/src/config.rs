@@ -1,0 +1,253 @@
+//! Where the base URL and API key come from, in order of precedence: a flag, then the environment
+//! (`SVC_BASE_URL`, `SVC_API_KEY`), then a named profile of the config file (`--profile`,
+//! `SVC_PROFILE`, default `default`). The file (`--config`, `SVC_CONFIG`, default
+//! `$XDG_CONFIG_HOME/svc-cli/config.toml` or `~/.config/svc-cli/config.toml`) is TOML with
+//! `[profiles.<name>]` tables holding `base_url` and `api_key`; it is written with mode 0600.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::client::ApiKey;
+
+/// Configuration problems (all exit 2).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The config file could not be read or written.
+    #[error("config file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML of the expected shape.
+    #[error("config file {path} is not valid: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Parser message.
+        message: String,
+    },
+    /// The named profile is not in the file.
+    #[error("profile {0:?} not found in the config file")]
+    UnknownProfile(String),
+    /// No base URL anywhere.
+    #[error("no base URL configured (use --base-url, SVC_BASE_URL or a config profile)")]
+    MissingBaseUrl,
+    /// No place to keep the config file.
+    #[error("cannot find a config directory (set --config or SVC_CONFIG)")]
+    NoConfigPath,
+}
+
+/// One named profile.
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// `{base_url}`, ending in `/v1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The API key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+}
+
+impl fmt::Debug for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let key = self.api_key.as_ref().map(|_| "[redacted]");
+        f.debug_struct("Profile")
+            .field("base_url", &self.base_url)
+            .field("api_key", &key)
+            .finish()
+    }
+}
+
+/// The config file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConfigFile {
+    /// Profiles by name.
+    #[serde(default)]
+    pub profiles: BTreeMap<String, Profile>,
+}
+
+impl ConfigFile {
+    /// Reads the file; a missing file is an empty config.
+    ///
+    /// # Errors
+    /// Unreadable or invalid file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(source) => {
+                return Err(ConfigError::Io {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+        };
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.message().to_owned(),
+        })
+    }
+
+    /// Writes the file (creating its directory), readable by the owner only when it holds a key.
+    ///
+    /// # Errors
+    /// When the file cannot be written.
+    pub fn save(&self, path: &Path) -> Result<(), ConfigError> {
+        let io = |source| ConfigError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let text = toml::to_string_pretty(self).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let holds_key = self.profiles.values().any(|p| p.api_key.is_some());
+        // Write a sibling temp file with the final mode, then rename over: never a moment where
+        // the key sits in a world-readable file.
+        let tmp = path.with_extension("toml.tmp");
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(if holds_key { 0o600 } else { 0o644 });
+        }
+        let mut file = options.open(&tmp).map_err(io)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = if holds_key { 0o600 } else { 0o644 };
+            file.set_permissions(std::fs::Permissions::from_mode(mode))
+                .map_err(io)?;
+        }
+        std::io::Write::write_all(&mut file, text.as_bytes()).map_err(io)?;
+        drop(file);
+        std::fs::rename(&tmp, path).map_err(io)
+    }
+}
+
+/// Where a setting came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A command-line flag.
+    Flag,
+    /// An environment variable.
+    Env,
+    /// A profile of the config file.
+    Profile(String),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Flag => f.write_str("flag"),
+            Self::Env => f.write_str("environment"),
+            Self::Profile(p) => write!(f, "config profile {p:?}"),
+        }
+    }
+}
+
+/// The raw inputs of resolution (flags, environment, file location).
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    /// `--base-url`.
+    pub base_url_flag: Option<String>,
+    /// `--api-key`.
+    pub api_key_flag: Option<ApiKey>,
+    /// `--profile`.
+    pub profile_flag: Option<String>,
+    /// `--config`.
+    pub config_flag: Option<PathBuf>,
+}
+
+/// The resolved settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Base URL and where it came from.
+    pub base_url: Option<(String, Source)>,
+    /// API key and where it came from.
+    pub api_key: Option<(ApiKey, Source)>,
+    /// The profile used.
+    pub profile: String,
+    /// The config file consulted.
+    pub config_path: Option<PathBuf>,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+impl Inputs {
+    /// The profile name: `--profile` > `SVC_PROFILE` > `default`.
+    pub fn profile(&self) -> String {
+        self.profile_flag
+            .clone()
+            .or_else(|| env("SVC_PROFILE"))
+            .unwrap_or_else(|| "default".into())
+    }
+
+    /// The config file path: `--config` > `SVC_CONFIG` > the user config directory.
+    pub fn config_path(&self) -> Option<PathBuf> {
+        if let Some(path) = &self.config_flag {
+            return Some(path.clone());
+        }
+        if let Some(path) = env("SVC_CONFIG") {
+            return Some(PathBuf::from(path));
+        }
+        let dir = env("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .or_else(|| env("HOME").map(|h| Path::new(&h).join(".config")))?;
+        Some(dir.join("svc-cli").join("config.toml"))
+    }
+
+    /// Resolves flag > env > profile.
+    ///
+    /// # Errors
+    /// An unreadable config file, or a profile named explicitly that the file lacks.
+    pub fn resolve(&self) -> Result<Settings, ConfigError> {
+        let profile_name = self.profile();
+        let config_path = self.config_path();
+        let file = match &config_path {
+            Some(path) => ConfigFile::load(path)?,
+            None => ConfigFile::default(),
+        };
+        let explicit_profile = self.profile_flag.is_some() || env("SVC_PROFILE").is_some();
+        let profile = match file.profiles.get(&profile_name) {
+            Some(p) => p.clone(),
+            None if explicit_profile => return Err(ConfigError::UnknownProfile(profile_name)),
+            None => Profile::default(),
+        };
+        let from_profile =
+            |v: Option<String>| v.map(|v| (v, Source::Profile(profile_name.clone())));
+        let base_url = self
+            .base_url_flag
+            .clone()
+            .map(|v| (v, Source::Flag))
+            .or_else(|| env("SVC_BASE_URL").map(|v| (v, Source::Env)))
+            .or_else(|| from_profile(profile.base_url.clone()));
+        let api_key = self
+            .api_key_flag
+            .clone()
+            .map(|k| (k, Source::Flag))
+            .or_else(|| env("SVC_API_KEY").map(|v| (ApiKey::new(v), Source::Env)))
+            .or_else(|| from_profile(profile.api_key.clone()).map(|(k, s)| (ApiKey::new(k), s)));
+        Ok(Settings {
+            base_url,
+            api_key,
+            profile: profile_name,
+            config_path,
+        })
+    }
+}

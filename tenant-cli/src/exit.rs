@@ -1,0 +1,79 @@
+//! The documented exit codes and the one mapping from errors to them.
+
+use crate::client::{ClientError, ErrorClass};
+use crate::config::ConfigError;
+use crate::live::LiveError;
+
+/// Success.
+pub const OK: u8 = 0;
+/// Failure: the request or the data needs fixing (or some rows of an import failed).
+pub const FAILURE: u8 = 1;
+/// Usage: bad flags or arguments, missing configuration.
+pub const USAGE: u8 = 2;
+/// Authentication or authorisation: bad or revoked key, inactive tenant, IP not allowed, bad
+/// session token.
+pub const AUTH: u8 = 4;
+/// Temporary failure worth retrying later (`EX_TEMPFAIL`): 429, 5xx, connection errors, timeouts.
+pub const TEMPORARY: u8 = 75;
+
+/// The exit-code table shown after `--help` (and in the README).
+pub const HELP: &str = "\
+Exit codes:
+  0   success
+  1   failure (bad request or data; any failed row of an import)
+  2   usage error (bad flags or arguments, missing base URL or API key)
+  4   authentication or authorisation (INVALID_API_KEY, API_KEY_REVOKED, TENANT_INACTIVE,
+      IP_NOT_ALLOWED, INVALID_TOKEN, TOKEN_EXPIRED, TOKEN_ALREADY_USED)
+  75  temporary failure worth retrying (429, INTERNAL_ERROR, SERVICE_UNAVAILABLE, connection
+      errors, timeouts)
+
+Environment: SVC_BASE_URL, SVC_API_KEY, SVC_PROFILE, SVC_CONFIG, NO_COLOR, RUST_LOG.";
+
+/// Errors of the command layer that are not client or config errors.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Bad arguments found after parsing (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// A failure with its message (exit 1).
+    #[error("{0}")]
+    Failed(String),
+    /// The command already printed why it failed; exit with this code and print nothing more.
+    #[error("exit code {0}")]
+    Reported(u8),
+}
+
+/// The exit code for an error, from the first cause that decides it.
+pub fn code_for(error: &anyhow::Error) -> u8 {
+    for cause in error.chain() {
+        if let Some(e) = cause.downcast_ref::<ClientError>() {
+            return match e {
+                ClientError::BaseUrl { .. } | ClientError::MissingApiKey => USAGE,
+                _ => class_code(e.class()),
+            };
+        }
+        if let Some(e) = cause.downcast_ref::<LiveError>() {
+            return class_code(e.class());
+        }
+        if cause.downcast_ref::<ConfigError>().is_some() {
+            return USAGE;
+        }
+        if let Some(e) = cause.downcast_ref::<CliError>() {
+            return match e {
+                CliError::Usage(_) => USAGE,
+                CliError::Failed(_) => FAILURE,
+                CliError::Reported(code) => *code,
+            };
+        }
+    }
+    FAILURE
+}
+
+/// The exit code of an error class.
+pub fn class_code(class: ErrorClass) -> u8 {
+    match class {
+        ErrorClass::Auth => AUTH,
+        ErrorClass::Temporary => TEMPORARY,
+        ErrorClass::Failure => FAILURE,
+    }
+}

@@ -1,0 +1,108 @@
+//! Output: data on stdout (a comfy-table by default, JSON with `--json`), messages and progress on
+//! stderr; progress bars only on a terminal, never with `--json` or `NO_COLOR`.
+
+use std::io::{IsTerminal, Write};
+
+use comfy_table::{ContentArrangement, Table, presets};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+/// Where and how a command writes.
+#[derive(Debug, Clone, Copy)]
+pub struct Output {
+    /// Machine output: JSON data only on stdout.
+    pub json: bool,
+    /// Whether progress bars may be drawn.
+    pub progress: bool,
+}
+
+impl Output {
+    /// Decides from the `--json` flag, `NO_COLOR` and whether stderr is a terminal.
+    pub fn new(json: bool) -> Self {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Self {
+            json,
+            progress: !json && !no_color && std::io::stderr().is_terminal(),
+        }
+    }
+
+    /// Writes `value` as pretty JSON on stdout.
+    ///
+    /// # Errors
+    /// When stdout is closed.
+    pub fn json_data<T: Serialize>(&self, value: &T) -> anyhow::Result<()> {
+        let text = serde_json::to_string_pretty(value)?;
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{text}")?;
+        Ok(())
+    }
+
+    /// Writes a table on stdout.
+    ///
+    /// # Errors
+    /// When stdout is closed.
+    pub fn table(&self, table: &Table) -> anyhow::Result<()> {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{table}")?;
+        Ok(())
+    }
+
+    /// Writes a line of text on stdout (human mode data that is not a table).
+    ///
+    /// # Errors
+    /// When stdout is closed.
+    pub fn line(&self, text: &str) -> anyhow::Result<()> {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{text}")?;
+        Ok(())
+    }
+
+    /// A message for the user on stderr (both modes).
+    pub fn note(&self, text: &str) {
+        eprintln!("{text}");
+    }
+
+    /// A progress bar on stderr, hidden unless progress is allowed.
+    pub fn progress_bar(&self, len: u64, what: &str) -> ProgressBar {
+        if !self.progress {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::new(len);
+        if let Ok(style) = ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({eta})") {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(what.to_owned());
+        bar
+    }
+}
+
+/// A table with a header row, in the house preset.
+pub fn table<I, S>(header: I) -> Table
+where
+    I: IntoIterator<Item = S>,
+    S: Into<comfy_table::Cell>,
+{
+    let mut table = Table::new();
+    table
+        .load_preset(presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header);
+    table
+}
+
+/// A key/value table (two columns, no header).
+pub fn pairs<'a>(rows: impl IntoIterator<Item = (&'a str, String)>) -> Table {
+    let mut table = Table::new();
+    table
+        .load_preset(presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    for (key, value) in rows {
+        table.add_row(vec![key.to_owned(), value]);
+    }
+    table
+}
+
+/// `-` for an absent value.
+pub fn opt(value: Option<&str>) -> String {
+    value.unwrap_or("-").to_owned()
+}

@@ -1,0 +1,569 @@
+//! Every resource command through the real binary against the fixture server: arguments sent,
+//! output in both formats, exit codes.
+
+use serde_json::json;
+use svc_fixtures::{bodies, faults, happy, paging, respond};
+use wiremock::MockServer;
+use wiremock::matchers::{method, path};
+
+use crate::helpers::{Sandbox, requests_to};
+
+async fn happy_server() -> MockServer {
+    let server = MockServer::start().await;
+    happy::mount(&server).await;
+    server
+}
+
+fn body_of(request: &wiremock::Request) -> serde_json::Value {
+    serde_json::from_slice(&request.body).expect("JSON body")
+}
+
+#[tokio::test]
+async fn agencies_upsert_sends_both_fields_and_prints_the_agency() {
+    let server = happy_server().await;
+    let sandbox = Sandbox::for_server(&server);
+    let run = sandbox
+        .run(&[
+            "agencies",
+            "upsert",
+            "--platform-agency-id",
+            "acme-1",
+            "--name",
+            "Acme Insurance",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("svc_agency_fx0001") && run.stdout.contains("Acme Insurance"),
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("created"));
+    let sent = requests_to(&server, "POST", "/v1/agencies").await;
+    assert_eq!(
+        body_of(&sent[0]),
+        json!({ "platformAgencyId": "acme-1", "name": "Acme Insurance" })
+    );
+
+    let run = sandbox
+        .run(&[
+            "--json",
+            "agencies",
+            "upsert",
+            "--platform-agency-id",
+            "acme-1",
+            "--name",
+            "Acme",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.json(), bodies::agency());
+}
+
+#[tokio::test]
+async fn agents_register_sends_every_field_and_names_the_agency_one_way() {
+    let server = happy_server().await;
+    let sandbox = Sandbox::for_server(&server);
+    let run = sandbox
+        .run(&[
+            "--json",
+            "agents",
+            "register",
+            "--first-name",
+            "Dana",
+            "--last-name",
+            "Reyes",
+            "--email",
+            "dana.reyes@acme.example",
+            "--npn",
+            "12345678",
+            "--platform-agent-id",
+            "rep-1001",
+            "--agency-id",
+            "svc_agency_fx0001",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.json(), bodies::register_agent());
+    let sent = requests_to(&server, "POST", "/v1/agents").await;
+    assert_eq!(
+        body_of(&sent[0]),
+        json!({ "firstName": "Dana", "lastName": "Reyes", "email": "dana.reyes@acme.example", "npn": "12345678",
+                "platformAgentId": "rep-1001", "agencyId": "svc_agency_fx0001" })
+    );
+}
+
+#[tokio::test]
+async fn agents_register_without_a_handle_or_with_both_agency_ids_is_a_usage_error() {
+    let server = happy_server().await;
+    let sandbox = Sandbox::for_server(&server);
+    let no_handle = sandbox
+        .run(&[
+            "agents",
+            "register",
+            "--first-name",
+            "A",
+            "--platform-agency-id",
+            "acme-1",
+        ])
+        .await;
+    assert_eq!(no_handle.code, 2, "{no_handle:?}");
+    let both = sandbox
+        .run(&[
+            "agents",
+            "register",
+            "--npn",
+            "1234",
+            "--platform-agency-id",
+            "acme-1",
+            "--agency-id",
+            "svc_agency_fx0001",
+        ])
+        .await;
+    assert_eq!(both.code, 2, "{both:?}");
+    assert!(requests_to(&server, "POST", "/v1/agents").await.is_empty());
+}
+
+#[tokio::test]
+async fn agents_get_takes_exactly_one_handle_and_prints_the_agent() {
+    let server = happy_server().await;
+    let sandbox = Sandbox::for_server(&server);
+    let two = sandbox
+        .run(&[
+            "agents",
+            "get",
+            "--npn",
+            "12345678",
+            "--email",
+            "x@y.example",
+        ])
+        .await;
+    assert_eq!(two.code, 2, "{two:?}");
+    let run = sandbox
+        .run(&["agents", "get", "--email", "dana.reyes@acme.example"])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("svc_agent_fx0001") && run.stdout.contains("Dana"),
+        "{run:?}"
+    );
+    let sent = requests_to(&server, "GET", "/v1/agents").await;
+    assert_eq!(sent[0].url.query(), Some("email=dana.reyes%40acme.example"));
+}
+
+#[tokio::test]
+async fn agents_list_prints_a_page_in_both_formats() {
+    let server = happy_server().await;
+    let sandbox = Sandbox::for_server(&server);
+    let run = sandbox
+        .run(&[
+            "--json",
+            "agents",
+            "list",
+            "--agency-id",
+            "svc_agency_fx0001",
+            "--all",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.json()["data"], bodies::agents_page()["data"]);
+    assert_eq!(run.json()["nextCursor"], json!(null));
+    let run = sandbox.run(&["agents", "list"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("svc_agent_fx0002") && run.stderr.contains("2 agent(s)"),
+        "{run:?}"
+    );
+}
+
+#[tokio::test]
+async fn session_mint_prints_the_token_and_its_expiry() {
+    let server = happy_server().await;
+    let sandbox = Sandbox::for_server(&server);
+    let run = sandbox
+        .run(&[
+            "--json",
+            "session",
+            "mint",
+            "--platform-agent-id",
+            "rep-1001",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.json(), bodies::session_token());
+    let sent = requests_to(&server, "POST", "/v1/session").await;
+    assert_eq!(body_of(&sent[0]), json!({ "platformAgentId": "rep-1001" }));
+    let run = sandbox
+        .run(&["session", "mint", "--agent-id", "svc_agent_fx0001"])
+        .await;
+    assert!(
+        run.stdout.contains("expiresAt") && run.stdout.contains("2026-01-15T10:05:00.000Z"),
+        "{run:?}"
+    );
+}
+
+#[tokio::test]
+async fn session_mint_over_quota_fails_with_exit_1_after_one_request() {
+    let server = MockServer::start().await;
+    wiremock::Mock::given(method("POST"))
+        .and(path("/v1/session"))
+        .respond_with(respond::error("TENANT_QUOTA_EXCEEDED"))
+        .named("quota spent")
+        .mount(&server)
+        .await;
+    let run = Sandbox::for_server(&server)
+        .run(&["session", "mint", "--agent-id", "svc_agent_fx0001"])
+        .await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("TENANT_QUOTA_EXCEEDED") && run.stderr.contains("req_fixture0010"),
+        "{run:?}"
+    );
+    assert_eq!(requests_to(&server, "POST", "/v1/session").await.len(), 1);
+}
+
+#[tokio::test]
+async fn calls_list_sends_every_filter_and_prints_rows() {
+    let server = happy_server().await;
+    let sandbox = Sandbox::for_server(&server);
+    let run = sandbox
+        .run(&[
+            "--json",
+            "calls",
+            "list",
+            "--source",
+            "roleplay",
+            "--from",
+            "2026-01-01T00:00:00Z",
+            "--to",
+            "2026-02-01T00:00:00Z",
+            "--agent-id",
+            "svc_agent_fx0001",
+            "--agency-id",
+            "svc_agency_fx0001",
+            "--external-user-id",
+            "rep-1001",
+            "--external-agency-id",
+            "acme-1",
+            "--limit",
+            "10",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.json()["data"], bodies::calls_page_roleplay()["data"]);
+    let sent = requests_to(&server, "GET", "/v1/calls").await;
+    let query: Vec<(String, String)> = sent[0]
+        .url
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    for (k, v) in [
+        ("source", "roleplay"),
+        ("from", "2026-01-01T00:00:00Z"),
+        ("to", "2026-02-01T00:00:00Z"),
+        ("agentId", "svc_agent_fx0001"),
+        ("agencyId", "svc_agency_fx0001"),
+        ("externalUserId", "rep-1001"),
+        ("externalAgencyId", "acme-1"),
+        ("limit", "10"),
+    ] {
+        assert!(
+            query.contains(&(k.to_owned(), v.to_owned())),
+            "{k}={v} missing from {query:?}"
+        );
+    }
+    let run = sandbox
+        .run(&[
+            "calls",
+            "list",
+            "--source",
+            "real_call",
+            "--from",
+            "2026-01-01T00:00:00Z",
+        ])
+        .await;
+    assert!(
+        run.stdout.contains("svc_call_fx0002") && run.stdout.contains("real_call"),
+        "{run:?}"
+    );
+}
+
+#[tokio::test]
+async fn calls_list_all_follows_cursors_across_pages() {
+    let server = MockServer::start().await;
+    let paged = paging::mount_paged_calls(&server, "real_call", 12, 5).await;
+    let run = Sandbox::for_server(&server)
+        .run(&[
+            "--json",
+            "calls",
+            "list",
+            "--source",
+            "real_call",
+            "--from",
+            "2026-01-01T00:00:00Z",
+            "--limit",
+            "5",
+            "--all",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let ids: Vec<String> = run.json()["data"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|r| r["id"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(ids, paged.ids);
+}
+
+#[tokio::test]
+async fn calls_list_one_page_shows_how_to_get_the_next() {
+    let server = MockServer::start().await;
+    let paged = paging::mount_paged_calls(&server, "roleplay", 4, 2).await;
+    let run = Sandbox::for_server(&server)
+        .run(&[
+            "calls",
+            "list",
+            "--source",
+            "roleplay",
+            "--from",
+            "2026-01-01T00:00:00Z",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains(&paged.cursors[0]), "{run:?}");
+    let run = Sandbox::for_server(&server)
+        .run(&[
+            "--json",
+            "calls",
+            "list",
+            "--source",
+            "roleplay",
+            "--from",
+            "2026-01-01T00:00:00Z",
+            "--cursor",
+            &paged.cursors[0],
+        ])
+        .await;
+    assert_eq!(run.json()["data"][0]["id"], json!(paged.ids[2]));
+}
+
+#[tokio::test]
+async fn calls_list_rejects_bad_arguments_before_sending() {
+    let server = happy_server().await;
+    let sandbox = Sandbox::for_server(&server);
+    for args in [
+        vec![
+            "calls",
+            "list",
+            "--source",
+            "roleplay",
+            "--from",
+            "yesterday",
+        ],
+        vec![
+            "calls",
+            "list",
+            "--source",
+            "voicemail",
+            "--from",
+            "2026-01-01T00:00:00Z",
+        ],
+        vec!["calls", "list", "--from", "2026-01-01T00:00:00Z"],
+        vec![
+            "calls",
+            "list",
+            "--source",
+            "roleplay",
+            "--from",
+            "2026-01-01T00:00:00Z",
+            "--limit",
+            "500",
+        ],
+        vec![
+            "calls",
+            "list",
+            "--source",
+            "roleplay",
+            "--from",
+            "2026-01-01T00:00:00Z",
+            "--agent-id",
+            "a",
+            "--platform-agent-id",
+            "b",
+        ],
+    ] {
+        let run = sandbox.run(&args).await;
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+    }
+    assert!(requests_to(&server, "GET", "/v1/calls").await.is_empty());
+}
+
+#[tokio::test]
+async fn calls_show_prints_a_real_call_as_a_dialogue_with_score_keys_and_audio() {
+    let server = happy_server().await;
+    let run = Sandbox::for_server(&server)
+        .run(&["calls", "show", bodies::REAL_CALL_ID])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    for expected in [
+        "[00:02.9 - 00:05.1] customer: Hi, I got a letter about a new plan.",
+        "agent: Thanks for calling Acme, this is Dana.",
+        "overallScore",
+        "88",
+        "compliancePercent",
+        "complianceScorecard",
+        "https://media.invalid/archive/svc_call_fx0002.mp3?sig=fixture",
+        "2026-01-16T15:30:02.000Z",
+    ] {
+        assert!(
+            run.stdout.contains(expected),
+            "missing {expected:?} in\n{}",
+            run.stdout
+        );
+    }
+}
+
+#[tokio::test]
+async fn calls_show_json_keeps_unknown_keys_of_a_practice_call() {
+    let server = happy_server().await;
+    let run = Sandbox::for_server(&server)
+        .run(&["--json", "calls", "show", bodies::ROLEPLAY_CALL_ID])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let call = run.json();
+    assert_eq!(call["score"]["talkRatio"], json!(0.55));
+    assert_eq!(call["transcript"][2]["sentiment"], json!("neutral"));
+    assert_eq!(call["audioUrl"], json!(null));
+    assert!(
+        run.stderr.is_empty(),
+        "JSON mode keeps stderr quiet on success: {run:?}"
+    );
+}
+
+#[tokio::test]
+async fn calls_show_of_an_unknown_call_is_call_not_found_with_exit_1() {
+    let server = happy_server().await;
+    let run = Sandbox::for_server(&server)
+        .run(&["calls", "show", "svc_call_missing"])
+        .await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("CALL_NOT_FOUND"), "{run:?}");
+    assert!(run.stdout.is_empty());
+}
+
+#[tokio::test]
+async fn a_wrong_api_key_exits_4_and_the_key_is_never_printed() {
+    let server = happy_server().await;
+    let run = Sandbox::new()
+        .env("SVC_BASE_URL", &svc_fixtures::base_url(&server))
+        .run(&[
+            "--api-key",
+            "svc_live_wrong_secret_value",
+            "calls",
+            "show",
+            bodies::ROLEPLAY_CALL_ID,
+        ])
+        .await;
+    assert_eq!(run.code, 4, "{run:?}");
+    assert!(run.stderr.contains("INVALID_API_KEY"), "{run:?}");
+    assert!(!run.stderr.contains("wrong_secret") && !run.stdout.contains("wrong_secret"));
+}
+
+#[tokio::test]
+async fn a_service_that_stays_unavailable_exits_75() {
+    let server = happy_server().await;
+    faults::error_then_success(
+        &server,
+        "GET",
+        "/v1/calls/svc_call_fx0001",
+        "SERVICE_UNAVAILABLE",
+        10,
+    )
+    .await;
+    let run = Sandbox::for_server(&server)
+        .run(&[
+            "--retries",
+            "1",
+            "--retry-base-ms",
+            "1",
+            "calls",
+            "show",
+            bodies::ROLEPLAY_CALL_ID,
+        ])
+        .await;
+    assert_eq!(run.code, 75, "{run:?}");
+    assert_eq!(
+        requests_to(&server, "GET", "/v1/calls/svc_call_fx0001")
+            .await
+            .len(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_service_exits_75() {
+    // Port 9 (discard) on loopback: nothing listens there in the test environment.
+    let run = Sandbox::new()
+        .env("SVC_BASE_URL", "http://127.0.0.1:9/v1")
+        .env("SVC_API_KEY", "svc_live_x")
+        .run(&["--retries", "0", "calls", "show", "svc_call_1"])
+        .await;
+    assert_eq!(run.code, 75, "{run:?}");
+}
+
+#[tokio::test]
+async fn missing_or_invalid_configuration_is_a_usage_error() {
+    let no_url = Sandbox::new()
+        .env("SVC_API_KEY", "svc_live_x")
+        .run(&["calls", "show", "svc_call_1"])
+        .await;
+    assert_eq!(no_url.code, 2, "{no_url:?}");
+    assert!(no_url.stderr.contains("base URL"));
+    let bad_url = Sandbox::new()
+        .env("SVC_API_KEY", "svc_live_x")
+        .env("SVC_BASE_URL", "http://127.0.0.1:9")
+        .run(&["calls", "show", "x"])
+        .await;
+    assert_eq!(bad_url.code, 2, "{bad_url:?}");
+    assert!(bad_url.stderr.contains("/v1"));
+    let no_key = Sandbox::new()
+        .env("SVC_BASE_URL", "http://127.0.0.1:9/v1")
+        .run(&["calls", "show", "x"])
+        .await;
+    assert_eq!(no_key.code, 2, "{no_key:?}");
+    assert!(no_key.stderr.contains("API key"));
+}
+
+#[tokio::test]
+async fn help_lists_the_exit_codes_and_completions_are_generated() {
+    let sandbox = Sandbox::new();
+    let help = sandbox.run(&["--help"]).await;
+    assert_eq!(help.code, 0);
+    assert!(
+        help.stdout.contains("Exit codes:") && help.stdout.contains("75"),
+        "{help:?}"
+    );
+    let bash = sandbox.run(&["completions", "bash"]).await;
+    assert_eq!(bash.code, 0, "{bash:?}");
+    assert!(
+        bash.stdout.contains("svc-cli") && bash.stdout.contains("roster"),
+        "{bash:?}"
+    );
+    let bad = sandbox.run(&["completions", "tcsh"]).await;
+    assert_eq!(bad.code, 2);
+}
+
+#[tokio::test]
+async fn the_api_key_never_appears_in_trace_logs() {
+    let server = happy_server().await;
+    let run = Sandbox::for_server(&server)
+        .env("RUST_LOG", "trace")
+        .run(&["calls", "show", bodies::ROLEPLAY_CALL_ID])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!run.stderr.is_empty(), "trace logging is on");
+    assert!(
+        !run.stderr.contains(svc_fixtures::API_KEY),
+        "the key leaked into logs"
+    );
+}

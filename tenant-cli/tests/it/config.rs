@@ -1,0 +1,140 @@
+//! Configuration: precedence flag > env > profile, `config set` writes 0600, the key never shows.
+
+use crate::helpers::{Sandbox, read};
+
+const FILE: &str = r#"
+[profiles.default]
+base_url = "http://127.0.0.1:1/v1"
+api_key = "svc_live_from_default_profile"
+
+[profiles.staging]
+base_url = "http://127.0.0.1:2/v1"
+api_key = "svc_live_from_staging_profile"
+"#;
+
+#[tokio::test]
+async fn settings_resolve_flag_over_env_over_profile() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write("config.toml", FILE);
+    let config = config.to_str().expect("utf-8 path");
+
+    let file_only = sandbox
+        .run(&["--json", "--config", config, "config", "show"])
+        .await;
+    assert_eq!(file_only.code, 0, "{file_only:?}");
+    let shown = file_only.json();
+    assert_eq!(shown["baseUrl"], "http://127.0.0.1:1/v1");
+    assert_eq!(shown["baseUrlSource"], "config profile \"default\"");
+    assert_eq!(shown["apiKeySet"], true);
+
+    let staging = sandbox
+        .run(&[
+            "--json",
+            "--config",
+            config,
+            "--profile",
+            "staging",
+            "config",
+            "show",
+        ])
+        .await;
+    assert_eq!(staging.json()["baseUrl"], "http://127.0.0.1:2/v1");
+
+    let sandbox = Sandbox::new()
+        .env("SVC_BASE_URL", "http://127.0.0.1:3/v1")
+        .env("SVC_API_KEY", "svc_live_env");
+    let config = sandbox.write("config.toml", FILE);
+    let config = config.to_str().expect("utf-8 path");
+    let env = sandbox
+        .run(&["--json", "--config", config, "config", "show"])
+        .await;
+    assert_eq!(env.json()["baseUrl"], "http://127.0.0.1:3/v1");
+    assert_eq!(env.json()["apiKeySource"], "environment");
+    let flag = sandbox
+        .run(&[
+            "--json",
+            "--config",
+            config,
+            "--base-url",
+            "http://127.0.0.1:4/v1",
+            "config",
+            "show",
+        ])
+        .await;
+    assert_eq!(flag.json()["baseUrl"], "http://127.0.0.1:4/v1");
+    assert_eq!(flag.json()["baseUrlSource"], "flag");
+    for run in [&file_only, &staging, &env, &flag] {
+        assert!(!run.stdout.contains("svc_live_"), "a key leaked: {run:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_profile_named_explicitly_is_a_usage_error() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write("config.toml", FILE);
+    let run = sandbox
+        .run(&[
+            "--config",
+            config.to_str().expect("path"),
+            "--profile",
+            "prod",
+            "config",
+            "show",
+        ])
+        .await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("prod"));
+}
+
+#[tokio::test]
+async fn config_set_writes_the_key_from_stdin_to_a_0600_file_and_never_prints_it() {
+    let sandbox = Sandbox::new();
+    let run = sandbox
+        .run_with_stdin(
+            &[
+                "--profile",
+                "prod",
+                "--base-url",
+                "http://127.0.0.1:5/v1",
+                "config",
+                "set",
+                "--api-key-stdin",
+            ],
+            "svc_live_stdin_secret\n",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!run.stdout.contains("stdin_secret") && !run.stderr.contains("stdin_secret"));
+    let path = sandbox.dir.path().join("xdg/svc-cli/config.toml");
+    let text = read(&path);
+    assert!(
+        text.contains("[profiles.prod]") && text.contains("svc_live_stdin_secret"),
+        "{text}"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path)
+            .expect("metadata")
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    let shown = sandbox
+        .run(&["--json", "--profile", "prod", "config", "show"])
+        .await;
+    assert_eq!(shown.json()["baseUrl"], "http://127.0.0.1:5/v1");
+    assert_eq!(shown.json()["apiKeySet"], true);
+    assert!(!shown.stdout.contains("stdin_secret"));
+}
+
+#[tokio::test]
+async fn config_set_rejects_a_base_url_without_v1_and_writes_nothing() {
+    let sandbox = Sandbox::new();
+    let run = sandbox
+        .run(&["--base-url", "http://127.0.0.1:5", "config", "set"])
+        .await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(!sandbox.dir.path().join("xdg/svc-cli/config.toml").exists());
+}

@@ -1,0 +1,143 @@
+//! Test helpers: run the real `svc-cli` binary in a per-test temp dir with a clean environment,
+//! and build library clients whose retry sleeps are recorded instead of waited out.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use svc_cli::client::{ApiKey, Client, RetryPolicy};
+use svc_fixtures::{API_KEY, base_url};
+use tempfile::TempDir;
+use wiremock::MockServer;
+
+/// The finished process.
+#[derive(Debug)]
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+impl Run {
+    pub(crate) fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
+    }
+}
+
+/// A per-test sandbox: a temp dir used as working dir, HOME and config dir.
+#[derive(Debug)]
+pub(crate) struct Sandbox {
+    pub(crate) dir: TempDir,
+    env: Vec<(String, String)>,
+}
+
+impl Sandbox {
+    pub(crate) fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("temp dir"),
+            env: Vec::new(),
+        }
+    }
+
+    /// A sandbox pointed at `server` with the fixture key in the environment.
+    pub(crate) fn for_server(server: &MockServer) -> Self {
+        Self::new()
+            .env("SVC_BASE_URL", &base_url(server))
+            .env("SVC_API_KEY", API_KEY)
+    }
+
+    pub(crate) fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub(crate) fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.path(name);
+        std::fs::write(&path, contents).expect("write test file");
+        path
+    }
+
+    pub(crate) async fn run(&self, args: &[&str]) -> Run {
+        self.run_with_stdin(args, "").await
+    }
+
+    pub(crate) async fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        use tokio::io::AsyncWriteExt;
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_svc-cli"));
+        command
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_clear()
+            .env("HOME", self.dir.path())
+            .env("XDG_CONFIG_HOME", self.dir.path().join("xdg"))
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = command.spawn().expect("spawn svc-cli");
+        if let Some(mut input) = child.stdin.take() {
+            input
+                .write_all(stdin.as_bytes())
+                .await
+                .expect("write stdin");
+        }
+        let output = child.wait_with_output().await.expect("run svc-cli");
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}
+
+/// A retry policy whose sleeps are recorded (and take no time).
+pub(crate) fn recording_policy(max_retries: u32) -> (RetryPolicy, Arc<Mutex<Vec<Duration>>>) {
+    let waits = Arc::new(Mutex::new(Vec::new()));
+    let recorded = waits.clone();
+    let policy = RetryPolicy {
+        max_retries,
+        base_delay: Duration::from_millis(100),
+        max_delay: Duration::from_secs(2),
+        max_retry_after: Duration::from_secs(60),
+        sleep: Arc::new(move |d| {
+            recorded.lock().expect("waits").push(d);
+            Box::pin(async {})
+        }),
+    };
+    (policy, waits)
+}
+
+/// A client for `server` with the fixture key and the given policy.
+pub(crate) fn client(server: &MockServer, policy: RetryPolicy) -> Client {
+    Client::builder(base_url(server))
+        .api_key(ApiKey::new(API_KEY))
+        .timeout(Duration::from_secs(5))
+        .retry(policy)
+        .build()
+        .expect("client")
+}
+
+/// Requests the server received for a method and path.
+pub(crate) async fn requests_to(
+    server: &MockServer,
+    method: &str,
+    path: &str,
+) -> Vec<wiremock::Request> {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.method.as_str() == method && r.url.path() == path)
+        .collect()
+}
+
+pub(crate) fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).expect("read file")
+}

@@ -1,0 +1,10 @@
+//! Integration tests of `svc-cli`: the library client against wiremock fixtures, and the real
+//! binary (one temp dir per test) for every command.
+
+mod client;
+mod commands;
+mod config;
+mod helpers;
+mod practice;
+mod roster;
+mod webhook_verify;
