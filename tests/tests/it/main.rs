@@ -1,0 +1,72 @@
+//! End-to-end tests across the members: `svc-cli` (its client, live transport and commands)
+//! against the real `svc-service` on `127.0.0.1:0` with a fresh database.
+
+mod practice;
+mod roster_import;
+
+use std::net::SocketAddr;
+
+use svc_cli::client::{ApiKey, Client};
+use svc_service::config::Config;
+use svc_service::credentials::{ApiKey as ServiceKey, SigningSecret};
+use svc_service::db::{Db, NewTenant};
+use svc_service::ids;
+use tokio::sync::oneshot;
+
+/// A running service with one tenant.
+pub(crate) struct Service {
+    pub(crate) addr: SocketAddr,
+    pub(crate) key: String,
+    _dir: tempfile::TempDir,
+    _stop: oneshot::Sender<()>,
+}
+
+impl Service {
+    /// Starts the service on port 0 with a temp database and creates a tenant without a
+    /// webhook endpoint.
+    pub(crate) async fn start() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = Config::new(dir.path().join("service.db"));
+        let db = Db::open(&config.db_path).await.expect("open db");
+        let key = ServiceKey::generate();
+        db.create_tenant(NewTenant {
+            id: ids::tenant_id(),
+            name: "End-to-end tenant".into(),
+            webhook_url: None,
+            signing_secret: SigningSecret::generate(),
+            ip_allowlist: Vec::new(),
+            monthly_allowance_minutes: None,
+            key_hash: key.hash(),
+            now_ms: 0,
+        })
+        .await
+        .expect("create tenant");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(svc_service::run(config, listener, async move {
+            let _ = stopped.await;
+        }));
+        Self {
+            addr,
+            key: key.expose().to_owned(),
+            _dir: dir,
+            _stop: stop,
+        }
+    }
+
+    /// The base URL, ending in `/v1`.
+    pub(crate) fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// A `svc-cli` client with the tenant's key.
+    pub(crate) fn client(&self) -> Client {
+        Client::builder(self.base_url())
+            .api_key(ApiKey::new(self.key.clone()))
+            .build()
+            .expect("client")
+    }
+}
