@@ -3,7 +3,6 @@
 
 use clap::{ArgGroup, Args, Subcommand};
 use futures_util::TryStreamExt;
-use serde_json::json;
 
 use super::Ctx;
 use crate::client::{AgencyRef, Agent, AgentHandle, AgentQuery, Page, RegisterAgent};
@@ -162,9 +161,8 @@ async fn list(ctx: &Ctx, args: ListArgs) -> anyhow::Result<()> {
         client.agents_page(&query, args.cursor.as_deref()).await?
     };
     if ctx.out.json {
-        return ctx
-            .out
-            .json_data(&json!({ "data": page.data, "nextCursor": page.next_cursor }));
+        // `Page` serialises as the contract's envelope: `{ data, nextCursor }`.
+        return ctx.out.json_data(&page);
     }
     print_agents(&ctx.out, &page.data)?;
     ctx.out.note(&format!("{} agent(s)", page.data.len()));

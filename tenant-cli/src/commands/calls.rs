@@ -3,7 +3,7 @@
 
 use clap::{Args, Subcommand};
 use futures_util::TryStreamExt;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::Ctx;
 use crate::client::{CallDetail, CallQuery, CallRow, CallSource, Page};
@@ -111,9 +111,8 @@ async fn list(ctx: &Ctx, args: ListArgs) -> anyhow::Result<()> {
         client.calls_page(&query, args.cursor.as_deref()).await?
     };
     if ctx.out.json {
-        return ctx
-            .out
-            .json_data(&json!({ "data": page.data, "nextCursor": page.next_cursor }));
+        // `Page` serialises as the contract's envelope: `{ data, nextCursor }`.
+        return ctx.out.json_data(&page);
     }
     let mut table = output::table([
         "id",
