@@ -1,30 +1,122 @@
 //! A durable [`DedupStore`] in SQLite: claims survive restarts, concurrent claims (from tasks or
-//! processes) are serialised by SQLite's write lock, and entries past retention are pruned.
+//! processes) are serialised by the writer thread and SQLite's write lock, and entries past
+//! retention are pruned.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
-use super::writer::{Pruner, Writer};
+use super::writer::{Index, Pruner, Writer};
 use crate::dedup::{Claim, DedupPolicy, DedupStore, StoreError, WebhookId};
 
+// Rows are appended in claim order (`seq`); ids and signatures are looked up in the writer's
+// in-memory [`ClaimIndex`], not in B-trees keyed by them (see `writer`).
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS webhook_claims (
-    id          TEXT PRIMARY KEY,
+    seq         INTEGER PRIMARY KEY,
+    id          TEXT NOT NULL,
     signature   BLOB NOT NULL,
     state       TEXT NOT NULL CHECK (state IN ('in_flight', 'released', 'done')),
     lease_until INTEGER NOT NULL,
     claimed_at  INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS webhook_claims_signature ON webhook_claims (signature);
-CREATE INDEX IF NOT EXISTS webhook_claims_claimed_at ON webhook_claims (claimed_at);
 ";
+
+/// One remembered claim, as the index holds it.
+#[derive(Debug, Clone, Copy)]
+struct ClaimRow {
+    seq: i64,
+    state: ClaimState,
+    lease_until: i64,
+    claimed_at: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClaimState {
+    InFlight,
+    Released,
+    Done,
+}
+
+impl ClaimState {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::InFlight => "in_flight",
+            Self::Released => "released",
+            Self::Done => "done",
+        }
+    }
+
+    fn parse(text: &str) -> Self {
+        match text {
+            "done" => Self::Done,
+            "in_flight" => Self::InFlight,
+            // The table's CHECK admits nothing else.
+            _ => Self::Released,
+        }
+    }
+}
+
+/// Every remembered claim and signature, kept by the writer thread (about 100 bytes each).
+#[derive(Debug, Default)]
+struct ClaimIndex {
+    claims: HashMap<Box<str>, ClaimRow>,
+    /// When each remembered signature was first claimed.
+    signatures: HashMap<[u8; 32], i64>,
+}
+
+impl ClaimIndex {
+    fn insert(&mut self, id: &str, signature: &[u8], row: ClaimRow) {
+        self.claims.insert(id.into(), row);
+        if let Ok(signature) = <[u8; 32]>::try_from(signature) {
+            self.signatures.insert(signature, row.claimed_at);
+        }
+    }
+
+    /// Forgets the row first claimed at `claimed_at`; its signature only if no later claim
+    /// recorded it again.
+    fn remove(&mut self, id: &str, signature: &[u8], claimed_at: i64) {
+        if self
+            .claims
+            .get(id)
+            .is_some_and(|row| row.claimed_at == claimed_at)
+        {
+            self.claims.remove(id);
+        }
+        if let Ok(signature) = <[u8; 32]>::try_from(signature) {
+            if self.signatures.get(&signature) == Some(&claimed_at) {
+                self.signatures.remove(&signature);
+            }
+        }
+    }
+}
+
+impl Index for ClaimIndex {
+    fn load(conn: &Connection) -> rusqlite::Result<Self> {
+        let mut index = Self::default();
+        let mut stmt = conn.prepare(
+            "SELECT seq, id, signature, state, lease_until, claimed_at FROM webhook_claims ORDER BY seq",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let claim = ClaimRow {
+                seq: row.get(0)?,
+                state: ClaimState::parse(row.get_ref(3)?.as_str()?),
+                lease_until: row.get(4)?,
+                claimed_at: row.get(5)?,
+            };
+            index.insert(row.get_ref(1)?.as_str()?, row.get_ref(2)?.as_blob()?, claim);
+        }
+        Ok(index)
+    }
+}
 
 /// Durable dedup store backed by one SQLite file (WAL, `synchronous=FULL`, group commit).
 #[derive(Debug, Clone)]
 pub struct SqliteDedupStore {
-    writer: Writer,
+    writer: Writer<ClaimIndex>,
     policy: DedupPolicy,
     pruner: Arc<Pruner>,
 }
@@ -50,12 +142,7 @@ impl SqliteDedupStore {
     pub async fn prune(&self, now: i64) -> Result<usize, StoreError> {
         let cutoff = now.saturating_sub(self.policy.retention_secs());
         self.writer
-            .run(move |conn| {
-                conn.execute(
-                    "DELETE FROM webhook_claims WHERE claimed_at <= ?1",
-                    [cutoff],
-                )
-            })
+            .run(move |conn, index| prune_in(conn, index, cutoff))
             .await
     }
 
@@ -65,20 +152,63 @@ impl SqliteDedupStore {
     /// [`StoreError`] when the database fails.
     pub async fn completed_count(&self) -> Result<u64, StoreError> {
         self.writer
-            .run(|conn| {
-                conn.query_row(
-                    "SELECT COUNT(*) FROM webhook_claims WHERE state = 'done'",
-                    [],
-                    |r| r.get::<_, i64>(0),
-                )
+            .run(|_, index| {
+                let done = index
+                    .claims
+                    .values()
+                    .filter(|c| c.state == ClaimState::Done);
+                Ok(u64::try_from(done.count()).unwrap_or(u64::MAX))
             })
             .await
-            .map(|n| u64::try_from(n).unwrap_or(0))
     }
+}
+
+/// Forgets claims first made at or before `cutoff`; returns how many. Rows are in claim order,
+/// so only the prefix before the first row claimed after the cutoff is visited.
+fn prune_in(conn: &Connection, index: &mut ClaimIndex, cutoff: i64) -> rusqlite::Result<usize> {
+    let mut stmt = conn.prepare_cached(
+        "DELETE FROM webhook_claims
+         WHERE seq < COALESCE(
+                 (SELECT seq FROM webhook_claims WHERE claimed_at > ?1 ORDER BY seq LIMIT 1),
+                 9223372036854775807)
+           AND claimed_at <= ?1
+         RETURNING id, signature, claimed_at",
+    )?;
+    let mut rows = stmt.query([cutoff])?;
+    let mut pruned = 0;
+    while let Some(row) = rows.next()? {
+        index.remove(
+            row.get_ref(0)?.as_str()?,
+            row.get_ref(1)?.as_blob()?,
+            row.get(2)?,
+        );
+        pruned += 1;
+    }
+    Ok(pruned)
+}
+
+/// Writes a claim's new state; the index follows once the write succeeded.
+fn set_state(
+    conn: &Connection,
+    index: &mut ClaimIndex,
+    id: &str,
+    state: ClaimState,
+    lease_until: Option<i64>,
+) -> rusqlite::Result<()> {
+    let Some(row) = index.claims.get_mut(id) else {
+        return Ok(());
+    };
+    let lease_until = lease_until.unwrap_or(row.lease_until);
+    conn.prepare_cached("UPDATE webhook_claims SET state = ?2, lease_until = ?3 WHERE seq = ?1")?
+        .execute(params![row.seq, state.as_str(), lease_until])?;
+    row.state = state;
+    row.lease_until = lease_until;
+    Ok(())
 }
 
 fn claim_in(
     conn: &Connection,
+    index: &mut ClaimIndex,
     id: &str,
     signature: &[u8; 32],
     now: i64,
@@ -88,41 +218,33 @@ fn claim_in(
     let cutoff = now.saturating_sub(policy.retention_secs());
     let lease_until = now.saturating_add(policy.lease_secs());
     if prune {
-        conn.prepare_cached("DELETE FROM webhook_claims WHERE claimed_at <= ?1")?
-            .execute([cutoff])?;
+        prune_in(conn, index, cutoff)?;
     }
-    let existing: Option<(String, i64, i64)> = conn
-        .prepare_cached("SELECT state, lease_until, claimed_at FROM webhook_claims WHERE id = ?1")?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()?;
-    match existing {
-        Some((_, _, claimed_at)) if claimed_at <= cutoff => {
-            conn.prepare_cached("DELETE FROM webhook_claims WHERE id = ?1")?
-                .execute([id])?;
+    match index.claims.get(id).copied() {
+        Some(expired) if expired.claimed_at <= cutoff => {
+            let signature: Vec<u8> = conn
+                .prepare_cached("DELETE FROM webhook_claims WHERE seq = ?1 RETURNING signature")?
+                .query_row([expired.seq], |r| r.get(0))?;
+            index.remove(id, &signature, expired.claimed_at);
         }
-        Some((state, held, _)) => {
-            return match state.as_str() {
-                "done" => Ok(Claim::Duplicate),
-                "in_flight" if held > now => Ok(Claim::InFlight),
+        Some(row) => {
+            return match row.state {
+                ClaimState::Done => Ok(Claim::Duplicate),
+                ClaimState::InFlight if row.lease_until > now => Ok(Claim::InFlight),
                 _ => {
-                    conn.prepare_cached(
-                        "UPDATE webhook_claims SET state = 'in_flight', lease_until = ?2 WHERE id = ?1",
-                    )?
-                    .execute(params![id, lease_until])?;
+                    set_state(conn, index, id, ClaimState::InFlight, Some(lease_until))?;
                     Ok(Claim::New)
                 }
             };
         }
         None => {}
     }
-    let replayed = conn
-        .prepare_cached(
-            "SELECT 1 FROM webhook_claims WHERE signature = ?1 AND id <> ?2 AND claimed_at > ?3 LIMIT 1",
-        )?
-        .query_row(params![&signature[..], id, cutoff], |_| Ok(()))
-        .optional()?
-        .is_some();
-    if replayed {
+    // This id is not remembered, so a remembered signature belongs to another id.
+    if index
+        .signatures
+        .get(signature)
+        .is_some_and(|&claimed_at| claimed_at > cutoff)
+    {
         return Ok(Claim::Replayed);
     }
     conn.prepare_cached(
@@ -130,6 +252,13 @@ fn claim_in(
          VALUES (?1, ?2, 'in_flight', ?3, ?4)",
     )?
     .execute(params![id, &signature[..], lease_until, now])?;
+    let row = ClaimRow {
+        seq: conn.last_insert_rowid(),
+        state: ClaimState::InFlight,
+        lease_until,
+        claimed_at: now,
+    };
+    index.insert(id, signature, row);
     Ok(Claim::New)
 }
 
@@ -143,30 +272,25 @@ impl DedupStore for SqliteDedupStore {
         let (id, signature, policy) = (id.as_str().to_owned(), *signature, self.policy);
         let prune = self.pruner.due(now);
         self.writer
-            .run(move |conn| claim_in(conn, &id, &signature, now, policy, prune))
+            .run(move |conn, index| claim_in(conn, index, &id, &signature, now, policy, prune))
             .await
     }
 
     async fn complete(&self, id: &WebhookId, _now: i64) -> Result<(), StoreError> {
         let id = id.as_str().to_owned();
         self.writer
-            .run(move |conn| {
-                conn.prepare_cached("UPDATE webhook_claims SET state = 'done' WHERE id = ?1")?
-                    .execute([id])
-                    .map(drop)
-            })
+            .run(move |conn, index| set_state(conn, index, &id, ClaimState::Done, None))
             .await
     }
 
     async fn release(&self, id: &WebhookId) -> Result<(), StoreError> {
         let id = id.as_str().to_owned();
         self.writer
-            .run(move |conn| {
-                conn.prepare_cached(
-                    "UPDATE webhook_claims SET state = 'released' WHERE id = ?1 AND state = 'in_flight'",
-                )?
-                .execute([id])
-                .map(drop)
+            .run(move |conn, index| match index.claims.get(id.as_str()) {
+                Some(row) if row.state == ClaimState::InFlight => {
+                    set_state(conn, index, &id, ClaimState::Released, None)
+                }
+                _ => Ok(()),
             })
             .await
     }

@@ -3,6 +3,7 @@
 //! backoff, so nothing acknowledged is lost even if user code is slow, fails or the process
 //! dies. The inbox is also the dedup and replay record for the deliveries it stores.
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,12 +11,16 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::Notify;
 
-use super::writer::{Pruner, Writer};
+use super::writer::{Index, Pruner, Writer};
 use crate::dedup::{StoreError, WebhookId};
 
+// Rows are appended in arrival order (`seq`); ids and signatures are looked up in the writer's
+// in-memory [`InboxIndex`], not in B-trees keyed by them (see `writer`). The one index here
+// grows at its end, as new rows are pending and due now.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS webhook_inbox (
-    id          TEXT PRIMARY KEY,
+    seq         INTEGER PRIMARY KEY,
+    id          TEXT NOT NULL,
     signature   BLOB NOT NULL,
     body        BLOB NOT NULL,
     received_at INTEGER NOT NULL,
@@ -24,9 +29,48 @@ CREATE TABLE IF NOT EXISTS webhook_inbox (
     due_at      INTEGER NOT NULL,
     last_error  TEXT
 );
-CREATE UNIQUE INDEX IF NOT EXISTS webhook_inbox_signature ON webhook_inbox (signature);
 CREATE INDEX IF NOT EXISTS webhook_inbox_due ON webhook_inbox (state, due_at);
 ";
+
+/// Which ids and signatures the inbox holds, kept by the writer thread (about 100 bytes per
+/// stored delivery).
+#[derive(Debug, Default)]
+struct InboxIndex {
+    /// The row of every stored id.
+    rows: HashMap<Box<str>, i64>,
+    /// Every stored signature.
+    signatures: HashSet<[u8; 32]>,
+}
+
+impl InboxIndex {
+    fn insert(&mut self, id: &str, signature: [u8; 32], seq: i64) {
+        self.rows.insert(id.into(), seq);
+        self.signatures.insert(signature);
+    }
+
+    fn remove(&mut self, id: &str, signature: &[u8]) {
+        self.rows.remove(id);
+        if let Ok(signature) = <[u8; 32]>::try_from(signature) {
+            self.signatures.remove(&signature);
+        }
+    }
+}
+
+impl Index for InboxIndex {
+    fn load(conn: &Connection) -> rusqlite::Result<Self> {
+        let mut index = Self::default();
+        let mut stmt = conn.prepare("SELECT seq, id, signature FROM webhook_inbox")?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let signature: Vec<u8> = row.get(2)?;
+            // Every stored signature is 32 bytes; `accept` writes nothing else.
+            if let Ok(signature) = <[u8; 32]>::try_from(signature.as_slice()) {
+                index.insert(row.get_ref(1)?.as_str()?, signature, row.get(0)?);
+            }
+        }
+        Ok(index)
+    }
+}
 
 /// Retry and retention settings of the inbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,7 +135,7 @@ pub enum Settled {
 /// The durable inbox; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct SqliteInbox {
-    writer: Writer,
+    writer: Writer<InboxIndex>,
     policy: InboxPolicy,
     arrived: Arc<Notify>,
     pruner: Arc<Pruner>,
@@ -139,7 +183,7 @@ impl SqliteInbox {
             .then(|| now.saturating_sub(secs(self.policy.retention)));
         let accepted = self
             .writer
-            .run(move |conn| accept_in(conn, &id, &signature, &body, now, cutoff))
+            .run(move |conn, index| accept_in(conn, index, &id, &signature, &body, now, cutoff))
             .await?;
         if accepted == Accepted::Stored {
             self.arrived.notify_one();
@@ -155,21 +199,21 @@ impl SqliteInbox {
         let lease_until = now.saturating_add(secs(self.policy.lease));
         let row = self
             .writer
-            .run(move |conn| {
-                let row: Option<(String, Vec<u8>, i64)> = conn
+            .run(move |conn, _| {
+                let row: Option<(i64, String, Vec<u8>, i64)> = conn
                     .prepare_cached(
-                        "SELECT id, body, attempts FROM webhook_inbox
-                         WHERE state = 'pending' AND due_at <= ?1 ORDER BY due_at, received_at LIMIT 1",
+                        "SELECT seq, id, body, attempts FROM webhook_inbox
+                         WHERE state = 'pending' AND due_at <= ?1 ORDER BY due_at, seq LIMIT 1",
                     )?
-                    .query_row([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                    .query_row([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
                     .optional()?;
-                if let Some((id, _, _)) = &row {
+                if let Some((seq, _, _, _)) = &row {
                     conn.prepare_cached(
-                        "UPDATE webhook_inbox SET attempts = attempts + 1, due_at = ?2 WHERE id = ?1",
+                        "UPDATE webhook_inbox SET attempts = attempts + 1, due_at = ?2 WHERE seq = ?1",
                     )?
-                    .execute(params![id, lease_until])?;
+                    .execute(params![seq, lease_until])?;
                 }
-                Ok(row)
+                Ok(row.map(|(_, id, body, attempts)| (id, body, attempts)))
             })
             .await?;
         Ok(row.and_then(|(id, body, attempts)| {
@@ -205,7 +249,11 @@ impl SqliteInbox {
             .min(3600);
         let due_at = now.saturating_add(backoff);
         self.writer
-            .run(move |conn| {
+            .run(move |conn, index| {
+                // An id no longer stored (pruned meanwhile) has nothing left to record.
+                let Some(&seq) = index.rows.get(id.as_str()) else {
+                    return Ok(());
+                };
                 let (state, error) = match (settled, outcome) {
                     (Settled::Done, _) => ("done", None),
                     (Settled::Dead, Err(e)) => ("dead", Some(e)),
@@ -213,9 +261,9 @@ impl SqliteInbox {
                     (_, Ok(())) => ("done", None),
                 };
                 conn.prepare_cached(
-                    "UPDATE webhook_inbox SET state = ?2, due_at = ?3, last_error = ?4 WHERE id = ?1",
+                    "UPDATE webhook_inbox SET state = ?2, due_at = ?3, last_error = ?4 WHERE seq = ?1",
                 )?
-                .execute(params![id, state, due_at, error])
+                .execute(params![seq, state, due_at, error])
                 .map(drop)
             })
             .await?;
@@ -234,15 +282,7 @@ impl SqliteInbox {
     pub async fn contains(&self, id: &WebhookId) -> Result<bool, StoreError> {
         let id = id.as_str().to_owned();
         self.writer
-            .run(move |conn| {
-                conn.query_row(
-                    "SELECT 1 FROM webhook_inbox WHERE id = ?1",
-                    [id],
-                    |_| Ok(()),
-                )
-                .optional()
-                .map(|row| row.is_some())
-            })
+            .run(move |_, index| Ok(index.rows.contains_key(id.as_str())))
             .await
     }
 
@@ -252,7 +292,7 @@ impl SqliteInbox {
     /// [`StoreError`] when the database fails.
     pub async fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
         self.writer
-            .run(|conn| {
+            .run(|conn, _| {
                 let count = |state: &str| -> rusqlite::Result<u64> {
                     conn.query_row(
                         "SELECT COUNT(*) FROM webhook_inbox WHERE state = ?1",
@@ -272,7 +312,7 @@ impl SqliteInbox {
     /// [`StoreError`] when the database fails.
     pub async fn dead_letters(&self) -> Result<Vec<(String, String)>, StoreError> {
         self.writer
-            .run(|conn| {
+            .run(|conn, _| {
                 let mut stmt = conn.prepare(
                     "SELECT id, COALESCE(last_error, '') FROM webhook_inbox
                      WHERE state = 'dead' ORDER BY received_at",
@@ -286,6 +326,7 @@ impl SqliteInbox {
 
 fn accept_in(
     conn: &Connection,
+    index: &mut InboxIndex,
     id: &str,
     signature: &[u8; 32],
     body: &[u8],
@@ -293,31 +334,38 @@ fn accept_in(
     prune_before: Option<i64>,
 ) -> rusqlite::Result<Accepted> {
     if let Some(cutoff) = prune_before {
-        // Retention: forget processed entries past it (pending and dead ones are never dropped).
-        conn.prepare_cached(
-            "DELETE FROM webhook_inbox WHERE state = 'done' AND received_at <= ?1",
-        )?
-        .execute([cutoff])?;
+        prune_in(conn, index, cutoff)?;
     }
-    // Common path: one statement. A conflict is either this id (a duplicate) or this
-    // signature under another id (a replay); both ids and signatures are unique.
-    let inserted = conn
-        .prepare_cached(
-            "INSERT INTO webhook_inbox (id, signature, body, received_at, state, due_at)
-             VALUES (?1, ?2, ?3, ?4, 'pending', ?4) ON CONFLICT DO NOTHING",
-        )?
-        .execute(params![id, &signature[..], body, now])?;
-    if inserted == 1 {
-        return Ok(Accepted::Stored);
+    if index.rows.contains_key(id) {
+        return Ok(Accepted::Duplicate);
     }
-    let known_id = conn
-        .prepare_cached("SELECT 1 FROM webhook_inbox WHERE id = ?1")?
-        .query_row([id], |_| Ok(()))
-        .optional()?
-        .is_some();
-    Ok(if known_id {
-        Accepted::Duplicate
-    } else {
-        Accepted::Replayed
-    })
+    if index.signatures.contains(signature) {
+        return Ok(Accepted::Replayed);
+    }
+    conn.prepare_cached(
+        "INSERT INTO webhook_inbox (id, signature, body, received_at, state, due_at)
+         VALUES (?1, ?2, ?3, ?4, 'pending', ?4)",
+    )?
+    .execute(params![id, &signature[..], body, now])?;
+    index.insert(id, *signature, conn.last_insert_rowid());
+    Ok(Accepted::Stored)
+}
+
+/// Retention: forgets processed entries received at or before `cutoff` (pending and dead ones
+/// are never dropped). Rows are in arrival order, so only the prefix before the first row
+/// received after the cutoff is visited, not the whole table.
+fn prune_in(conn: &Connection, index: &mut InboxIndex, cutoff: i64) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "DELETE FROM webhook_inbox
+         WHERE seq < COALESCE(
+                 (SELECT seq FROM webhook_inbox WHERE received_at > ?1 ORDER BY seq LIMIT 1),
+                 9223372036854775807)
+           AND state = 'done' AND received_at <= ?1
+         RETURNING id, signature",
+    )?;
+    let mut rows = stmt.query([cutoff])?;
+    while let Some(row) = rows.next()? {
+        index.remove(row.get_ref(0)?.as_str()?, row.get_ref(1)?.as_blob()?);
+    }
+    Ok(())
 }

@@ -3,14 +3,34 @@
 //! new operations queue up and all go into the next transaction, so an fsync is shared by every
 //! request that waited for it. Every caller is answered only after the commit.
 //!
+//! The thread also owns an in-memory [`Index`] of the file (which ids and signatures it holds),
+//! so that the hot path is one append instead of inserts into B-trees keyed by random ids: such
+//! inserts dirty one page per row and index, and writing those pages out at every commit is what
+//! limits a durable store (4 KiB per row and index, against about 0.6 KiB for an append). The
+//! index is loaded from the file when the store opens, and again whenever the file may no longer
+//! match it: after another connection (another process, or another store opened on the same
+//! file) committed, which `PRAGMA data_version` tells, and after a failed commit.
+//!
+//! WAL checkpoints (copying committed pages into the database file) run on a second thread
+//! with its own connection, at most every [`CHECKPOINT_EVERY`], instead of inside a commit
+//! every thousand pages as SQLite does by default: a checkpoint writes megabytes and waits for
+//! an fsync, and every request of the batch would wait with it. Those checkpoints never block
+//! the writer, but under sustained load they never catch up with it either, and SQLite only
+//! rewinds the WAL to its start when a checkpoint did; so once the WAL passes
+//! [`RESTART_WAL_FRAMES`], the writer itself, between two batches, copies what is left (little,
+//! the checkpointer having copied the rest) and rewinds it. The WAL stays bounded, and commits
+//! overwrite it in place, which syncs faster than growing a file.
+//!
 //! Operations share the transaction without savepoints (per-operation savepoints cost about a
 //! quarter of the throughput). So an operation that fails half-way leaves its earlier writes in
 //! the commit: every operation here is written so that any prefix of its writes is valid on its
-//! own (retention deletes, then one insert or update). Keep it so when adding one. An error that
-//! aborts the whole transaction fails the commit, and then every caller gets the error.
+//! own (retention deletes, then one insert or update), and updates its index only after its
+//! writes succeeded. Keep it so when adding one. An error that aborts the whole transaction
+//! fails the commit, and then every caller gets the error.
 
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
@@ -20,22 +40,107 @@ use crate::dedup::StoreError;
 /// Most operations committed in one transaction.
 const MAX_BATCH: usize = 512;
 
+/// How long the checkpointer waits after a commit before copying the WAL into the file.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// WAL size (in 4 KiB frames, 32 MiB) past which the writer rewinds it.
+const RESTART_WAL_FRAMES: i64 = 8192;
+
+/// What the writer thread keeps in memory about its file.
+pub(crate) trait Index: Send + Sized + 'static {
+    /// Reads the index from the file (inside a transaction).
+    fn load(conn: &Connection) -> rusqlite::Result<Self>;
+}
+
+/// No index: the file's own B-trees answer every lookup.
+impl Index for () {
+    fn load(_: &Connection) -> rusqlite::Result<Self> {
+        Ok(())
+    }
+}
+
 type Reply = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
-type Job = Box<dyn FnOnce(Result<&Connection, StoreError>) -> Reply + Send>;
+type Job<I> = Box<dyn FnOnce(Result<(&Connection, &mut I), StoreError>) -> Reply + Send>;
 
 /// A handle to the writer thread; cheap to clone.
-#[derive(Debug, Clone)]
-pub(crate) struct Writer {
-    jobs: mpsc::Sender<Job>,
+#[derive(Debug)]
+pub(crate) struct Writer<I> {
+    jobs: mpsc::Sender<Job<I>>,
+}
+
+impl<I> Clone for Writer<I> {
+    fn clone(&self) -> Self {
+        Self {
+            jobs: self.jobs.clone(),
+        }
+    }
 }
 
 fn db_error(err: rusqlite::Error) -> StoreError {
     StoreError::Database(err.to_string())
 }
 
-impl Writer {
+/// The file's change counter for changes committed by *other* connections.
+fn data_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached("PRAGMA data_version")?
+        .query_row([], |r| r.get(0))
+}
+
+/// The connection and its index, as the writer thread holds them.
+struct State<I> {
+    conn: Connection,
+    /// `None` when the index may not match the file (a reload failed); reloaded before use.
+    index: Option<I>,
+    /// `data_version` when the index was last known to match the file.
+    version: i64,
+    checkpointer: Checkpointer,
+}
+
+impl<I: Index> State<I> {
+    /// Opens the transaction of a batch and makes sure the index matches the file.
+    fn begin(&mut self) -> Result<(), StoreError> {
+        self.conn
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(db_error)?;
+        let fresh = (|| {
+            let version = data_version(&self.conn)?;
+            if self.index.is_none() || version != self.version {
+                self.index = None;
+                self.index = Some(I::load(&self.conn)?);
+                self.version = version;
+            }
+            Ok(())
+        })();
+        fresh.map_err(|err| {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            db_error(err)
+        })
+    }
+
+    fn commit(&mut self) -> Result<(), StoreError> {
+        self.conn.execute_batch("COMMIT").map_err(|err| {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            // The batch's index updates were for writes that are now gone.
+            self.index = None;
+            db_error(err)
+        })?;
+        self.checkpointer.committed();
+        Ok(())
+    }
+
+    /// Rewinds the WAL if the checkpointer found it too long.
+    fn restart_wal_if_due(&self) {
+        if self.checkpointer.restart_due.swap(false, Ordering::Relaxed) {
+            if let Err(err) = checkpoint(&self.conn, "RESTART") {
+                tracing::warn!(error = %err, "webhook store WAL restart failed; will retry");
+            }
+        }
+    }
+}
+
+impl<I: Index> Writer<I> {
     /// Opens (creating if needed) the database at `path` with WAL and `synchronous=FULL`, runs
-    /// `schema`, and starts the writer thread.
+    /// `schema`, loads the index, and starts the writer thread.
     pub(crate) fn open(path: &Path, schema: &str) -> Result<Self, StoreError> {
         let conn = Connection::open(path).map_err(db_error)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
@@ -45,10 +150,21 @@ impl Writer {
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(db_error)?;
         conn.execute_batch(schema).map_err(db_error)?;
-        let (jobs, queue) = mpsc::channel::<Job>();
+        conn.pragma_update(None, "wal_autocheckpoint", 0)
+            .map_err(db_error)?;
+        let mut state = State::<I> {
+            conn,
+            index: None,
+            version: 0,
+            checkpointer: Checkpointer::spawn(path)?,
+        };
+        // Load now, so that a file that cannot be read fails the open rather than every call.
+        state.begin()?;
+        state.commit()?;
+        let (jobs, queue) = mpsc::channel::<Job<I>>();
         std::thread::Builder::new()
             .name("svc-receiver-sqlite".into())
-            .spawn(move || run(&conn, &queue))
+            .spawn(move || run(state, &queue))
             .map_err(|err| StoreError::Database(format!("cannot start writer thread: {err}")))?;
         Ok(Self { jobs })
     }
@@ -56,15 +172,15 @@ impl Writer {
     /// Runs `op` in the next group transaction and returns its result once committed.
     pub(crate) async fn run<T: Send + 'static>(
         &self,
-        op: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+        op: impl FnOnce(&Connection, &mut I) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, StoreError> {
         let (tx, rx) = oneshot::channel::<Result<T, StoreError>>();
-        let job: Job = Box::new(move |conn| {
-            let outcome = conn.map(|conn| op(conn).map_err(db_error));
+        let job: Job<I> = Box::new(move |ready| {
+            let outcome = ready.and_then(|(conn, index)| op(conn, index).map_err(db_error));
             Box::new(move |commit| {
                 let result = match (commit, outcome) {
                     (Err(err), _) | (Ok(()), Err(err)) => Err(err),
-                    (Ok(()), Ok(result)) => result,
+                    (Ok(()), Ok(result)) => Ok(result),
                 };
                 // The caller may have gone away (request cancelled); nothing to do then.
                 let _ = tx.send(result);
@@ -75,12 +191,68 @@ impl Writer {
     }
 }
 
-fn run(conn: &Connection, queue: &mpsc::Receiver<Job>) {
+/// Runs a checkpoint in `mode`; returns the WAL's length in frames.
+fn checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<i64> {
+    conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| r.get(1))
+}
+
+/// The writer's handle on the checkpointer thread, which stops when this is dropped.
+struct Checkpointer {
+    /// Tells the thread that a commit added pages to the WAL.
+    commits: mpsc::SyncSender<()>,
+    /// Set by the thread when the WAL has grown past [`RESTART_WAL_FRAMES`].
+    restart_due: Arc<AtomicBool>,
+}
+
+impl Checkpointer {
+    fn spawn(path: &Path) -> Result<Self, StoreError> {
+        let conn = Connection::open(path).map_err(db_error)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(db_error)?;
+        let (commits, committed) = mpsc::sync_channel::<()>(1);
+        let restart_due = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&restart_due);
+        std::thread::Builder::new()
+            .name("svc-receiver-checkpoint".into())
+            .spawn(move || {
+                while committed.recv().is_ok() {
+                    std::thread::sleep(CHECKPOINT_EVERY);
+                    // Commits made meanwhile are covered by this checkpoint.
+                    while committed.try_recv().is_ok() {}
+                    // PASSIVE never blocks the writer; what it cannot copy now, the next one does.
+                    match checkpoint(&conn, "PASSIVE") {
+                        Ok(frames) if frames >= RESTART_WAL_FRAMES => {
+                            flag.store(true, Ordering::Relaxed);
+                        }
+                        Ok(_) => {}
+                        Err(err) => {
+                            tracing::warn!(error = %err, "webhook store checkpoint failed; will retry");
+                        }
+                    }
+                }
+            })
+            .map_err(|err| {
+                StoreError::Database(format!("cannot start checkpoint thread: {err}"))
+            })?;
+        Ok(Self {
+            commits,
+            restart_due,
+        })
+    }
+
+    fn committed(&self) {
+        // Full means a checkpoint is already coming.
+        let _ = self.commits.try_send(());
+    }
+}
+
+fn run<I: Index>(mut state: State<I>, queue: &mpsc::Receiver<Job<I>>) {
     while let Ok(first) = queue.recv() {
-        let begin = conn.execute_batch("BEGIN IMMEDIATE").map_err(db_error);
-        let execute = |job: Job| match &begin {
-            Ok(()) => job(Ok(conn)),
-            Err(err) => job(Err(StoreError::Database(err.to_string()))),
+        let begin = state.begin();
+        let mut execute = |job: Job<I>| match (&begin, state.index.as_mut()) {
+            (Ok(()), Some(index)) => job(Ok((&state.conn, index))),
+            (Err(err), _) => job(Err(StoreError::Database(err.to_string()))),
+            (Ok(()), None) => job(Err(StoreError::Unavailable)),
         };
         // Run jobs as they arrive until the queue is empty, so operations queued while earlier
         // ones ran join this transaction instead of waiting for the next one.
@@ -91,12 +263,9 @@ fn run(conn: &Connection, queue: &mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        let commit = match &begin {
-            Ok(()) => conn.execute_batch("COMMIT").map_err(|err| {
-                let _ = conn.execute_batch("ROLLBACK");
-                db_error(err)
-            }),
-            Err(err) => Err(StoreError::Database(err.to_string())),
+        let commit = match begin {
+            Ok(()) => state.commit(),
+            Err(err) => Err(err),
         };
         for reply in replies {
             let result = match &commit {
@@ -105,6 +274,7 @@ fn run(conn: &Connection, queue: &mpsc::Receiver<Job>) {
             };
             reply(result);
         }
+        state.restart_wal_if_due();
     }
 }
 
@@ -117,7 +287,6 @@ pub(crate) struct Pruner {
 impl Pruner {
     /// True (and records `now`) when the last prune was a minute or more before `now`.
     pub(crate) fn due(&self, now: i64) -> bool {
-        use std::sync::atomic::Ordering;
         let last = self.last.load(Ordering::Relaxed);
         (now.saturating_sub(last) >= 60 || now < last)
             && self

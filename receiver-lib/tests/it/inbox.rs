@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Router;
 use svc_receiver::axum::{InboxReceiver, inbox_route};
-use svc_receiver::sqlite::{InboxPolicy, Settled, SqliteInbox, Step, process_next};
+use svc_receiver::sqlite::{Accepted, InboxPolicy, Settled, SqliteInbox, Step, process_next};
 use svc_receiver::{ManualClock, Received, sign};
 
 use crate::helpers::{SECRET, T, client, event_body, post, spawn, verifier};
@@ -156,4 +156,96 @@ async fn the_worker_hands_stored_events_to_user_code_and_stops_on_shutdown() {
     stop.send(()).expect("stop");
     worker.await.expect("worker stops");
     assert_eq!(inbox.counts().await.expect("counts"), (0, 3, 0));
+}
+
+#[tokio::test]
+async fn two_inboxes_on_one_file_agree_on_duplicates_and_replays() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("inbox.db");
+    let one = SqliteInbox::open(&path, InboxPolicy::default()).expect("open");
+    let two = SqliteInbox::open(&path, InboxPolicy::default()).expect("open again");
+    let id = |text: &str| svc_receiver::dedup::WebhookId::parse(text.as_bytes()).expect("id");
+    let body = event_body("svc_call_two");
+    assert_eq!(
+        one.accept(&id("wh_a"), &[1; 32], &body, T)
+            .await
+            .expect("a"),
+        Accepted::Stored
+    );
+    // The second store learns of the first one's write although it never saw it happen.
+    assert_eq!(
+        two.accept(&id("wh_a"), &[1; 32], &body, T)
+            .await
+            .expect("a"),
+        Accepted::Duplicate
+    );
+    assert_eq!(
+        two.accept(&id("wh_b"), &[1; 32], &body, T)
+            .await
+            .expect("b"),
+        Accepted::Replayed
+    );
+    assert_eq!(
+        two.accept(&id("wh_c"), &[2; 32], &body, T)
+            .await
+            .expect("c"),
+        Accepted::Stored
+    );
+    assert!(one.contains(&id("wh_c")).await.expect("contains"));
+    assert_eq!(
+        one.accept(&id("wh_d"), &[2; 32], &body, T)
+            .await
+            .expect("d"),
+        Accepted::Replayed
+    );
+    assert_eq!(one.counts().await.expect("counts"), (2, 0, 0));
+}
+
+#[tokio::test]
+async fn processed_entries_are_forgotten_after_retention_and_pending_ones_are_kept() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("inbox.db");
+    let policy = InboxPolicy {
+        retention: std::time::Duration::from_secs(100),
+        ..InboxPolicy::default()
+    };
+    let inbox = SqliteInbox::open(&path, policy).expect("open");
+    let id = |text: &str| svc_receiver::dedup::WebhookId::parse(text.as_bytes()).expect("id");
+    let body = event_body("svc_call_ret");
+    for (n, name) in ["wh_done", "wh_pending"].into_iter().enumerate() {
+        let signature = [u8::try_from(n).expect("small"); 32];
+        assert_eq!(
+            inbox
+                .accept(&id(name), &signature, &body, T)
+                .await
+                .expect("accept"),
+            Accepted::Stored
+        );
+    }
+    // Only the first entry is processed; the second stays pending (its handler never ran).
+    let entry = inbox.next_due(T).await.expect("due").expect("an entry");
+    assert_eq!(entry.webhook_id.as_str(), "wh_done");
+    inbox.settle(&entry, Ok(()), T).await.expect("settle");
+
+    // Past the retention, the next accept prunes: the processed id is forgotten (a new
+    // delivery under it is stored again), the pending one is still a duplicate.
+    let later = T + 161;
+    assert_eq!(
+        inbox
+            .accept(&id("wh_done"), &[0; 32], &body, later)
+            .await
+            .expect("again"),
+        Accepted::Stored
+    );
+    assert_eq!(
+        inbox
+            .accept(&id("wh_pending"), &[1; 32], &body, later)
+            .await
+            .expect("dup"),
+        Accepted::Duplicate
+    );
+    // The same holds for a store opened afresh on the file.
+    drop(inbox);
+    let reopened = SqliteInbox::open(&path, policy).expect("reopen");
+    assert_eq!(reopened.counts().await.expect("counts"), (2, 0, 0));
 }
