@@ -6,6 +6,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::state::AppState;
@@ -86,7 +87,38 @@ pub fn api_doc() -> utoipa::openapi::OpenApi {
     doc.merge(super::session::SessionApi::openapi());
     doc.merge(super::roleplay::RoleplayApi::openapi());
     doc.merge(super::calls::CallsApi::openapi());
+    document_internal_error(&mut doc);
     doc
+}
+
+/// Adds `500 INTERNAL_ERROR` to every operation: the contract lets every endpoint return it, so
+/// it is documented here once instead of on each handler.
+fn document_internal_error(doc: &mut utoipa::openapi::OpenApi) {
+    let response = ResponseBuilder::new()
+        .description("INTERNAL_ERROR: unexpected; retry")
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorEnvelope")))
+                .build(),
+        )
+        .build();
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for operation in operations.into_iter().flatten() {
+            operation
+                .responses
+                .responses
+                .entry("500".to_owned())
+                .or_insert_with(|| response.clone().into());
+        }
+    }
 }
 
 async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {

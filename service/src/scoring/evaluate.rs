@@ -22,6 +22,11 @@ pub struct ScoreDoc {
     pub feedback: String,
     /// 0–100.
     pub compliance_percent: u32,
+    /// Real calls only: the compliance scorecard of a default-rubric enrollment call that ended
+    /// in a sale (inner shape not part of the contract). Practice scoring never sets it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Object)]
+    pub compliance_scorecard: Option<serde_json::Value>,
 }
 
 /// The outcome of scoring one call.
@@ -50,6 +55,7 @@ pub fn evaluate(drill_key: Option<&str>, transcript_json: Option<&str>) -> Outco
                 summary: score.summary,
                 feedback: score.feedback,
                 compliance_percent: score.compliance_percent,
+                compliance_scorecard: None,
             }),
             Err(reason @ NotScored::RepNeverSpoke) => {
                 Outcome::NotScored(reason.message().to_string())

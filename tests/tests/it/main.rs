@@ -1,6 +1,9 @@
 //! End-to-end tests across the members: `svc-cli` (its client, live transport and commands)
-//! against the real `svc-service` on `127.0.0.1:0` with a fresh database.
+//! against the real `svc-service` on `127.0.0.1:0` with a fresh database, and the `svc-fixtures`
+//! bodies against the service's OpenAPI document.
 
+mod openapi_check;
+mod openapi_fixtures;
 mod practice;
 mod roster_import;
 
