@@ -2,6 +2,7 @@
 //! milliseconds the database stores.
 
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+use serde::{Serialize, Serializer};
 
 /// Formats a time as the contract's `YYYY-MM-DDTHH:MM:SS.sssZ`.
 pub fn format_timestamp(at: DateTime<Utc>) -> String {
@@ -11,6 +12,18 @@ pub fn format_timestamp(at: DateTime<Utc>) -> String {
 /// Formats stored Unix milliseconds as the contract's timestamp.
 pub fn format_millis(millis: i64) -> String {
     format_timestamp(from_millis(millis))
+}
+
+/// Serialises optional stored milliseconds as the contract's timestamp, or `null` (for
+/// `#[serde(serialize_with)]` on a stored row that goes on the wire as it is).
+///
+/// # Errors
+/// The serializer's.
+pub fn serialize_opt_millis<S: Serializer>(
+    millis: &Option<i64>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    millis.map(format_millis).serialize(serializer)
 }
 
 /// Converts stored Unix milliseconds to a time (out-of-range values clamp to the epoch).

@@ -3,6 +3,8 @@
 //! `SVC_PROFILE`, default `default`). The file (`--config`, `SVC_CONFIG`, default
 //! `$XDG_CONFIG_HOME/svc-cli/config.toml` or `~/.config/svc-cli/config.toml`) is TOML with
 //! `[profiles.<name>]` tables holding `base_url` and `api_key`; it is written with mode 0600.
+//! A missing default file is an empty config; a file named with `--config` or `SVC_CONFIG` must
+//! exist, except for `config set`, which creates it.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -41,6 +43,14 @@ pub enum ConfigError {
     /// No place to keep the config file.
     #[error("cannot find a config directory (set --config or SVC_CONFIG)")]
     NoConfigPath,
+    /// The config file named with `--config` or `SVC_CONFIG` does not exist.
+    #[error("config file {path} (named by {named_by}) does not exist")]
+    NamedFileMissing {
+        /// The file.
+        path: PathBuf,
+        /// `--config` or `SVC_CONFIG`.
+        named_by: &'static str,
+    },
 }
 
 /// One named profile.
@@ -73,14 +83,22 @@ pub struct ConfigFile {
 }
 
 impl ConfigFile {
-    /// Reads the file; a missing file is an empty config.
+    /// Reads the file; a missing file is an empty config (what `config set` starts from).
     ///
     /// # Errors
     /// Unreadable or invalid file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Ok(Self::read(path)?.unwrap_or_default())
+    }
+
+    /// Reads the file; `None` when it does not exist.
+    ///
+    /// # Errors
+    /// Unreadable or invalid file.
+    pub fn read(path: &Path) -> Result<Option<Self>, ConfigError> {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => {
                 return Err(ConfigError::Io {
                     path: path.to_owned(),
@@ -88,10 +106,12 @@ impl ConfigFile {
                 });
             }
         };
-        toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: path.to_owned(),
-            message: e.message().to_owned(),
-        })
+        toml::from_str(&text)
+            .map(Some)
+            .map_err(|e| ConfigError::Parse {
+                path: path.to_owned(),
+                message: e.message().to_owned(),
+            })
     }
 
     /// Writes the file (creating its directory), readable by the owner only when it holds a key.
@@ -156,6 +176,43 @@ impl fmt::Display for Source {
     }
 }
 
+/// Where the config file is, and who said so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigPath {
+    /// Named with `--config`.
+    Flag(PathBuf),
+    /// Named with `SVC_CONFIG`.
+    Env(PathBuf),
+    /// The user config directory's `svc-cli/config.toml`.
+    Default(PathBuf),
+}
+
+impl ConfigPath {
+    /// The file.
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::Flag(path) | Self::Env(path) | Self::Default(path) => path,
+        }
+    }
+
+    /// Reads the file to resolve settings from: a missing default file is an empty config, while
+    /// a missing file the user named is an error (a typo must not silently drop the profiles).
+    ///
+    /// # Errors
+    /// [`ConfigError::NamedFileMissing`], or an unreadable or invalid file.
+    pub fn read_for_settings(&self) -> Result<ConfigFile, ConfigError> {
+        let named_by = match self {
+            Self::Flag(_) => "--config",
+            Self::Env(_) => "SVC_CONFIG",
+            Self::Default(path) => return ConfigFile::load(path),
+        };
+        ConfigFile::read(self.path())?.ok_or_else(|| ConfigError::NamedFileMissing {
+            path: self.path().to_owned(),
+            named_by,
+        })
+    }
+}
+
 /// The raw inputs of resolution (flags, environment, file location).
 #[derive(Debug, Clone, Default)]
 pub struct Inputs {
@@ -199,28 +256,29 @@ impl Inputs {
     }
 
     /// The config file path: `--config` > `SVC_CONFIG` > the user config directory.
-    pub fn config_path(&self) -> Option<PathBuf> {
+    pub fn config_path(&self) -> Option<ConfigPath> {
         if let Some(path) = &self.config_flag {
-            return Some(path.clone());
+            return Some(ConfigPath::Flag(path.clone()));
         }
         if let Some(path) = env("SVC_CONFIG") {
-            return Some(PathBuf::from(path));
+            return Some(ConfigPath::Env(PathBuf::from(path)));
         }
         let dir = env("XDG_CONFIG_HOME")
             .map(PathBuf::from)
             .or_else(|| env("HOME").map(|h| Path::new(&h).join(".config")))?;
-        Some(dir.join("svc-cli").join("config.toml"))
+        Some(ConfigPath::Default(dir.join("svc-cli").join("config.toml")))
     }
 
     /// Resolves flag > env > profile.
     ///
     /// # Errors
-    /// An unreadable config file, or a profile named explicitly that the file lacks.
+    /// An unreadable config file, a named one that does not exist, or a profile named explicitly
+    /// that the file lacks.
     pub fn resolve(&self) -> Result<Settings, ConfigError> {
         let profile_name = self.profile();
         let config_path = self.config_path();
         let file = match &config_path {
-            Some(path) => ConfigFile::load(path)?,
+            Some(path) => path.read_for_settings()?,
             None => ConfigFile::default(),
         };
         let explicit_profile = self.profile_flag.is_some() || env("SVC_PROFILE").is_some();
@@ -247,7 +305,7 @@ impl Inputs {
             base_url,
             api_key,
             profile: profile_name,
-            config_path,
+            config_path: config_path.map(|p| p.path().to_owned()),
         })
     }
 }

@@ -21,7 +21,8 @@ pub const HELP: &str = "\
 Exit codes:
   0   success
   1   failure (bad request or data; any failed row of an import)
-  2   usage error (bad flags or arguments, missing base URL or API key)
+  2   usage error (bad flags or arguments, missing base URL or API key, a config file named
+      by --config or SVC_CONFIG that does not exist)
   4   authentication or authorisation (INVALID_API_KEY, API_KEY_REVOKED, TENANT_INACTIVE,
       IP_NOT_ALLOWED, INVALID_TOKEN, TOKEN_EXPIRED, TOKEN_ALREADY_USED)
   75  temporary failure worth retrying (429, INTERNAL_ERROR, SERVICE_UNAVAILABLE, connection

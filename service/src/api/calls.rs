@@ -38,7 +38,7 @@ pub fn router() -> Router<AppState> {
 #[derive(Debug, OpenApi)]
 #[openapi(
     paths(list_calls, call_detail),
-    components(schemas(CallListRow, CallList, CallDetail, ScoreDoc, Turn))
+    components(schemas(CallRow, CallList, CallDetail, ScoreDoc, Turn))
 )]
 pub struct CallsApi;
 
@@ -71,55 +71,23 @@ pub struct ListCallsQuery {
     pub cursor: Option<String>,
 }
 
-/// A call list row.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct CallListRow {
-    /// Public call id.
-    pub id: String,
-    /// `roleplay` or `real_call`.
-    pub source: String,
-    /// Service agent id.
-    pub agent_id: String,
-    /// Service agency id.
-    pub agency_id: String,
-    /// Tenant agent id.
-    pub platform_agent_id: Option<String>,
-    /// Tenant agency id.
-    pub platform_agency_id: Option<String>,
-    /// Minting-time rep label.
-    pub external_user_id: Option<String>,
-    /// Minting-time agency label.
-    pub external_agency_id: Option<String>,
-    /// The drill practised; null for real calls.
-    pub drill_key: Option<String>,
-    /// Start.
-    pub started_at: Option<String>,
-    /// End.
-    pub ended_at: Option<String>,
-    /// Whole seconds.
-    pub duration_sec: i64,
-    /// When it was scored.
-    pub scored_at: Option<String>,
-}
-
 /// A page of calls.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CallList {
     /// The rows, newest first.
-    pub data: Vec<CallListRow>,
+    pub data: Vec<CallRow>,
     /// Cursor of the next page; null on the last.
     pub next_cursor: Option<String>,
 }
 
 /// The full detail of a scored call.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CallDetail {
     /// Every list-row field.
     #[serde(flatten)]
-    pub row: CallListRow,
+    pub row: CallRow,
     /// Always `scored`.
     pub status: String,
     /// Diarized turns.
@@ -138,26 +106,6 @@ pub struct CallDetail {
     pub created_at: String,
     /// Last change.
     pub updated_at: String,
-}
-
-impl From<&CallRow> for CallListRow {
-    fn from(row: &CallRow) -> Self {
-        CallListRow {
-            id: row.id.clone(),
-            source: row.source.clone(),
-            agent_id: row.agent_id.clone(),
-            agency_id: row.agency_id.clone(),
-            platform_agent_id: row.platform_agent_id.clone(),
-            platform_agency_id: row.platform_agency_id.clone(),
-            external_user_id: row.external_user_id.clone(),
-            external_agency_id: row.external_agency_id.clone(),
-            drill_key: row.drill_key.clone(),
-            started_at: row.started_at.map(format_millis),
-            ended_at: row.ended_at.map(format_millis),
-            duration_sec: row.duration_sec,
-            scored_at: row.scored_at.map(format_millis),
-        }
-    }
 }
 
 fn time_bound(field: &str, raw: &str) -> Result<i64, ApiError> {
@@ -302,13 +250,13 @@ async fn list_calls(
         rows.last().map(|last| {
             state
                 .cursors
-                .encode(scope, &format!("{}:{}", last.list_at, last.id))
+                .encode(scope, &format!("{}:{}", last.list_at, last.row.id))
         })
     } else {
         None
     };
     Ok(Json(CallList {
-        data: rows.iter().map(CallListRow::from).collect(),
+        data: rows.into_iter().map(|listed| listed.row).collect(),
         next_cursor,
     }))
 }
@@ -332,19 +280,19 @@ async fn call_detail(
     tenant: Tenant,
     ApiPath(call_id): ApiPath<String>,
 ) -> Result<Json<CallDetail>, ApiError> {
-    let row = state
+    let record = state
         .db
         .scored_call(&tenant.id, call_id.trim())
         .await?
         .ok_or(ApiError::CallNotFound)?;
-    let transcript = row
+    let transcript = record
         .transcript
         .as_deref()
         .map(serde_json::from_str::<Vec<serde_json::Value>>)
         .transpose()
         .map_err(|e| ApiError::Internal(e.into()))?
         .unwrap_or_default();
-    let score = row
+    let score = record
         .score
         .as_deref()
         .map(serde_json::from_str::<serde_json::Value>)
@@ -352,14 +300,14 @@ async fn call_detail(
         .map_err(|e| ApiError::Internal(e.into()))?
         .unwrap_or(serde_json::Value::Null);
     Ok(Json(CallDetail {
-        row: CallListRow::from(&row),
+        row: record.row,
         status: "scored".to_string(),
         transcript,
         score,
         audio_url: None,
         audio_url_expires_at: None,
         waveform: None,
-        created_at: format_millis(row.created_at),
-        updated_at: format_millis(row.updated_at),
+        created_at: format_millis(record.created_at),
+        updated_at: format_millis(record.updated_at),
     }))
 }

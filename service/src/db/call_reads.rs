@@ -1,12 +1,21 @@
 //! SQL of the call reads (GET /calls and GET /calls/{callId}) and of bulk imports of already
 //! scored calls. Only `scored` calls are read; the list is keyset-paged on (list time, id), newest
 //! first, where the list time is `endedAt` for practice calls and `startedAt` for real calls.
+//!
+//! [`CallRow`] is the contract's list row itself: the API serialises it as read (the `GET /calls`
+//! rows and the first fields of a call's detail), so a stored call maps to the wire only here.
 
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use utoipa::ToSchema;
 
-/// A scored call as the API returns it.
-#[derive(Debug, Clone, PartialEq)]
+use crate::time::serialize_opt_millis;
+
+/// A call list row.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = CallListRow)]
 pub struct CallRow {
     /// Public call id.
     pub id: String,
@@ -20,37 +29,60 @@ pub struct CallRow {
     pub platform_agent_id: Option<String>,
     /// Tenant agency id.
     pub platform_agency_id: Option<String>,
-    /// Earlier-form label.
+    /// Minting-time rep label.
     pub external_user_id: Option<String>,
-    /// Earlier-form label.
+    /// Minting-time agency label.
     pub external_agency_id: Option<String>,
-    /// Drill key.
+    /// The drill practised; null for real calls.
     pub drill_key: Option<String>,
     /// Start.
+    #[serde(serialize_with = "serialize_opt_millis")]
+    #[schema(value_type = Option<String>)]
     pub started_at: Option<i64>,
     /// End.
+    #[serde(serialize_with = "serialize_opt_millis")]
+    #[schema(value_type = Option<String>)]
     pub ended_at: Option<i64>,
     /// Whole seconds.
     pub duration_sec: i64,
-    /// Scoring time.
+    /// When it was scored.
+    #[serde(serialize_with = "serialize_opt_millis")]
+    #[schema(value_type = Option<String>)]
     pub scored_at: Option<i64>,
-    /// The listing key (cursor position).
+}
+
+/// A list row with its position in the list (what a cursor points after).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListedCall {
+    /// The row.
+    pub row: CallRow,
+    /// The listing key: `endedAt` for practice calls, `startedAt` for real calls (ms).
     pub list_at: i64,
-    /// Transcript JSON (detail only).
+}
+
+/// A scored call with what only its detail shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallDetailRecord {
+    /// The list-row fields.
+    pub row: CallRow,
+    /// Transcript JSON.
     pub transcript: Option<String>,
-    /// Score JSON (detail only).
+    /// Score JSON.
     pub score: Option<String>,
-    /// Row creation.
+    /// Row creation (ms).
     pub created_at: i64,
-    /// Last change.
+    /// Last change (ms).
     pub updated_at: i64,
 }
 
+/// The columns of a [`CallRow`], in the order [`call_row`] reads them; other columns follow.
 const ROW_COLUMNS: &str = "id, source, agent_id, agency_id, platform_agent_id, platform_agency_id,
-    external_user_id, external_agency_id, drill_key, started_at, ended_at, duration_sec, scored_at,
-    list_at, transcript, score, created_at, updated_at";
+    external_user_id, external_agency_id, drill_key, started_at, ended_at, duration_sec, scored_at";
 
-fn row(r: &rusqlite::Row<'_>, detail: bool) -> rusqlite::Result<CallRow> {
+/// How many columns [`ROW_COLUMNS`] names.
+const ROW_WIDTH: usize = 13;
+
+fn call_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CallRow> {
     Ok(CallRow {
         id: r.get(0)?,
         source: r.get(1)?,
@@ -65,11 +97,6 @@ fn row(r: &rusqlite::Row<'_>, detail: bool) -> rusqlite::Result<CallRow> {
         ended_at: r.get(10)?,
         duration_sec: r.get(11)?,
         scored_at: r.get(12)?,
-        list_at: r.get::<_, Option<i64>>(13)?.unwrap_or(0),
-        transcript: if detail { r.get(14)? } else { None },
-        score: if detail { r.get(15)? } else { None },
-        created_at: r.get(16)?,
-        updated_at: r.get(17)?,
     })
 }
 
@@ -81,13 +108,22 @@ pub(super) fn scored_call(
     conn: &Connection,
     tenant_id: &str,
     call_id: &str,
-) -> rusqlite::Result<Option<CallRow>> {
+) -> rusqlite::Result<Option<CallDetailRecord>> {
     conn.query_row(
         &format!(
-            "SELECT {ROW_COLUMNS} FROM calls WHERE id = ?1 AND tenant_id = ?2 AND state = 'scored'"
+            "SELECT {ROW_COLUMNS}, transcript, score, created_at, updated_at
+             FROM calls WHERE id = ?1 AND tenant_id = ?2 AND state = 'scored'"
         ),
         params![call_id, tenant_id],
-        |r| row(r, true),
+        |r| {
+            Ok(CallDetailRecord {
+                row: call_row(r)?,
+                transcript: r.get(ROW_WIDTH)?,
+                score: r.get(ROW_WIDTH + 1)?,
+                created_at: r.get(ROW_WIDTH + 2)?,
+                updated_at: r.get(ROW_WIDTH + 3)?,
+            })
+        },
     )
     .optional()
 }
@@ -126,9 +162,12 @@ pub struct CallFilter {
 ///
 /// # Errors
 /// SQLite errors.
-pub(super) fn list_calls(conn: &Connection, filter: &CallFilter) -> rusqlite::Result<Vec<CallRow>> {
+pub(super) fn list_calls(
+    conn: &Connection,
+    filter: &CallFilter,
+) -> rusqlite::Result<Vec<ListedCall>> {
     let mut sql = format!(
-        "SELECT {ROW_COLUMNS} FROM calls WHERE tenant_id = ? AND source = ? AND state = 'scored' AND list_at >= ?"
+        "SELECT {ROW_COLUMNS}, list_at FROM calls WHERE tenant_id = ? AND source = ? AND state = 'scored' AND list_at >= ?"
     );
     let mut args: Vec<Value> = vec![
         filter.tenant_id.clone().into(),
@@ -160,7 +199,12 @@ pub(super) fn list_calls(conn: &Connection, filter: &CallFilter) -> rusqlite::Re
     sql.push_str(" ORDER BY list_at DESC, id DESC LIMIT ?");
     args.push(i64::from(filter.limit).saturating_add(1).into());
     let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(rusqlite::params_from_iter(args), |r| row(r, false))?;
+    let rows = stmt.query_map(rusqlite::params_from_iter(args), |r| {
+        Ok(ListedCall {
+            row: call_row(r)?,
+            list_at: r.get::<_, Option<i64>>(ROW_WIDTH)?.unwrap_or(0),
+        })
+    })?;
     rows.collect()
 }
 
@@ -226,4 +270,48 @@ pub(super) fn insert_scored(conn: &Connection, call: &ScoredCall) -> rusqlite::R
         call.score
     ])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::CallRow;
+
+    #[test]
+    fn a_list_row_goes_on_the_wire_with_contract_timestamps_and_explicit_nulls() {
+        let row = CallRow {
+            id: "svc_call_1".into(),
+            source: "real_call".into(),
+            agent_id: "svc_agent_1".into(),
+            agency_id: "svc_agency_1".into(),
+            platform_agent_id: Some("rep-1".into()),
+            platform_agency_id: None,
+            external_user_id: None,
+            external_agency_id: None,
+            drill_key: None,
+            started_at: Some(1_767_225_600_123),
+            ended_at: Some(1_767_225_725_000),
+            duration_sec: 125,
+            scored_at: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&row).expect("serialise"),
+            json!({
+                "id": "svc_call_1",
+                "source": "real_call",
+                "agentId": "svc_agent_1",
+                "agencyId": "svc_agency_1",
+                "platformAgentId": "rep-1",
+                "platformAgencyId": null,
+                "externalUserId": null,
+                "externalAgencyId": null,
+                "drillKey": null,
+                "startedAt": "2026-01-01T00:00:00.123Z",
+                "endedAt": "2026-01-01T00:02:05.000Z",
+                "durationSec": 125,
+                "scoredAt": null,
+            })
+        );
+    }
 }

@@ -525,13 +525,13 @@ mod tests {
         };
         let page = list_calls(&c, &filter).expect("list");
         assert_eq!(
-            page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            page.iter().map(|r| r.row.id.as_str()).collect::<Vec<_>>(),
             ["svc_call_4", "svc_call_3", "svc_call_1"]
         );
-        filter.after = Some((page[1].list_at, page[1].id.clone()));
+        filter.after = Some((page[1].list_at, page[1].row.id.clone()));
         let page = list_calls(&c, &filter).expect("list");
         assert_eq!(
-            page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            page.iter().map(|r| r.row.id.as_str()).collect::<Vec<_>>(),
             ["svc_call_1", "svc_call_0"]
         );
         filter.after = None;
@@ -539,7 +539,7 @@ mod tests {
         filter.from = 2_000;
         let page = list_calls(&c, &filter).expect("list");
         assert_eq!(
-            page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            page.iter().map(|r| r.row.id.as_str()).collect::<Vec<_>>(),
             ["svc_call_1"]
         );
     }

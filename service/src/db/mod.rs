@@ -26,7 +26,7 @@ pub use agencies::{AgencyRecord, UpsertAgency};
 pub use agents::{
     AgencyRef, AgentFilter, AgentLookup, AgentPage, AgentRecord, Handle, NewAgent, RegisterAgent,
 };
-pub use call_reads::{CallFilter, CallRow, ScoredCall};
+pub use call_reads::{CallDetailRecord, CallFilter, CallRow, ListedCall, ScoredCall};
 pub use calls::{GoLive, LiveCall, NewMint, Spend, ToScore};
 pub use outbox::{AttemptLog, Claimed, DeliveryRow, Next};
 pub use practice::{AgentRef, Endpoint, MintResult, OutcomeRecord, SessionAgent};

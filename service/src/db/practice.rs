@@ -4,7 +4,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::call_reads::{self, CallFilter, CallRow};
+use super::call_reads::{self, CallDetailRecord, CallFilter, ListedCall};
 use super::calls::{self, GoLive, LiveCall, NewMint, Spend, ToScore};
 use super::outbox::{self, AttemptLog, Claimed, DeliveryRow, Next};
 use super::{Db, DbError};
@@ -318,7 +318,7 @@ impl Db {
         &self,
         tenant_id: &str,
         call_id: &str,
-    ) -> Result<Option<CallRow>, DbError> {
+    ) -> Result<Option<CallDetailRecord>, DbError> {
         let (tenant_id, call_id) = (tenant_id.to_owned(), call_id.to_owned());
         self.read(move |conn| Ok(call_reads::scored_call(conn, &tenant_id, &call_id)?))
             .await
@@ -328,7 +328,7 @@ impl Db {
     ///
     /// # Errors
     /// Storage failure.
-    pub async fn list_calls(&self, filter: CallFilter) -> Result<Vec<CallRow>, DbError> {
+    pub async fn list_calls(&self, filter: CallFilter) -> Result<Vec<ListedCall>, DbError> {
         self.read(move |conn| Ok(call_reads::list_calls(conn, &filter)?))
             .await
     }

@@ -4,8 +4,12 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
+
+/// A call's source, an open set: the receiver crate's type, so a call read through the API and the
+/// same call's webhook share one type (an unknown value is kept as [`CallSource::Other`]).
+pub use svc_receiver::CallSource;
 
 /// An agency of the tenant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -239,56 +243,6 @@ impl fmt::Debug for LiveSession {
             .field("call_id", &self.call_id)
             .field("persona", &self.persona)
             .finish()
-    }
-}
-
-/// A call's source: an open set (clients branch on it and keep unknown values).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum CallSource {
-    /// A practice call.
-    Roleplay,
-    /// A real dialer call.
-    RealCall,
-    /// A value added after this client was built, kept as sent.
-    Other(String),
-}
-
-impl CallSource {
-    /// The wire string.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Roleplay => "roleplay",
-            Self::RealCall => "real_call",
-            Self::Other(s) => s,
-        }
-    }
-}
-
-impl From<&str> for CallSource {
-    fn from(s: &str) -> Self {
-        match s {
-            "roleplay" => Self::Roleplay,
-            "real_call" => Self::RealCall,
-            other => Self::Other(other.to_owned()),
-        }
-    }
-}
-
-impl fmt::Display for CallSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for CallSource {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for CallSource {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Ok(Self::from(String::deserialize(deserializer)?.as_str()))
     }
 }
 

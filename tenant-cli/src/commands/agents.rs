@@ -2,10 +2,9 @@
 //! page the roster.
 
 use clap::{ArgGroup, Args, Subcommand};
-use futures_util::TryStreamExt;
 
 use super::Ctx;
-use crate::client::{AgencyRef, Agent, AgentHandle, AgentQuery, Page, RegisterAgent};
+use crate::client::{AgencyRef, Agent, AgentHandle, AgentQuery, RegisterAgent};
 use crate::output::{self, Output};
 
 /// Agent commands.
@@ -151,26 +150,15 @@ async fn list(ctx: &Ctx, args: ListArgs) -> anyhow::Result<()> {
         agency_id: args.agency_id,
         limit: args.limit,
     };
-    let page = if args.all {
-        let data: Vec<Agent> = client.agents(query).try_collect().await?;
-        Page {
-            data,
-            next_cursor: None,
-        }
-    } else {
-        client.agents_page(&query, args.cursor.as_deref()).await?
-    };
-    if ctx.out.json {
-        // `Page` serialises as the contract's envelope: `{ data, nextCursor }`.
-        return ctx.out.json_data(&page);
-    }
-    print_agents(&ctx.out, &page.data)?;
-    ctx.out.note(&format!("{} agent(s)", page.data.len()));
-    if let Some(cursor) = page.next_cursor {
-        ctx.out
-            .note(&format!("more agents: --cursor {cursor} (or --all)"));
-    }
-    Ok(())
+    super::listing::print_pages(
+        &ctx.out,
+        args.all,
+        client.agents(query.clone()),
+        client.agents_page(&query, args.cursor.as_deref()),
+        "agent",
+        print_agents,
+    )
+    .await
 }
 
 /// Prints agents as a table.

@@ -2,11 +2,10 @@
 //! `--all`), and show one call as a readable dialogue with its score, audio link and expiry.
 
 use clap::{Args, Subcommand};
-use futures_util::TryStreamExt;
 use serde_json::Value;
 
 use super::Ctx;
-use crate::client::{CallDetail, CallQuery, CallRow, CallSource, Page};
+use crate::client::{CallDetail, CallQuery, CallRow, CallSource};
 use crate::output::{self, Output};
 
 /// Call commands.
@@ -101,19 +100,19 @@ async fn list(ctx: &Ctx, args: ListArgs) -> anyhow::Result<()> {
         external_agency_id: args.external_agency_id,
         limit: args.limit,
     };
-    let page = if args.all {
-        let data: Vec<CallRow> = client.calls(query).try_collect().await?;
-        Page {
-            data,
-            next_cursor: None,
-        }
-    } else {
-        client.calls_page(&query, args.cursor.as_deref()).await?
-    };
-    if ctx.out.json {
-        // `Page` serialises as the contract's envelope: `{ data, nextCursor }`.
-        return ctx.out.json_data(&page);
-    }
+    super::listing::print_pages(
+        &ctx.out,
+        args.all,
+        client.calls(query.clone()),
+        client.calls_page(&query, args.cursor.as_deref()),
+        "call",
+        print_rows,
+    )
+    .await
+}
+
+/// Prints list rows as a table; the agent column shows the most specific id the row has.
+fn print_rows(out: &Output, rows: &[CallRow]) -> anyhow::Result<()> {
     let mut table = output::table([
         "id",
         "source",
@@ -124,7 +123,7 @@ async fn list(ctx: &Ctx, args: ListArgs) -> anyhow::Result<()> {
         "durationSec",
         "scoredAt",
     ]);
-    for c in &page.data {
+    for c in rows {
         let agent = c
             .platform_agent_id
             .as_deref()
@@ -141,13 +140,7 @@ async fn list(ctx: &Ctx, args: ListArgs) -> anyhow::Result<()> {
             output::opt(c.scored_at.as_deref()),
         ]);
     }
-    ctx.out.table(&table)?;
-    ctx.out.note(&format!("{} call(s)", page.data.len()));
-    if let Some(cursor) = page.next_cursor {
-        ctx.out
-            .note(&format!("more calls: --cursor {cursor} (or --all)"));
-    }
-    Ok(())
+    out.table(&table)
 }
 
 async fn show(ctx: &Ctx, call_id: &str) -> anyhow::Result<()> {

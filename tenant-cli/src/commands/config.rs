@@ -53,8 +53,10 @@ fn set(ctx: &Ctx, args: SetArgs) -> anyhow::Result<()> {
         .into());
     }
     let inputs = ctx.inputs();
-    let path = inputs.config_path().ok_or(ConfigError::NoConfigPath)?;
-    let mut file = ConfigFile::load(&path)?;
+    // A file named with --config or SVC_CONFIG may not exist yet: setting a profile creates it.
+    let location = inputs.config_path().ok_or(ConfigError::NoConfigPath)?;
+    let path = location.path();
+    let mut file = ConfigFile::load(path)?;
     let profile = file.profiles.entry(inputs.profile()).or_default();
     if let Some(url) = url {
         // Validate now rather than at the next command.
@@ -72,7 +74,7 @@ fn set(ctx: &Ctx, args: SetArgs) -> anyhow::Result<()> {
     } else if let Some(key) = flag_key {
         profile.api_key = Some(key.trim().to_owned());
     }
-    file.save(&path)?;
+    file.save(path)?;
     ctx.out.note(&format!(
         "profile {:?} saved to {}",
         inputs.profile(),

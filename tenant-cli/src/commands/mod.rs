@@ -1,6 +1,6 @@
 //! The command line: the `Cli` struct, global flags, the `Command` enum (one module per
 //! resource, each a clap `Subcommand`/`Args` with `exec(self, ctx)`), and the context commands
-//! run with (resolved settings and output).
+//! run with (resolved settings and output). `listing` holds the page loop the list commands share.
 
 pub mod agencies;
 pub mod agents;
@@ -11,6 +11,8 @@ pub mod practice;
 pub mod roster;
 pub mod session;
 pub mod webhook;
+
+mod listing;
 
 use std::path::PathBuf;
 use std::time::Duration;

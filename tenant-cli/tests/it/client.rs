@@ -304,6 +304,29 @@ async fn reads_keep_unknown_score_keys_turn_keys_and_sources() {
 }
 
 #[test]
+fn known_sources_decode_to_their_variants_and_encode_back_as_sent() {
+    use svc_cli::client::{CallRow, Page};
+    for (body, expected, wire) in [
+        (
+            bodies::calls_page_roleplay(),
+            CallSource::Roleplay,
+            "roleplay",
+        ),
+        (
+            bodies::calls_page_real_call(),
+            CallSource::RealCall,
+            "real_call",
+        ),
+    ] {
+        let page: Page<CallRow> = serde_json::from_value(body).expect("decodes");
+        assert_eq!(page.data[0].source, expected);
+        assert_eq!(expected.to_string(), wire);
+        let round_trip = serde_json::to_value(&page).expect("serialise");
+        assert_eq!(round_trip["data"][0]["source"], json!(wire));
+    }
+}
+
+#[test]
 fn secrets_are_redacted_in_debug_output() {
     let key = ApiKey::new("svc_live_super_secret");
     assert!(!format!("{key:?}").contains("super_secret"));

@@ -6,7 +6,10 @@ use svc_fixtures::{bodies, faults, happy, paging, respond};
 use wiremock::MockServer;
 use wiremock::matchers::{method, path};
 
-use crate::helpers::{Sandbox, requests_to};
+use crate::helpers::{Run, Sandbox, requests_to};
+
+/// The lower bound every `calls list` here uses.
+const FROM: &str = "2026-01-01T00:00:00Z";
 
 async fn happy_server() -> MockServer {
     let server = MockServer::start().await;
@@ -14,14 +17,35 @@ async fn happy_server() -> MockServer {
     server
 }
 
+/// The happy-path fixture server, and a sandbox pointed at it.
+async fn happy_sandbox() -> (MockServer, Sandbox) {
+    let server = happy_server().await;
+    let sandbox = Sandbox::for_server(&server);
+    (server, sandbox)
+}
+
+/// Runs `calls list --source SOURCE --from FROM` with `flags` after it.
+async fn calls_list(sandbox: &Sandbox, source: &str, flags: &[&str]) -> Run {
+    let mut args = vec!["calls", "list", "--source", source, "--from", FROM];
+    args.extend_from_slice(flags);
+    sandbox.run(&args).await
+}
+
 fn body_of(request: &wiremock::Request) -> serde_json::Value {
     serde_json::from_slice(&request.body).expect("JSON body")
 }
 
+fn query_of(request: &wiremock::Request) -> Vec<(String, String)> {
+    request
+        .url
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
 #[tokio::test]
 async fn agencies_upsert_sends_both_fields_and_prints_the_agency() {
-    let server = happy_server().await;
-    let sandbox = Sandbox::for_server(&server);
+    let (server, sandbox) = happy_sandbox().await;
     let run = sandbox
         .run(&[
             "agencies",
@@ -61,8 +85,7 @@ async fn agencies_upsert_sends_both_fields_and_prints_the_agency() {
 
 #[tokio::test]
 async fn agents_register_sends_every_field_and_names_the_agency_one_way() {
-    let server = happy_server().await;
-    let sandbox = Sandbox::for_server(&server);
+    let (server, sandbox) = happy_sandbox().await;
     let run = sandbox
         .run(&[
             "--json",
@@ -94,8 +117,7 @@ async fn agents_register_sends_every_field_and_names_the_agency_one_way() {
 
 #[tokio::test]
 async fn agents_register_without_a_handle_or_with_both_agency_ids_is_a_usage_error() {
-    let server = happy_server().await;
-    let sandbox = Sandbox::for_server(&server);
+    let (server, sandbox) = happy_sandbox().await;
     let no_handle = sandbox
         .run(&[
             "agents",
@@ -125,8 +147,7 @@ async fn agents_register_without_a_handle_or_with_both_agency_ids_is_a_usage_err
 
 #[tokio::test]
 async fn agents_get_takes_exactly_one_handle_and_prints_the_agent() {
-    let server = happy_server().await;
-    let sandbox = Sandbox::for_server(&server);
+    let (server, sandbox) = happy_sandbox().await;
     let two = sandbox
         .run(&[
             "agents",
@@ -152,8 +173,7 @@ async fn agents_get_takes_exactly_one_handle_and_prints_the_agent() {
 
 #[tokio::test]
 async fn agents_list_prints_a_page_in_both_formats() {
-    let server = happy_server().await;
-    let sandbox = Sandbox::for_server(&server);
+    let (_server, sandbox) = happy_sandbox().await;
     let run = sandbox
         .run(&[
             "--json",
@@ -177,8 +197,7 @@ async fn agents_list_prints_a_page_in_both_formats() {
 
 #[tokio::test]
 async fn session_mint_prints_the_token_and_its_expiry() {
-    let server = happy_server().await;
-    let sandbox = Sandbox::for_server(&server);
+    let (server, sandbox) = happy_sandbox().await;
     let run = sandbox
         .run(&[
             "--json",
@@ -223,17 +242,12 @@ async fn session_mint_over_quota_fails_with_exit_1_after_one_request() {
 
 #[tokio::test]
 async fn calls_list_sends_every_filter_and_prints_rows() {
-    let server = happy_server().await;
-    let sandbox = Sandbox::for_server(&server);
-    let run = sandbox
-        .run(&[
+    let (server, sandbox) = happy_sandbox().await;
+    let run = calls_list(
+        &sandbox,
+        "roleplay",
+        &[
             "--json",
-            "calls",
-            "list",
-            "--source",
-            "roleplay",
-            "--from",
-            "2026-01-01T00:00:00Z",
             "--to",
             "2026-02-01T00:00:00Z",
             "--agent-id",
@@ -246,19 +260,16 @@ async fn calls_list_sends_every_filter_and_prints_rows() {
             "acme-1",
             "--limit",
             "10",
-        ])
-        .await;
+        ],
+    )
+    .await;
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(run.json()["data"], bodies::calls_page_roleplay()["data"]);
     let sent = requests_to(&server, "GET", "/v1/calls").await;
-    let query: Vec<(String, String)> = sent[0]
-        .url
-        .query_pairs()
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
+    let query = query_of(&sent[0]);
     for (k, v) in [
         ("source", "roleplay"),
-        ("from", "2026-01-01T00:00:00Z"),
+        ("from", FROM),
         ("to", "2026-02-01T00:00:00Z"),
         ("agentId", "svc_agent_fx0001"),
         ("agencyId", "svc_agency_fx0001"),
@@ -271,16 +282,7 @@ async fn calls_list_sends_every_filter_and_prints_rows() {
             "{k}={v} missing from {query:?}"
         );
     }
-    let run = sandbox
-        .run(&[
-            "calls",
-            "list",
-            "--source",
-            "real_call",
-            "--from",
-            "2026-01-01T00:00:00Z",
-        ])
-        .await;
+    let run = calls_list(&sandbox, "real_call", &[]).await;
     assert!(
         run.stdout.contains("svc_call_fx0002") && run.stdout.contains("real_call"),
         "{run:?}"
@@ -291,20 +293,8 @@ async fn calls_list_sends_every_filter_and_prints_rows() {
 async fn calls_list_all_follows_cursors_across_pages() {
     let server = MockServer::start().await;
     let paged = paging::mount_paged_calls(&server, "real_call", 12, 5).await;
-    let run = Sandbox::for_server(&server)
-        .run(&[
-            "--json",
-            "calls",
-            "list",
-            "--source",
-            "real_call",
-            "--from",
-            "2026-01-01T00:00:00Z",
-            "--limit",
-            "5",
-            "--all",
-        ])
-        .await;
+    let sandbox = Sandbox::for_server(&server);
+    let run = calls_list(&sandbox, "real_call", &["--json", "--limit", "5", "--all"]).await;
     assert_eq!(run.code, 0, "{run:?}");
     let ids: Vec<String> = run.json()["data"]
         .as_array()
@@ -319,38 +309,22 @@ async fn calls_list_all_follows_cursors_across_pages() {
 async fn calls_list_one_page_shows_how_to_get_the_next() {
     let server = MockServer::start().await;
     let paged = paging::mount_paged_calls(&server, "roleplay", 4, 2).await;
-    let run = Sandbox::for_server(&server)
-        .run(&[
-            "calls",
-            "list",
-            "--source",
-            "roleplay",
-            "--from",
-            "2026-01-01T00:00:00Z",
-        ])
-        .await;
+    let sandbox = Sandbox::for_server(&server);
+    let run = calls_list(&sandbox, "roleplay", &[]).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stderr.contains(&paged.cursors[0]), "{run:?}");
-    let run = Sandbox::for_server(&server)
-        .run(&[
-            "--json",
-            "calls",
-            "list",
-            "--source",
-            "roleplay",
-            "--from",
-            "2026-01-01T00:00:00Z",
-            "--cursor",
-            &paged.cursors[0],
-        ])
-        .await;
+    let run = calls_list(
+        &sandbox,
+        "roleplay",
+        &["--json", "--cursor", &paged.cursors[0]],
+    )
+    .await;
     assert_eq!(run.json()["data"][0]["id"], json!(paged.ids[2]));
 }
 
 #[tokio::test]
 async fn calls_list_rejects_bad_arguments_before_sending() {
-    let server = happy_server().await;
-    let sandbox = Sandbox::for_server(&server);
+    let (server, sandbox) = happy_sandbox().await;
     for args in [
         vec![
             "calls",
@@ -360,24 +334,10 @@ async fn calls_list_rejects_bad_arguments_before_sending() {
             "--from",
             "yesterday",
         ],
+        vec!["calls", "list", "--source", "voicemail", "--from", FROM],
+        vec!["calls", "list", "--from", FROM],
         vec![
-            "calls",
-            "list",
-            "--source",
-            "voicemail",
-            "--from",
-            "2026-01-01T00:00:00Z",
-        ],
-        vec!["calls", "list", "--from", "2026-01-01T00:00:00Z"],
-        vec![
-            "calls",
-            "list",
-            "--source",
-            "roleplay",
-            "--from",
-            "2026-01-01T00:00:00Z",
-            "--limit",
-            "500",
+            "calls", "list", "--source", "roleplay", "--from", FROM, "--limit", "500",
         ],
         vec![
             "calls",
@@ -385,7 +345,7 @@ async fn calls_list_rejects_bad_arguments_before_sending() {
             "--source",
             "roleplay",
             "--from",
-            "2026-01-01T00:00:00Z",
+            FROM,
             "--agent-id",
             "a",
             "--platform-agent-id",
@@ -400,10 +360,8 @@ async fn calls_list_rejects_bad_arguments_before_sending() {
 
 #[tokio::test]
 async fn calls_show_prints_a_real_call_as_a_dialogue_with_score_keys_and_audio() {
-    let server = happy_server().await;
-    let run = Sandbox::for_server(&server)
-        .run(&["calls", "show", bodies::REAL_CALL_ID])
-        .await;
+    let (_server, sandbox) = happy_sandbox().await;
+    let run = sandbox.run(&["calls", "show", bodies::REAL_CALL_ID]).await;
     assert_eq!(run.code, 0, "{run:?}");
     for expected in [
         "[00:02.9 - 00:05.1] customer: Hi, I got a letter about a new plan.",
@@ -425,8 +383,8 @@ async fn calls_show_prints_a_real_call_as_a_dialogue_with_score_keys_and_audio()
 
 #[tokio::test]
 async fn calls_show_json_keeps_unknown_keys_of_a_practice_call() {
-    let server = happy_server().await;
-    let run = Sandbox::for_server(&server)
+    let (_server, sandbox) = happy_sandbox().await;
+    let run = sandbox
         .run(&["--json", "calls", "show", bodies::ROLEPLAY_CALL_ID])
         .await;
     assert_eq!(run.code, 0, "{run:?}");
@@ -442,10 +400,8 @@ async fn calls_show_json_keeps_unknown_keys_of_a_practice_call() {
 
 #[tokio::test]
 async fn calls_show_of_an_unknown_call_is_call_not_found_with_exit_1() {
-    let server = happy_server().await;
-    let run = Sandbox::for_server(&server)
-        .run(&["calls", "show", "svc_call_missing"])
-        .await;
+    let (_server, sandbox) = happy_sandbox().await;
+    let run = sandbox.run(&["calls", "show", "svc_call_missing"]).await;
     assert_eq!(run.code, 1, "{run:?}");
     assert!(run.stderr.contains("CALL_NOT_FOUND"), "{run:?}");
     assert!(run.stdout.is_empty());
@@ -513,25 +469,24 @@ async fn an_unreachable_service_exits_75() {
 
 #[tokio::test]
 async fn missing_or_invalid_configuration_is_a_usage_error() {
-    let no_url = Sandbox::new()
-        .env("SVC_API_KEY", "svc_live_x")
-        .run(&["calls", "show", "svc_call_1"])
-        .await;
-    assert_eq!(no_url.code, 2, "{no_url:?}");
-    assert!(no_url.stderr.contains("base URL"));
-    let bad_url = Sandbox::new()
-        .env("SVC_API_KEY", "svc_live_x")
-        .env("SVC_BASE_URL", "http://127.0.0.1:9")
-        .run(&["calls", "show", "x"])
-        .await;
-    assert_eq!(bad_url.code, 2, "{bad_url:?}");
-    assert!(bad_url.stderr.contains("/v1"));
-    let no_key = Sandbox::new()
-        .env("SVC_BASE_URL", "http://127.0.0.1:9/v1")
-        .run(&["calls", "show", "x"])
-        .await;
-    assert_eq!(no_key.code, 2, "{no_key:?}");
-    assert!(no_key.stderr.contains("API key"));
+    for (env, names) in [
+        (vec![("SVC_API_KEY", "svc_live_x")], "base URL"),
+        (
+            vec![
+                ("SVC_API_KEY", "svc_live_x"),
+                ("SVC_BASE_URL", "http://127.0.0.1:9"),
+            ],
+            "/v1",
+        ),
+        (vec![("SVC_BASE_URL", "http://127.0.0.1:9/v1")], "API key"),
+    ] {
+        let sandbox = env
+            .iter()
+            .fold(Sandbox::new(), |sandbox, (k, v)| sandbox.env(k, v));
+        let run = sandbox.run(&["calls", "show", "svc_call_1"]).await;
+        assert_eq!(run.code, 2, "{env:?}: {run:?}");
+        assert!(run.stderr.contains(names), "{env:?}: {run:?}");
+    }
 }
 
 #[tokio::test]

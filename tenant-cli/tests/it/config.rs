@@ -1,4 +1,7 @@
-//! Configuration: precedence flag > env > profile, `config set` writes 0600, the key never shows.
+//! Configuration: precedence flag > env > profile, `config set` writes 0600, the key never shows,
+//! a config file named explicitly must exist unless `config set` is creating it.
+
+use std::path::Path;
 
 use crate::helpers::{Sandbox, read};
 
@@ -137,4 +140,73 @@ async fn config_set_rejects_a_base_url_without_v1_and_writes_nothing() {
         .await;
     assert_eq!(run.code, 2, "{run:?}");
     assert!(!sandbox.dir.path().join("xdg/svc-cli/config.toml").exists());
+}
+
+#[tokio::test]
+async fn a_named_config_file_that_does_not_exist_is_a_usage_error_but_a_missing_default_is_not() {
+    let sandbox = Sandbox::new()
+        .env("SVC_BASE_URL", "http://127.0.0.1:9/v1")
+        .env("SVC_API_KEY", "svc_live_env");
+    let missing = sandbox.path("typo.toml");
+    let missing = missing.to_str().expect("utf-8 path");
+
+    let by_flag = sandbox
+        .run(&["--config", missing, "calls", "show", "svc_call_1"])
+        .await;
+    assert_eq!(by_flag.code, 2, "{by_flag:?}");
+    assert!(
+        by_flag.stderr.contains("typo.toml")
+            && by_flag.stderr.contains("--config")
+            && by_flag.stderr.contains("does not exist"),
+        "{by_flag:?}"
+    );
+
+    let by_env = Sandbox::new()
+        .env("SVC_CONFIG", missing)
+        .run(&["config", "show"])
+        .await;
+    assert_eq!(by_env.code, 2, "{by_env:?}");
+    assert!(
+        by_env.stderr.contains("typo.toml") && by_env.stderr.contains("SVC_CONFIG"),
+        "{by_env:?}"
+    );
+
+    let default_absent = sandbox.run(&["--json", "config", "show"]).await;
+    assert_eq!(default_absent.code, 0, "{default_absent:?}");
+    assert_eq!(default_absent.json()["baseUrl"], "http://127.0.0.1:9/v1");
+    assert!(!sandbox.path("xdg/svc-cli/config.toml").exists());
+}
+
+#[tokio::test]
+async fn config_set_creates_a_file_named_by_flag_or_environment() {
+    let sandbox = Sandbox::new();
+    let by_flag = sandbox.path("new/by-flag.toml");
+    let by_flag = by_flag.to_str().expect("utf-8 path");
+    let run = sandbox
+        .run(&[
+            "--config",
+            by_flag,
+            "--base-url",
+            "http://127.0.0.1:6/v1",
+            "config",
+            "set",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let shown = sandbox
+        .run(&["--json", "--config", by_flag, "config", "show"])
+        .await;
+    assert_eq!(shown.code, 0, "{shown:?}");
+    assert_eq!(shown.json()["baseUrl"], "http://127.0.0.1:6/v1");
+
+    let by_env = sandbox.path("by-env.toml");
+    let by_env = by_env.to_str().expect("utf-8 path");
+    let sandbox = sandbox.env("SVC_CONFIG", by_env);
+    let run = sandbox
+        .run(&["--base-url", "http://127.0.0.1:7/v1", "config", "set"])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(read(Path::new(by_env)).contains("http://127.0.0.1:7/v1"));
+    let shown = sandbox.run(&["--json", "config", "show"]).await;
+    assert_eq!(shown.json()["baseUrl"], "http://127.0.0.1:7/v1");
 }

@@ -123,16 +123,19 @@ pub(crate) fn client(server: &MockServer, policy: RetryPolicy) -> Client {
         .expect("client")
 }
 
+/// Every request the server received.
+pub(crate) async fn received(server: &MockServer) -> Vec<wiremock::Request> {
+    server.received_requests().await.unwrap_or_default()
+}
+
 /// Requests the server received for a method and path.
 pub(crate) async fn requests_to(
     server: &MockServer,
     method: &str,
     path: &str,
 ) -> Vec<wiremock::Request> {
-    server
-        .received_requests()
+    received(server)
         .await
-        .unwrap_or_default()
         .into_iter()
         .filter(|r| r.method.as_str() == method && r.url.path() == path)
         .collect()

@@ -5,7 +5,7 @@ use serde_json::json;
 use svc_fixtures::roster::Roster;
 use wiremock::MockServer;
 
-use crate::helpers::{Sandbox, read, requests_to};
+use crate::helpers::{Run, Sandbox, read, received, requests_to};
 
 const GOOD: &str = "\
 npn,firstName,lastName,platformAgencyId,agencyName,email,platformAgentId,notes
@@ -15,27 +15,32 @@ npn,firstName,lastName,platformAgencyId,agencyName,email,platformAgentId,notes
 11110004,Ana,Silva,beta-2,Beta Brokers,ana@beta.example,rep-4,
 ";
 
-async fn roster_server() -> (MockServer, Roster) {
+/// The stateful fake roster, and a sandbox pointed at it.
+async fn roster_sandbox() -> (MockServer, Roster, Sandbox) {
     let server = MockServer::start().await;
     let roster = Roster::mount(&server).await;
-    (server, roster)
+    let sandbox = Sandbox::for_server(&server);
+    (server, roster, sandbox)
+}
+
+/// Writes `csv` to `roster.csv` in the sandbox and runs `roster import` on it with `flags`.
+async fn import(sandbox: &Sandbox, csv: impl AsRef<[u8]>, flags: &[&str]) -> Run {
+    let file = sandbox.write("roster.csv", csv);
+    let mut args = vec!["roster", "import", file.to_str().expect("path")];
+    args.extend_from_slice(flags);
+    sandbox.run(&args).await
+}
+
+/// How many lines of a `--report` file have this outcome.
+fn report_lines_with(report: &str, outcome: &str) -> usize {
+    let column = format!(",{outcome},");
+    report.lines().filter(|l| l.contains(&column)).count()
 }
 
 #[tokio::test]
 async fn import_registers_every_row_and_upserts_each_agency_once() {
-    let (server, roster) = roster_server().await;
-    let sandbox = Sandbox::for_server(&server);
-    let file = sandbox.write("roster.csv", GOOD);
-    let run = sandbox
-        .run(&[
-            "--json",
-            "roster",
-            "import",
-            file.to_str().expect("path"),
-            "--jobs",
-            "3",
-        ])
-        .await;
+    let (server, roster, sandbox) = roster_sandbox().await;
+    let run = import(&sandbox, GOOD, &["--json", "--jobs", "3"]).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(run.json()["summary"]["registered"], json!(4));
     assert_eq!(roster.agents().len(), 4);
@@ -60,31 +65,22 @@ async fn import_registers_every_row_and_upserts_each_agency_once() {
 
 #[tokio::test]
 async fn rerunning_the_same_file_changes_nothing_and_reports_already_registered() {
-    let (server, roster) = roster_server().await;
-    let sandbox = Sandbox::for_server(&server);
-    let file = sandbox.write("roster.csv", GOOD);
-    let path = file.to_str().expect("path");
-    assert_eq!(sandbox.run(&["roster", "import", path]).await.code, 0);
+    let (_server, roster, sandbox) = roster_sandbox().await;
+    assert_eq!(import(&sandbox, GOOD, &[]).await.code, 0);
     let before = roster.agents();
     let report = sandbox.path("second.csv");
-    let run = sandbox
-        .run(&[
-            "roster",
-            "import",
-            path,
-            "--report",
-            report.to_str().expect("path"),
-        ])
-        .await;
+    let run = import(
+        &sandbox,
+        GOOD,
+        &["--report", report.to_str().expect("path")],
+    )
+    .await;
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(roster.agents(), before);
     assert!(run.stdout.contains("already_registered"), "{run:?}");
     let report = read(&report);
     assert_eq!(
-        report
-            .lines()
-            .filter(|l| l.contains(",already_registered,"))
-            .count(),
+        report_lines_with(&report, "already_registered"),
         4,
         "{report}"
     );
@@ -92,10 +88,10 @@ async fn rerunning_the_same_file_changes_nothing_and_reports_already_registered(
 
 #[tokio::test]
 async fn bad_rows_are_reported_with_line_numbers_and_never_stop_the_others() {
-    let (server, roster) = roster_server().await;
-    let sandbox = Sandbox::for_server(&server);
-    let file = sandbox.write(
-        "roster.csv",
+    let (_server, roster, sandbox) = roster_sandbox().await;
+    let report = sandbox.path("out.csv");
+    let run = import(
+        &sandbox,
         "platformAgencyId,agencyName,firstName,lastName,email,npn,platformAgentId
 acme-1,Acme,Dana,Reyes,dana@acme.example,11110001,rep-1
 acme-1,Acme,No,Handle,,,
@@ -105,17 +101,9 @@ acme-1,Acme,Dup,Email,DANA@acme.example,,rep-9
 acme-1,Acme,Good,Two,two@acme.example,,svc_agent_reserved
 acme-1,Acme,Good,Three,three@acme.example,,rep-3
 ",
-    );
-    let report = sandbox.path("out.csv");
-    let run = sandbox
-        .run(&[
-            "roster",
-            "import",
-            file.to_str().expect("path"),
-            "--report",
-            report.to_str().expect("path"),
-        ])
-        .await;
+        &["--report", report.to_str().expect("path")],
+    )
+    .await;
     assert_eq!(run.code, 1, "{run:?}");
     for expected in [
         "line 3: missing handle",
@@ -135,24 +123,13 @@ acme-1,Acme,Good,Three,three@acme.example,,rep-3
     assert!(report.starts_with(
         "line,platformAgencyId,platformAgentId,npn,email,outcome,agentId,agencyId,message"
     ));
-    assert_eq!(
-        report.lines().filter(|l| l.contains(",invalid,")).count(),
-        5,
-        "{report}"
-    );
-    assert_eq!(
-        report
-            .lines()
-            .filter(|l| l.contains(",registered,"))
-            .count(),
-        2,
-        "{report}"
-    );
+    assert_eq!(report_lines_with(&report, "invalid"), 5, "{report}");
+    assert_eq!(report_lines_with(&report, "registered"), 2, "{report}");
 }
 
 #[tokio::test]
 async fn a_handle_registered_in_another_agency_is_a_conflict() {
-    let (server, roster) = roster_server().await;
+    let (_server, roster, sandbox) = roster_sandbox().await;
     roster.seed_agency("other-9", "Other Agency");
     roster
         .seed_agent(
@@ -160,11 +137,7 @@ async fn a_handle_registered_in_another_agency_is_a_conflict() {
             json!({ "firstName": "Dana", "lastName": "Reyes", "npn": "11110001" }),
         )
         .expect("seeded");
-    let sandbox = Sandbox::for_server(&server);
-    let file = sandbox.write("roster.csv", GOOD);
-    let run = sandbox
-        .run(&["--json", "roster", "import", file.to_str().expect("path")])
-        .await;
+    let run = import(&sandbox, GOOD, &["--json"]).await;
     assert_eq!(run.code, 1, "{run:?}");
     let out = run.json();
     assert_eq!(out["summary"]["conflict"], json!(1));
@@ -185,42 +158,25 @@ async fn a_handle_registered_in_another_agency_is_a_conflict() {
 
 #[tokio::test]
 async fn dry_run_validates_and_sends_nothing() {
-    let (server, _) = roster_server().await;
-    let sandbox = Sandbox::for_server(&server);
-    let file = sandbox.write("roster.csv", GOOD);
-    let run = sandbox
-        .run(&[
-            "roster",
-            "import",
-            file.to_str().expect("path"),
-            "--dry-run",
-        ])
-        .await;
+    let (server, _, sandbox) = roster_sandbox().await;
+    let run = import(&sandbox, GOOD, &["--dry-run"]).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
         run.stdout.contains("would_register") && run.stderr.contains("2 agencies"),
         "{run:?}"
     );
-    assert!(
-        server
-            .received_requests()
-            .await
-            .unwrap_or_default()
-            .is_empty()
-    );
+    assert!(received(&server).await.is_empty());
 }
 
 #[tokio::test]
 async fn missing_columns_or_bad_encoding_fail_before_anything_is_sent() {
-    let (server, _) = roster_server().await;
-    let sandbox = Sandbox::for_server(&server);
-    let missing = sandbox.write(
-        "missing.csv",
+    let (server, _, sandbox) = roster_sandbox().await;
+    let run = import(
+        &sandbox,
         "platformAgencyId,firstName,lastName,email\nacme-1,A,B,a@b.example\n",
-    );
-    let run = sandbox
-        .run(&["roster", "import", missing.to_str().expect("path")])
-        .await;
+        &[],
+    )
+    .await;
     assert_eq!(run.code, 2, "{run:?}");
     assert!(
         run.stderr
@@ -228,35 +184,25 @@ async fn missing_columns_or_bad_encoding_fail_before_anything_is_sent() {
         "{run:?}"
     );
 
-    let latin1 = sandbox.write("latin1.csv", b"platformAgencyId,agencyName,firstName,lastName,email,npn,platformAgentId\nacme-1,Acme,Jos\xe9,Ruiz,j@acme.example,,\n".as_slice());
-    let run = sandbox
-        .run(&["roster", "import", latin1.to_str().expect("path")])
-        .await;
+    let latin1 = b"platformAgencyId,agencyName,firstName,lastName,email,npn,platformAgentId\nacme-1,Acme,Jos\xe9,Ruiz,j@acme.example,,\n";
+    let run = import(&sandbox, latin1, &[]).await;
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.contains("line 2 is not valid UTF-8"), "{run:?}");
 
     let absent = sandbox.run(&["roster", "import", "no-such-file.csv"]).await;
     assert_eq!(absent.code, 2, "{absent:?}");
-    assert!(
-        server
-            .received_requests()
-            .await
-            .unwrap_or_default()
-            .is_empty()
-    );
+    assert!(received(&server).await.is_empty());
 }
 
 #[tokio::test]
 async fn rows_of_an_agency_without_any_name_are_invalid() {
-    let (server, roster) = roster_server().await;
-    let sandbox = Sandbox::for_server(&server);
-    let file = sandbox.write(
-        "roster.csv",
+    let (_server, roster, sandbox) = roster_sandbox().await;
+    let run = import(
+        &sandbox,
         "platformAgencyId,agencyName,firstName,lastName,email,npn,platformAgentId\nnameless,,A,B,a@b.example,,\nacme-1,Acme,C,D,c@d.example,,\n",
-    );
-    let run = sandbox
-        .run(&["roster", "import", file.to_str().expect("path")])
-        .await;
+        &[],
+    )
+    .await;
     assert_eq!(run.code, 1, "{run:?}");
     assert!(
         run.stderr
@@ -274,10 +220,7 @@ async fn a_revoked_key_stops_the_import_with_exit_4() {
     let sandbox = Sandbox::new()
         .env("SVC_BASE_URL", &svc_fixtures::base_url(&server))
         .env("SVC_API_KEY", "svc_live_revoked");
-    let file = sandbox.write("roster.csv", GOOD);
-    let run = sandbox
-        .run(&["roster", "import", file.to_str().expect("path")])
-        .await;
+    let run = import(&sandbox, GOOD, &[]).await;
     assert_eq!(run.code, 4, "{run:?}");
     assert!(requests_to(&server, "POST", "/v1/agents").await.is_empty());
 }
