@@ -43,6 +43,12 @@ const MAX_BATCH: usize = 512;
 /// How long the checkpointer waits after a commit before copying the WAL into the file.
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// How long a write waits for another connection's lock before failing.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long rewinding the WAL may wait for other connections' readers.
+const RESTART_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// WAL size (in 4 KiB frames, 32 MiB) past which the writer rewinds it.
 const RESTART_WAL_FRAMES: i64 = 8192;
 
@@ -131,7 +137,14 @@ impl<I: Index> State<I> {
     /// Rewinds the WAL if the checkpointer found it too long.
     fn restart_wal_if_due(&self) {
         if self.checkpointer.restart_due.swap(false, Ordering::Relaxed) {
-            if let Err(err) = checkpoint(&self.conn, "RESTART") {
+            // A RESTART waits for readers of the old WAL (another process's); never long, as
+            // batches queue meanwhile. If it cannot finish now, the checkpointer asks again.
+            let restarted = self
+                .conn
+                .busy_timeout(RESTART_WAIT)
+                .and_then(|()| checkpoint(&self.conn, "RESTART"));
+            let restored = self.conn.busy_timeout(BUSY_TIMEOUT);
+            if let Err(err) = restarted.and(restored) {
                 tracing::warn!(error = %err, "webhook store WAL restart failed; will retry");
             }
         }
@@ -143,8 +156,7 @@ impl<I: Index> Writer<I> {
     /// `schema`, loads the index, and starts the writer thread.
     pub(crate) fn open(path: &Path, schema: &str) -> Result<Self, StoreError> {
         let conn = Connection::open(path).map_err(db_error)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(db_error)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(db_error)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(db_error)?;
         conn.pragma_update(None, "synchronous", "FULL")
@@ -207,8 +219,7 @@ struct Checkpointer {
 impl Checkpointer {
     fn spawn(path: &Path) -> Result<Self, StoreError> {
         let conn = Connection::open(path).map_err(db_error)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(db_error)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(db_error)?;
         let (commits, committed) = mpsc::sync_channel::<()>(1);
         let restart_due = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&restart_due);
