@@ -29,6 +29,17 @@ pub struct CallScored {
     pub platform_agent_id: Option<String>,
     /// The tenant's own agency id, if one was registered.
     pub platform_agency_id: Option<String>,
+    /// The rep label of the earlier session-token form (`externalUserId`), echoed as the tenant
+    /// sent it. Present only when the token was minted with it; the key is absent otherwise.
+    /// A label only: never an authorization boundary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_user_id: Option<String>,
+    /// The agency label of the earlier session-token form (`externalAgencyId`), echoed as the
+    /// tenant sent it. Present only when the token was minted with it; the key is absent
+    /// otherwise. A label only: it names no agency of the roster and is never an authorization
+    /// boundary (use `agency_id` for that).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_agency_id: Option<String>,
     /// When the call reached its outcome, ISO 8601 UTC.
     pub occurred_at: String,
     /// Delivery support id.
@@ -160,6 +171,8 @@ mod tests {
             agency_id: "g".into(),
             platform_agent_id: Some("p".into()),
             platform_agency_id: None,
+            external_user_id: None,
+            external_agency_id: None,
             occurred_at: "2026-01-01T00:00:00Z".into(),
             request_id: "r".into(),
             reason: None,
@@ -171,5 +184,33 @@ mod tests {
         assert!(json.get("reason").is_none() && json.get("reasonMessage").is_none());
         let decoded: CallScored = serde_json::from_value(json).expect("decodes");
         assert_eq!(decoded, event);
+    }
+
+    #[test]
+    fn earlier_form_labels_decode_when_present_and_stay_absent_otherwise() {
+        let base = r#""event":"call.scored","success":true,"callId":"svc_call_1",
+            "source":"roleplay","agentId":"a","agencyId":"g","platformAgentId":null,
+            "platformAgencyId":null,"occurredAt":"2026-01-01T00:00:00Z","requestId":"r""#;
+        let labelled: CallScored = serde_json::from_str(&format!(
+            r#"{{{base},"externalUserId":"u-9","externalAgencyId":"a-9"}}"#
+        ))
+        .expect("decodes with labels");
+        assert_eq!(labelled.external_user_id.as_deref(), Some("u-9"));
+        assert_eq!(labelled.external_agency_id.as_deref(), Some("a-9"));
+        let back = serde_json::to_value(&labelled).expect("encodes");
+        assert_eq!(back["externalUserId"], "u-9");
+        assert_eq!(back["externalAgencyId"], "a-9");
+
+        for body in [
+            format!("{{{base}}}"),
+            format!(r#"{{{base},"externalUserId":null,"externalAgencyId":null}}"#),
+        ] {
+            let plain: CallScored = serde_json::from_str(&body).expect("decodes without labels");
+            assert_eq!(plain.external_user_id, None);
+            assert_eq!(plain.external_agency_id, None);
+            let json = serde_json::to_value(&plain).expect("encodes");
+            assert!(json.get("externalUserId").is_none(), "no key, not null");
+            assert!(json.get("externalAgencyId").is_none(), "no key, not null");
+        }
     }
 }

@@ -312,6 +312,10 @@ pub struct ToScore {
     pub platform_agent_id: Option<String>,
     /// Ids echoed on the webhook.
     pub platform_agency_id: Option<String>,
+    /// The earlier form's rep label, echoed on the webhook when the token carried it.
+    pub external_user_id: Option<String>,
+    /// The earlier form's agency label, echoed on the webhook when the token carried it.
+    pub external_agency_id: Option<String>,
 }
 
 /// Marks an ended call `scoring` and returns what scoring needs; `None` if it is not waiting.
@@ -325,7 +329,8 @@ pub(super) fn begin_scoring(
 ) -> rusqlite::Result<Option<ToScore>> {
     conn.query_row(
         "UPDATE calls SET state = 'scoring', updated_at = ?2 WHERE id = ?1 AND state IN ('ended', 'scoring')
-         RETURNING tenant_id, drill_key, transcript, agent_id, agency_id, platform_agent_id, platform_agency_id",
+         RETURNING tenant_id, drill_key, transcript, agent_id, agency_id, platform_agent_id,
+                   platform_agency_id, external_user_id, external_agency_id",
         params![call_id, now],
         |r| {
             Ok(ToScore {
@@ -336,6 +341,8 @@ pub(super) fn begin_scoring(
                 agency_id: r.get(4)?,
                 platform_agent_id: r.get(5)?,
                 platform_agency_id: r.get(6)?,
+                external_user_id: r.get(7)?,
+                external_agency_id: r.get(8)?,
             })
         },
     )

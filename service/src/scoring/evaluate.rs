@@ -78,6 +78,10 @@ pub struct EventIds<'a> {
     pub platform_agent_id: Option<&'a str>,
     /// Tenant agency id.
     pub platform_agency_id: Option<&'a str>,
+    /// The earlier mint form's rep label; on the body only when set.
+    pub external_user_id: Option<&'a str>,
+    /// The earlier mint form's agency label; on the body only when set.
+    pub external_agency_id: Option<&'a str>,
 }
 
 /// The `call.scored` body for an outcome: never a score or transcript; `reason` and
@@ -105,6 +109,8 @@ pub fn event(
         agency_id: ids.agency_id.to_string(),
         platform_agent_id: ids.platform_agent_id.map(str::to_string),
         platform_agency_id: ids.platform_agency_id.map(str::to_string),
+        external_user_id: ids.external_user_id.map(str::to_string),
+        external_agency_id: ids.external_agency_id.map(str::to_string),
         occurred_at,
         request_id,
         reason,
@@ -123,6 +129,8 @@ mod tests {
             agency_id: "svc_agency_1",
             platform_agent_id: Some("rep-1"),
             platform_agency_id: None,
+            external_user_id: None,
+            external_agency_id: None,
         }
     }
 

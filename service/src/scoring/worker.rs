@@ -67,6 +67,8 @@ impl Scorer {
             agency_id: &call.agency_id,
             platform_agent_id: call.platform_agent_id.as_deref(),
             platform_agency_id: call.platform_agency_id.as_deref(),
+            external_user_id: call.external_user_id.as_deref(),
+            external_agency_id: call.external_agency_id.as_deref(),
         };
         let event = evaluate::event(
             &ids,

@@ -265,19 +265,13 @@ async fn the_list_pages_newest_first_and_stays_stable_while_calls_arrive() {
 async fn list_filters_validate_and_narrow() {
     let app = practice_app(|_| {}).await;
     let (tenant, agent) = tenant_with_rep(&app).await;
-    let token = mint(
+    let token = minted_token(
         &app,
         &tenant,
         json!({ "platformAgentId": "rep-1", "externalUserId": "u-9", "externalAgencyId": "a-9" }),
     )
-    .await
-    .expect(200)["token"]
-        .as_str()
-        .expect("token")
-        .to_owned();
-    let (labelled, mut client) = start_call(&app, &token).await;
-    client.say("Hi, my name is Sam").await;
-    end_call(client).await;
+    .await;
+    let (labelled, _) = run_call_with(&app, &token, &["Hi, my name is Sam"], 0).await;
     let detail = wait_scored(&app, &tenant, &labelled).await;
     assert_eq!(
         (

@@ -50,10 +50,13 @@ pub(crate) async fn mint(app: &TestApp, tenant: &TestTenant, body: Value) -> Rep
 
 /// Mints a token for `rep-1` and returns it.
 pub(crate) async fn token(app: &TestApp, tenant: &TestTenant) -> String {
-    let body = mint(app, tenant, json!({ "platformAgentId": "rep-1" }))
-        .await
-        .expect(200);
-    body["token"].as_str().expect("token").to_owned()
+    minted_token(app, tenant, json!({ "platformAgentId": "rep-1" })).await
+}
+
+/// Mints a token with the request `body` (which must succeed) and returns it.
+pub(crate) async fn minted_token(app: &TestApp, tenant: &TestTenant, body: Value) -> String {
+    let minted = mint(app, tenant, body).await.expect(200);
+    minted["token"].as_str().expect("token").to_owned()
 }
 
 /// `POST /v1/roleplay/session` with the session token.
@@ -181,7 +184,17 @@ pub(crate) async fn run_call(
     secs: i64,
 ) -> (String, Value) {
     let token = token(app, tenant).await;
-    let (call_id, mut client) = start_call(app, &token).await;
+    run_call_with(app, &token, lines, secs).await
+}
+
+/// [`run_call`] on an already minted `token`.
+pub(crate) async fn run_call_with(
+    app: &TestApp,
+    token: &str,
+    lines: &[&str],
+    secs: i64,
+) -> (String, Value) {
+    let (call_id, mut client) = start_call(app, token).await;
     for line in lines {
         client.say(line).await;
     }

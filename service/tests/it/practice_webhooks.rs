@@ -1,9 +1,11 @@
-//! The `call.scored` webhook: signed bodies verified with the receiver crate, the retry with the
-//! same id and never a third attempt, immediate secret rotation, nothing queued without an
-//! endpoint, and a pending retry surviving a restart.
+//! The `call.scored` webhook: signed bodies verified with the receiver crate, the earlier mint
+//! form's labels echoed only when sent, the retry with the same id and never a third attempt,
+//! immediate secret rotation, nothing queued without an endpoint, and a pending retry surviving
+//! a restart.
 
 use std::time::Duration;
 
+use serde_json::{Value, json};
 use svc_receiver::{Keyring, SigningSecret, Verifier};
 use svc_service::credentials::SigningSecret as TenantSecret;
 use svc_service::db::TenantChange;
@@ -69,6 +71,52 @@ async fn a_scored_call_sends_a_signed_body_without_score_or_transcript() {
     );
     wait_scored(&app, &tenant, &call_id).await;
     sink.assert_silent(Duration::from_millis(300)).await;
+}
+
+/// Runs a short call on a token minted with `mint_body`; returns its delivery's verified event
+/// and raw JSON body.
+async fn delivery_for(
+    app: &TestApp,
+    tenant: &TestTenant,
+    secret: &str,
+    sink: &mut WebhookSink,
+    mint_body: Value,
+) -> (svc_receiver::CallScored, Value) {
+    let token = minted_token(app, tenant, mint_body).await;
+    let (call_id, _) = run_call_with(app, &token, &["Hi, my name is Sam"], 30).await;
+    let received = sink.next().await;
+    let event = verify(app, secret, &received);
+    assert_eq!(event.call_id, call_id);
+    (event, received.json())
+}
+
+/// A token minted without the earlier form's labels gives exactly the contract's keys (the test
+/// above); one minted with them gets them echoed, each only when it was sent.
+#[tokio::test]
+async fn earlier_form_labels_are_echoed_on_the_body_only_when_the_token_carried_them() {
+    let app = practice_app(|_| {}).await;
+    let mut sink = WebhookSink::start().await;
+    let (tenant, secret) = with_endpoint(&app, &sink).await;
+
+    let both = json!({ "externalUserId": "rep-1", "externalAgencyId": "west-team" });
+    let (event, body) = delivery_for(&app, &tenant, &secret, &mut sink, both).await;
+    assert_eq!(event.external_user_id.as_deref(), Some("rep-1"));
+    assert_eq!(event.external_agency_id.as_deref(), Some("west-team"));
+    assert!(
+        event.agency_id.starts_with("svc_agency_"),
+        "the agency label does not replace the roster's agency"
+    );
+    assert_eq!(body["externalUserId"], "rep-1");
+    assert_eq!(body["externalAgencyId"], "west-team");
+
+    let user_only = json!({ "platformAgentId": "rep-1", "externalUserId": "u-9" });
+    let (event, body) = delivery_for(&app, &tenant, &secret, &mut sink, user_only).await;
+    assert_eq!(event.external_user_id.as_deref(), Some("u-9"));
+    assert_eq!(event.external_agency_id, None);
+    assert!(
+        body.get("externalAgencyId").is_none(),
+        "an unsent label is left out, not null"
+    );
 }
 
 #[tokio::test]
