@@ -8,8 +8,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
+use utoipa::ToSchema;
 
-use crate::db::DbError;
+use crate::db::{DbError, Handle};
 
 /// Every error the API can answer, one variant per contract code (plus routing errors).
 #[derive(Debug, thiserror::Error)]
@@ -54,15 +55,8 @@ pub enum ApiError {
     #[error("no such agency")]
     AgencyNotFound,
     /// 409: a rep is already registered under a sent handle.
-    #[error("an agent is already registered under the {matched_on} sent")]
-    AgentAlreadyExists {
-        /// The existing agent's service id.
-        agent_id: String,
-        /// The existing agent's service agency id.
-        agency_id: String,
-        /// Which handle matched: `platformAgentId`, `npn` or `email`.
-        matched_on: &'static str,
-    },
+    #[error("an agent is already registered under the {} sent", .0.matched_on.as_str())]
+    AgentAlreadyExists(AgentAlreadyExistsDetails),
     /// 404 on a path the API does not have (routing; outside the contract's codes).
     #[error("no such endpoint")]
     RouteNotFound,
@@ -99,7 +93,7 @@ impl ApiError {
             | ApiError::AgentNotFound
             | ApiError::AgencyNotFound
             | ApiError::RouteNotFound => StatusCode::NOT_FOUND,
-            ApiError::AgentAlreadyExists { .. } => StatusCode::CONFLICT,
+            ApiError::AgentAlreadyExists(_) => StatusCode::CONFLICT,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -122,7 +116,7 @@ impl ApiError {
             ApiError::CallNotFound => "CALL_NOT_FOUND",
             ApiError::AgentNotFound => "AGENT_NOT_FOUND",
             ApiError::AgencyNotFound => "AGENCY_NOT_FOUND",
-            ApiError::AgentAlreadyExists { .. } => "AGENT_ALREADY_EXISTS",
+            ApiError::AgentAlreadyExists(_) => "AGENT_ALREADY_EXISTS",
             ApiError::RouteNotFound => "NOT_FOUND",
             ApiError::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ApiError::Internal(_) => "INTERNAL_ERROR",
@@ -133,18 +127,22 @@ impl ApiError {
     /// The `details` object, only on codes that document one.
     pub fn details(&self) -> Option<Value> {
         match self {
-            ApiError::AgentAlreadyExists {
-                agent_id,
-                agency_id,
-                matched_on,
-            } => Some(serde_json::json!({
-                "agentId": agent_id,
-                "agencyId": agency_id,
-                "matchedOn": matched_on,
-            })),
+            ApiError::AgentAlreadyExists(details) => serde_json::to_value(details).ok(),
             _ => None,
         }
     }
+}
+
+/// The `details` of `409 AGENT_ALREADY_EXISTS`: the rep already registered under a sent handle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentAlreadyExistsDetails {
+    /// The existing agent's service id.
+    pub agent_id: String,
+    /// The existing agent's service agency id.
+    pub agency_id: String,
+    /// The handle that matched (the first of `platformAgentId`, `npn`, `email` sent).
+    pub matched_on: Handle,
 }
 
 /// The parts of an error envelope, waiting for the request id (a response extension).

@@ -9,12 +9,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use crate::api::agencies::Agency;
-use crate::api::openapi::ErrorEnvelope;
+use crate::api::openapi::{AgentAlreadyExistsEnvelope, ErrorEnvelope};
 use crate::auth::Tenant;
 use crate::cursor::CursorScope;
 use crate::db::{AgencyRef, AgentFilter, AgentLookup, AgentRecord, NewAgent, RegisterAgent};
 use crate::domain::{Email, Npn, PlatformId, optional, required_text, text};
-use crate::error::ApiError;
+use crate::error::{AgentAlreadyExistsDetails, ApiError};
 use crate::extract::{ApiJson, ApiQuery};
 use crate::state::AppState;
 use crate::time::format_millis;
@@ -151,7 +151,7 @@ pub struct ListAgentsQuery {
         (status = 401, description = "INVALID_API_KEY, API_KEY_REVOKED", body = ErrorEnvelope),
         (status = 403, description = "TENANT_INACTIVE, IP_NOT_ALLOWED", body = ErrorEnvelope),
         (status = 404, description = "AGENCY_NOT_FOUND", body = ErrorEnvelope),
-        (status = 409, description = "AGENT_ALREADY_EXISTS with details { agentId, agencyId, matchedOn }", body = ErrorEnvelope),
+        (status = 409, description = "AGENT_ALREADY_EXISTS with details { agentId, agencyId, matchedOn }", body = AgentAlreadyExistsEnvelope),
     )
 )]
 async fn register_agent(
@@ -169,11 +169,13 @@ async fn register_agent(
             }),
         )),
         RegisterAgent::AgencyNotFound => Err(ApiError::AgencyNotFound),
-        RegisterAgent::AlreadyExists { agent, matched_on } => Err(ApiError::AgentAlreadyExists {
-            agent_id: agent.id,
-            agency_id: agent.agency_id,
-            matched_on: matched_on.as_str(),
-        }),
+        RegisterAgent::AlreadyExists { agent, matched_on } => {
+            Err(ApiError::AgentAlreadyExists(AgentAlreadyExistsDetails {
+                agent_id: agent.id,
+                agency_id: agent.agency_id,
+                matched_on,
+            }))
+        }
     }
 }
 

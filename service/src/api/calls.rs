@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use crate::api::agents::parse_limit;
+use crate::api::call_detail::{CallDetail, Score, TranscriptTurn};
 use crate::api::openapi::ErrorEnvelope;
 use crate::auth::Tenant;
 use crate::cursor::CursorScope;
@@ -20,10 +21,8 @@ use crate::db::{AgentRef, CallFilter, CallRow};
 use crate::domain::{PlatformId, optional, text};
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
-use crate::practice::transcript::Turn;
-use crate::scoring::evaluate::ScoreDoc;
 use crate::state::AppState;
-use crate::time::{format_millis, parse_timestamp};
+use crate::time::parse_timestamp;
 
 const CURSOR_ENDPOINT: &str = "GET /calls";
 
@@ -38,7 +37,7 @@ pub fn router() -> Router<AppState> {
 #[derive(Debug, OpenApi)]
 #[openapi(
     paths(list_calls, call_detail),
-    components(schemas(CallRow, CallList, CallDetail, ScoreDoc, Turn))
+    components(schemas(CallRow, CallList, CallDetail, Score, TranscriptTurn))
 )]
 pub struct CallsApi;
 
@@ -79,33 +78,6 @@ pub struct CallList {
     pub data: Vec<CallRow>,
     /// Cursor of the next page; null on the last.
     pub next_cursor: Option<String>,
-}
-
-/// The full detail of a scored call.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CallDetail {
-    /// Every list-row field.
-    #[serde(flatten)]
-    pub row: CallRow,
-    /// Always `scored`.
-    pub status: String,
-    /// Diarized turns.
-    pub transcript: Vec<serde_json::Value>,
-    /// The score.
-    #[schema(value_type = ScoreDoc)]
-    pub score: serde_json::Value,
-    /// Null for practice calls.
-    pub audio_url: Option<String>,
-    /// Null for practice calls.
-    pub audio_url_expires_at: Option<String>,
-    /// Reserved; null in v1.
-    #[schema(value_type = Option<Object>)]
-    pub waveform: Option<serde_json::Value>,
-    /// Creation.
-    pub created_at: String,
-    /// Last change.
-    pub updated_at: String,
 }
 
 fn time_bound(field: &str, raw: &str) -> Result<i64, ApiError> {
@@ -285,29 +257,6 @@ async fn call_detail(
         .scored_call(&tenant.id, call_id.trim())
         .await?
         .ok_or(ApiError::CallNotFound)?;
-    let transcript = record
-        .transcript
-        .as_deref()
-        .map(serde_json::from_str::<Vec<serde_json::Value>>)
-        .transpose()
-        .map_err(|e| ApiError::Internal(e.into()))?
-        .unwrap_or_default();
-    let score = record
-        .score
-        .as_deref()
-        .map(serde_json::from_str::<serde_json::Value>)
-        .transpose()
-        .map_err(|e| ApiError::Internal(e.into()))?
-        .unwrap_or(serde_json::Value::Null);
-    Ok(Json(CallDetail {
-        row: record.row,
-        status: "scored".to_string(),
-        transcript,
-        score,
-        audio_url: None,
-        audio_url_expires_at: None,
-        waveform: None,
-        created_at: format_millis(record.created_at),
-        updated_at: format_millis(record.updated_at),
-    }))
+    let detail = CallDetail::from_record(record).map_err(|e| ApiError::Internal(e.into()))?;
+    Ok(Json(detail))
 }

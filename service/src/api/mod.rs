@@ -4,6 +4,7 @@
 
 pub mod agencies;
 pub mod agents;
+pub mod call_detail;
 pub mod calls;
 pub mod openapi;
 pub mod roleplay;

@@ -9,6 +9,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToSchema};
 
+use crate::error::AgentAlreadyExistsDetails;
 use crate::state::AppState;
 
 /// Routes of this resource.
@@ -33,9 +34,32 @@ pub struct ErrorObject {
     pub message: String,
     /// Equals the `X-Service-Request-Id` header.
     pub request_id: String,
-    /// Only on codes that document it (`AGENT_ALREADY_EXISTS`).
-    #[schema(value_type = Option<Object>)]
+    /// Only on codes that document it; absent otherwise. Today only `AGENT_ALREADY_EXISTS`,
+    /// whose envelope (`AgentAlreadyExistsEnvelope`) gives its shape.
+    #[schema(value_type = Object, required = false)]
     pub details: Option<serde_json::Value>,
+}
+
+/// The error envelope of `409 AGENT_ALREADY_EXISTS`, the one code that documents `details`
+/// (documentation type).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentAlreadyExistsEnvelope {
+    /// The error.
+    pub error: AgentAlreadyExistsError,
+}
+
+/// The `error` object of `409 AGENT_ALREADY_EXISTS` (documentation type).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentAlreadyExistsError {
+    /// `AGENT_ALREADY_EXISTS`.
+    pub code: String,
+    /// Human-readable; may change.
+    pub message: String,
+    /// Equals the `X-Service-Request-Id` header.
+    pub request_id: String,
+    /// The agent already registered under a sent handle.
+    pub details: AgentAlreadyExistsDetails,
 }
 
 #[derive(Debug, OpenApi)]
@@ -46,7 +70,13 @@ pub struct ErrorObject {
         description = "v1 API. Every response carries X-Service-Request-Id; errors use the envelope."
     ),
     servers((url = "/v1")),
-    components(schemas(ErrorEnvelope, ErrorObject)),
+    components(schemas(
+        ErrorEnvelope,
+        ErrorObject,
+        AgentAlreadyExistsEnvelope,
+        AgentAlreadyExistsError,
+        AgentAlreadyExistsDetails
+    )),
     modifiers(&BearerSchemes)
 )]
 struct BaseApi;

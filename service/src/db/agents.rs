@@ -36,8 +36,9 @@ pub struct NewAgent {
     pub now_ms: i64,
 }
 
-/// A handle an agent can be matched on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A handle an agent can be matched on; serialised as the contract's field name (`matchedOn`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub enum Handle {
     /// `platformAgentId`.
     PlatformAgentId,

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Who spoke a turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// The rep practising the call.
@@ -16,7 +16,7 @@ pub enum Role {
 }
 
 /// One turn of a transcript.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Turn {
     /// Who spoke.
     pub role: Role,

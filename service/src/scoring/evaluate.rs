@@ -10,8 +10,10 @@ use crate::practice::catalog::Drill;
 use crate::practice::rubric::{self, NotScored};
 use crate::practice::transcript::Turn;
 
-/// The stored score: the contract's Score object.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+/// The score the rubric stores for a practice call: the contract's Score with whole numbers and
+/// without the real-call keys (GET /calls/{callId} reads it back as
+/// [`crate::api::call_detail::Score`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ScoreDoc {
     /// 0–100, higher is better.
@@ -20,13 +22,8 @@ pub struct ScoreDoc {
     pub summary: String,
     /// Coaching feedback.
     pub feedback: String,
-    /// 0–100.
+    /// 0–100; the rubric always assesses compliance.
     pub compliance_percent: u32,
-    /// Real calls only: the compliance scorecard of a default-rubric enrollment call that ended
-    /// in a sale (inner shape not part of the contract). Practice scoring never sets it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Object)]
-    pub compliance_scorecard: Option<serde_json::Value>,
 }
 
 /// The outcome of scoring one call.
@@ -55,7 +52,6 @@ pub fn evaluate(drill_key: Option<&str>, transcript_json: Option<&str>) -> Outco
                 summary: score.summary,
                 feedback: score.feedback,
                 compliance_percent: score.compliance_percent,
-                compliance_scorecard: None,
             }),
             Err(reason @ NotScored::RepNeverSpoke) => {
                 Outcome::NotScored(reason.message().to_string())

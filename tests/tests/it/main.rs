@@ -1,9 +1,10 @@
 //! End-to-end tests across the members: `svc-cli` (its client, live transport and commands)
 //! against the real `svc-service` on `127.0.0.1:0` with a fresh database, and the `svc-fixtures`
-//! bodies against the service's OpenAPI document.
+//! bodies and the service's own responses against its OpenAPI document.
 
 mod openapi_check;
 mod openapi_fixtures;
+mod openapi_responses;
 mod practice;
 mod roster_import;
 
@@ -20,6 +21,10 @@ use tokio::sync::oneshot;
 pub(crate) struct Service {
     pub(crate) addr: SocketAddr,
     pub(crate) key: String,
+    /// The tenant's id.
+    pub(crate) tenant_id: String,
+    /// The service's database, to seed what no endpoint creates (real calls).
+    pub(crate) db: Db,
     _dir: tempfile::TempDir,
     _stop: oneshot::Sender<()>,
 }
@@ -32,8 +37,9 @@ impl Service {
         let config = Config::new(dir.path().join("service.db"));
         let db = Db::open(&config.db_path).await.expect("open db");
         let key = ServiceKey::generate();
+        let tenant_id = ids::tenant_id();
         db.create_tenant(NewTenant {
-            id: ids::tenant_id(),
+            id: tenant_id.clone(),
             name: "End-to-end tenant".into(),
             webhook_url: None,
             signing_secret: SigningSecret::generate(),
@@ -55,6 +61,8 @@ impl Service {
         Self {
             addr,
             key: key.expose().to_owned(),
+            tenant_id,
+            db,
             _dir: dir,
             _stop: stop,
         }

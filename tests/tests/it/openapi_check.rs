@@ -1,10 +1,28 @@
 //! Checks JSON bodies against the response schemas of an OpenAPI 3.1 document, with every object
-//! the document describes closed: a missing required property, a wrong type and a property the
-//! schema does not declare are all reported, each with the JSON pointer where it happens.
+//! the document describes closed except the ones the caller names open: a missing required
+//! property, a wrong type and a property the schema does not declare are all reported, each with
+//! the JSON pointer where it happens. [`served_document`] and [`CONTRACT_OPEN`] are this API's
+//! document and its open objects.
 
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::{Draft, ValidationError};
 use serde_json::Value;
+
+use crate::Service;
+
+/// The contract's open objects (section 2), named by the component the service's document gives
+/// them: a Score "accepts additional keys" and transcript turns "accept extra keys and are read
+/// loosely". The document must say so itself; every other object is checked closed.
+pub(crate) const CONTRACT_OPEN: &[&str] = &["Score", "TranscriptTurn"];
+
+/// The document `service` serves at `/v1/openapi.json`, fetched as a user would.
+pub(crate) async fn served_document(service: &Service) -> Value {
+    let response = reqwest::get(format!("{}/openapi.json", service.base_url()))
+        .await
+        .expect("GET /v1/openapi.json");
+    assert_eq!(response.status().as_u16(), 200);
+    response.json().await.expect("the document is JSON")
+}
 
 /// Where a body lives in the document: the JSON response of `method path` answering `status`,
 /// or one property of that response (`within`).
@@ -45,30 +63,6 @@ impl std::fmt::Display for Body {
     }
 }
 
-/// An undeclared property that a contract object allows on purpose: `name` on the object at
-/// `at`, a JSON pointer in which `*` stands for any one segment (an array index).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct OpenKey {
-    pub(crate) at: &'static str,
-    pub(crate) name: &'static str,
-}
-
-impl OpenKey {
-    /// True when this key allows the undeclared property `name` of the object at `at`.
-    fn allows(&self, at: &str, name: &str) -> bool {
-        if self.name != name {
-            return false;
-        }
-        let pattern: Vec<&str> = self.at.split('/').collect();
-        let actual: Vec<&str> = at.split('/').collect();
-        pattern.len() == actual.len()
-            && pattern
-                .iter()
-                .zip(&actual)
-                .all(|(want, got)| *want == "*" || want == got)
-    }
-}
-
 /// An OpenAPI document prepared for checking bodies against it.
 #[derive(Debug)]
 pub(crate) struct ApiDoc {
@@ -79,16 +73,23 @@ pub(crate) struct ApiDoc {
 }
 
 impl ApiDoc {
-    /// Prepares `doc`, an OpenAPI 3.1 document.
-    pub(crate) fn new(doc: Value) -> Self {
+    /// Prepares `doc`, an OpenAPI 3.1 document. The component schemas named in `open` keep what
+    /// the document says of keys they do not declare (and are closed where it says nothing);
+    /// every other object is closed, whatever the document says.
+    pub(crate) fn new(doc: Value, open: &[&str]) -> Self {
         let components = doc.get("components").cloned().unwrap_or(Value::Null);
         let mut closed_components = components.clone();
         if let Some(schemas) = closed_components
             .get_mut("schemas")
             .and_then(Value::as_object_mut)
         {
-            for schema in schemas.values_mut() {
-                close(schema, &components);
+            for (name, schema) in schemas.iter_mut() {
+                let openness = if open.contains(&name.as_str()) {
+                    Openness::AsDocumented
+                } else {
+                    Openness::Closed
+                };
+                close(schema, &components, openness);
             }
         }
         Self {
@@ -97,26 +98,21 @@ impl ApiDoc {
         }
     }
 
-    /// Problems with `value`, the fixture `fixture`, as the body at `body`: one line each, naming
-    /// the fixture and the JSON pointer. Undeclared properties listed in `open` are allowed.
-    pub(crate) fn check(
-        &self,
-        fixture: &str,
-        body: Body,
-        value: &Value,
-        open: &[OpenKey],
-    ) -> Vec<String> {
+    /// Problems with `value`, named `label` (a fixture, a request), as the body at `body`: one
+    /// line each, naming `label` and the JSON pointer.
+    pub(crate) fn check(&self, label: &str, body: Body, value: &Value) -> Vec<String> {
         let schema = match self.schema_of(body) {
             Ok(schema) => schema,
-            Err(problem) => return vec![format!("{fixture}: {problem}")],
+            Err(problem) => return vec![format!("{label}: {problem}")],
         };
         let mut root = schema.clone();
         close(
             &mut root,
             self.doc.get("components").unwrap_or(&Value::Null),
+            Openness::Closed,
         );
         let Some(root_map) = root.as_object_mut() else {
-            return vec![format!("{fixture}: the schema of {body} is not an object")];
+            return vec![format!("{label}: the schema of {body} is not an object")];
         };
         root_map.insert("components".into(), self.closed_components.clone());
         let validator = match jsonschema::options()
@@ -126,14 +122,14 @@ impl ApiDoc {
             Ok(validator) => validator,
             Err(e) => {
                 return vec![format!(
-                    "{fixture}: the schema of {body} does not compile: {e}"
+                    "{label}: the schema of {body} does not compile: {e}"
                 )];
             }
         };
         let mut problems: Vec<String> = validator
             .iter_errors(value)
-            .flat_map(|error| describe(&error, open))
-            .map(|(pointer, message)| format!("{fixture} at {pointer}: {message} (as {body})"))
+            .flat_map(|error| describe(&error))
+            .map(|(pointer, message)| format!("{label} at {pointer}: {message} (as {body})"))
             .collect();
         problems.sort();
         problems
@@ -176,12 +172,22 @@ impl ApiDoc {
     }
 }
 
+/// What [`close`] does with keys an object does not declare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Openness {
+    /// Refused, whatever the document says.
+    Closed,
+    /// As the document says; refused where it says nothing.
+    AsDocumented,
+}
+
 /// Closes every object `schema` describes: `additionalProperties: false` wherever `properties`
-/// are listed and nothing is said about other keys. An object without `properties` (an open map
+/// are listed, replacing what the document says unless `openness` (which applies to `schema`
+/// itself, not to the objects inside it) keeps it. An object without `properties` (an open map
 /// such as `details` or `waveform`) stays open. An `allOf` of plain object schemas (what utoipa
 /// writes for `#[serde(flatten)]`) is merged into one object first, so that closing it sees the
 /// keys of every part; `components` resolves the parts' `$ref`s.
-fn close(schema: &mut Value, components: &Value) {
+fn close(schema: &mut Value, components: &Value, openness: Openness) {
     merge_all_of(schema, components);
     let Some(map) = schema.as_object_mut() else {
         return;
@@ -192,19 +198,24 @@ fn close(schema: &mut Value, components: &Value) {
                 .as_object_mut()
                 .into_iter()
                 .flat_map(|m| m.values_mut())
-                .for_each(|s| close(s, components)),
+                .for_each(|s| close(s, components, Openness::Closed)),
             "prefixItems" | "allOf" | "anyOf" | "oneOf" => sub
                 .as_array_mut()
                 .into_iter()
                 .flatten()
-                .for_each(|s| close(s, components)),
-            "items" | "additionalProperties" | "not" | "contains" => close(sub, components),
+                .for_each(|s| close(s, components, Openness::Closed)),
+            "items" | "additionalProperties" | "not" | "contains" => {
+                close(sub, components, Openness::Closed);
+            }
             _ => {}
         }
     }
-    let says_already =
-        map.contains_key("additionalProperties") || map.contains_key("unevaluatedProperties");
-    if map.contains_key("properties") && !says_already {
+    if !map.contains_key("properties") {
+        return;
+    }
+    let documented = openness == Openness::AsDocumented
+        && (map.contains_key("additionalProperties") || map.contains_key("unevaluatedProperties"));
+    if !documented {
         map.insert("additionalProperties".into(), Value::Bool(false));
     }
 }
@@ -259,8 +270,8 @@ fn merge_all_of(schema: &mut Value, components: &Value) {
 }
 
 /// The problems one validation error stands for, as (JSON pointer, message). A missing or an
-/// undeclared property points at the property itself; an allowed open key is no problem.
-fn describe(error: &ValidationError<'_>, open: &[OpenKey]) -> Vec<(String, String)> {
+/// undeclared property points at the property itself.
+fn describe(error: &ValidationError<'_>) -> Vec<(String, String)> {
     let at = error.instance_path().as_str().to_owned();
     match error.kind() {
         ValidationErrorKind::Required { property } => {
@@ -275,7 +286,6 @@ fn describe(error: &ValidationError<'_>, open: &[OpenKey]) -> Vec<(String, Strin
         ValidationErrorKind::UnevaluatedProperties { unexpected }
         | ValidationErrorKind::AdditionalProperties { unexpected } => unexpected
             .iter()
-            .filter(|name| !open.iter().any(|key| key.allows(&at, name)))
             .map(|name| (child(&at, name), "not declared by the schema".into()))
             .collect(),
         _ => vec![(pointer_or_root(&at), error.to_string())],

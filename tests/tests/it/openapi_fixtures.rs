@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use svc_fixtures::bodies;
 
 use crate::Service;
-use crate::openapi_check::{ApiDoc, Body, OpenKey};
+use crate::openapi_check::{ApiDoc, Body, CONTRACT_OPEN, served_document};
 
 /// Each success fixture with the response it stands for (a fixture may stand for several).
 const SUCCESS_BODIES: &[(&str, Body)] = &[
@@ -55,33 +55,14 @@ const ERROR_ENDPOINTS: &[(&str, &str, &str)] = &[
     ("SERVICE_UNAVAILABLE", "POST", "/roleplay/session"),
 ];
 
-/// The contract's open objects (section 2): a Score "accepts additional keys" and transcript
-/// turns "accept extra keys and are read loosely". The call fixtures carry exactly these unknown
-/// keys on purpose, to show that a reader must be lenient; any other undeclared key is drift.
-/// (The document gives transcript turns no schema yet, so the turn keys pass either way today.)
-const OPEN_KEYS: &[OpenKey] = &[
-    OpenKey {
-        at: "/score",
-        name: "talkRatio",
-    },
-    OpenKey {
-        at: "/transcript/*",
-        name: "sentiment",
-    },
-    OpenKey {
-        at: "/transcript/*",
-        name: "speakerConfidence",
-    },
-];
-
 /// The document the service serves, fetched as a user would.
+async fn served_json() -> Value {
+    served_document(&Service::start().await).await
+}
+
+/// The served document, with the contract's open objects.
 async fn served_doc() -> ApiDoc {
-    let service = Service::start().await;
-    let response = reqwest::get(format!("{}/openapi.json", service.base_url()))
-        .await
-        .expect("GET /v1/openapi.json");
-    assert_eq!(response.status().as_u16(), 200);
-    ApiDoc::new(response.json().await.expect("the document is JSON"))
+    ApiDoc::new(served_json().await, CONTRACT_OPEN)
 }
 
 fn success_fixture(file: &str) -> Value {
@@ -103,7 +84,7 @@ fn success_body(file: &str) -> Body {
 fn success_problems(doc: &ApiDoc, file: &str, change: impl FnOnce(&mut Value)) -> Vec<String> {
     let mut value = success_fixture(file);
     change(&mut value);
-    doc.check(file, success_body(file), &value, OPEN_KEYS)
+    doc.check(file, success_body(file), &value)
 }
 
 /// The problems the check reports for the error fixture of `code` after `change`.
@@ -115,7 +96,7 @@ fn error_problems(doc: &ApiDoc, code: &str, change: impl FnOnce(&mut Value)) -> 
         .unwrap_or_else(|| panic!("{code} has no endpoint listed here"));
     change(&mut value);
     let file = format!("errors/{code}.json");
-    doc.check(&file, Body::of(method, path, status), &value, OPEN_KEYS)
+    doc.check(&file, Body::of(method, path, status), &value)
 }
 
 #[tokio::test]
@@ -129,7 +110,7 @@ async fn every_fixture_matches_the_schema_the_service_documents_for_its_response
         );
     }
     for (file, body) in SUCCESS_BODIES {
-        problems.extend(doc.check(file, *body, &success_fixture(file), OPEN_KEYS));
+        problems.extend(doc.check(file, *body, &success_fixture(file)));
     }
     for (code, _) in bodies::ERROR_CODES {
         problems.extend(error_problems(&doc, code, |_| {}));
@@ -196,26 +177,104 @@ async fn a_fixture_with_an_undeclared_field_is_reported_with_its_pointer() {
 }
 
 #[tokio::test]
-async fn only_the_documented_open_keys_pass_undeclared() {
-    let doc = served_doc().await;
+async fn the_document_declares_open_exactly_the_objects_the_contract_declares_open() {
+    let doc = served_json().await;
+    let schemas = doc["components"]["schemas"].as_object().expect("schemas");
+    let open: Vec<&str> = schemas
+        .iter()
+        .filter(|(_, schema)| {
+            schema
+                .get("additionalProperties")
+                .is_some_and(|other| *other != json!(false))
+        })
+        .map(|(name, _)| name.as_str())
+        .collect();
+    assert_eq!(open, CONTRACT_OPEN);
+}
+
+#[tokio::test]
+async fn undeclared_keys_pass_only_on_the_objects_the_contract_and_the_document_declare_open() {
+    let served = served_json().await;
     let file = "call_roleplay.json";
-    let strict = doc.check(file, success_body(file), &success_fixture(file), &[]);
-    assert_eq!(
-        strict,
-        [
-            "call_roleplay.json at /score/talkRatio: not declared by the schema (as GET /calls/{callId} 200)"
-        ]
-    );
+    let doc = ApiDoc::new(served.clone(), CONTRACT_OPEN);
+    // The fixture's own extra score and turn keys pass, and so do others; declared keys of an
+    // open object are still typed, and the call itself stays closed.
     assert_eq!(success_problems(&doc, file, |_| {}), Vec::<String>::new());
     let problems = success_problems(&doc, file, |v| {
         v["score"]["mood"] = json!("calm");
+        v["transcript"][0]["pause"] = json!(1.5);
+        v["transcript"][1]["startTime"] = json!("0:02");
+        v["score"]["compliancePercent"] = json!("90%");
         v["persona"] = json!({ "name": "Margaret" });
     });
     assert_eq!(
         problems,
         [
             "call_roleplay.json at /persona: not declared by the schema (as GET /calls/{callId} 200)",
-            "call_roleplay.json at /score/mood: not declared by the schema (as GET /calls/{callId} 200)",
+            r#"call_roleplay.json at /score/compliancePercent: "90%" is not of type "number" (as GET /calls/{callId} 200)"#,
+            r#"call_roleplay.json at /transcript/1/startTime: "0:02" is not of type "number" (as GET /calls/{callId} 200)"#,
+        ]
+    );
+
+    // Checked with no open objects, the fixture's extra keys are reported.
+    let all_closed = ApiDoc::new(served.clone(), &[]);
+    assert_eq!(
+        all_closed.check(file, success_body(file), &success_fixture(file)),
+        [
+            "call_roleplay.json at /score/talkRatio: not declared by the schema (as GET /calls/{callId} 200)",
+            "call_roleplay.json at /transcript/2/sentiment: not declared by the schema (as GET /calls/{callId} 200)",
+        ]
+    );
+
+    // The openness comes from the document: a Score that no longer declares it is closed.
+    let mut score_closed = served.clone();
+    score_closed["components"]["schemas"]["Score"]
+        .as_object_mut()
+        .expect("Score")
+        .remove("additionalProperties");
+    let doc = ApiDoc::new(score_closed, CONTRACT_OPEN);
+    assert_eq!(
+        success_problems(&doc, file, |_| {}),
+        [
+            "call_roleplay.json at /score/talkRatio: not declared by the schema (as GET /calls/{callId} 200)"
+        ]
+    );
+
+    // An object the contract does not declare open is checked closed even if the document
+    // opens it.
+    let mut agent_opened = served;
+    agent_opened["components"]["schemas"]["Agent"]["additionalProperties"] = json!(true);
+    let doc = ApiDoc::new(agent_opened, CONTRACT_OPEN);
+    assert_eq!(
+        success_problems(&doc, "agent.json", |v| v["nickname"] = json!("D")),
+        [
+            "agent.json at /nickname: not declared by the schema (as property agent of POST /agents 201)"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn agent_already_exists_details_are_checked_for_the_shape_the_contract_gives() {
+    let doc = served_doc().await;
+    let problems = error_problems(&doc, "AGENT_ALREADY_EXISTS", |v| {
+        let details = v["error"]["details"].as_object_mut().expect("details");
+        details.remove("agencyId");
+        details.insert("matchedOn".into(), json!("fullName"));
+    });
+    assert_eq!(
+        problems,
+        [
+            "errors/AGENT_ALREADY_EXISTS.json at /error/details/agencyId: required by the schema but missing (as POST /agents 409)",
+            r#"errors/AGENT_ALREADY_EXISTS.json at /error/details/matchedOn: "fullName" is not one of "platformAgentId", "npn" or "email" (as POST /agents 409)"#,
+        ]
+    );
+    let problems = error_problems(&doc, "AGENT_ALREADY_EXISTS", |v| {
+        v["error"].as_object_mut().expect("error").remove("details");
+    });
+    assert_eq!(
+        problems,
+        [
+            "errors/AGENT_ALREADY_EXISTS.json at /error/details: required by the schema but missing (as POST /agents 409)"
         ]
     );
 }

@@ -9,7 +9,8 @@ use svc_cli::client::{
 
 use crate::Service;
 
-const SCRIPT: &[&str] = &[
+/// What the rep says in a practice call that scores well.
+pub(crate) const SCRIPT: &[&str] = &[
     "Hi, this is Sam Rivera, a licensed insurance agent calling about your Medicare options.",
     "Before we start, this call is being recorded for quality and compliance.",
     "We do not offer every plan available in your area; please contact Medicare.gov or 1-800-MEDICARE for all options.",
