@@ -311,5 +311,13 @@ fn main() {
             pending + done + dead,
         );
         assert_eq!(missing, 0, "acknowledged deliveries missing from the inbox");
+
+        // Direct mode acknowledges after completing the claim: every acknowledged id must be
+        // remembered as done by a fresh store on the file (a later copy is a duplicate).
+        let reopened = SqliteDedupStore::open(dir.path().join("dedup.db"), DedupPolicy::default()).expect("reopen");
+        let done = reopened.completed_count().await.expect("count");
+        let acked = results[2].acknowledged.len() as u64;
+        println!("dedup check: {acked} acknowledged, {done} completed claims stored");
+        assert!(done >= acked, "acknowledged deliveries missing from the dedup store");
     });
 }
