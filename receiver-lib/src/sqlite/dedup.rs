@@ -1,6 +1,6 @@
 //! A durable [`DedupStore`] in SQLite: claims survive restarts, concurrent claims (from tasks or
 //! processes) are serialised by the writer thread and SQLite's write lock, and entries past
-//! retention are pruned.
+//! retention are pruned. Processes sharing a file pay for it: see [`super`].
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -11,7 +11,10 @@ use rusqlite::{Connection, params};
 use super::writer::{Index, Pruner, Writer};
 use crate::dedup::{Claim, DedupPolicy, DedupStore, StoreError, WebhookId};
 
-// Rows are appended in claim order (`seq`); ids and signatures are looked up in the writer's
+// Rows are appended in claim order (`seq`, the rowid; queries say `rowid` so that files written
+// before `seq` existed, whose table was keyed by id, still work: their rowids follow claim
+// order too, and their two indexes, now unused, are dropped). Ids and signatures are looked up
+// in the writer's
 // in-memory [`ClaimIndex`], not in B-trees keyed by them (see `writer`).
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS webhook_claims (
@@ -22,6 +25,8 @@ CREATE TABLE IF NOT EXISTS webhook_claims (
     lease_until INTEGER NOT NULL,
     claimed_at  INTEGER NOT NULL
 );
+DROP INDEX IF EXISTS webhook_claims_signature;
+DROP INDEX IF EXISTS webhook_claims_claimed_at;
 ";
 
 /// One remembered claim, as the index holds it.
@@ -63,30 +68,30 @@ impl ClaimState {
 #[derive(Debug, Default)]
 struct ClaimIndex {
     claims: HashMap<Box<str>, ClaimRow>,
-    /// When each remembered signature was first claimed.
-    signatures: HashMap<[u8; 32], i64>,
+    /// The row that recorded each remembered signature last, and when it was claimed.
+    signatures: HashMap<[u8; 32], (i64, i64)>,
 }
 
 impl ClaimIndex {
     fn insert(&mut self, id: &str, signature: &[u8], row: ClaimRow) {
         self.claims.insert(id.into(), row);
         if let Ok(signature) = <[u8; 32]>::try_from(signature) {
-            self.signatures.insert(signature, row.claimed_at);
+            self.signatures.insert(signature, (row.seq, row.claimed_at));
         }
     }
 
-    /// Forgets the row first claimed at `claimed_at`; its signature only if no later claim
-    /// recorded it again.
-    fn remove(&mut self, id: &str, signature: &[u8], claimed_at: i64) {
-        if self
-            .claims
-            .get(id)
-            .is_some_and(|row| row.claimed_at == claimed_at)
-        {
+    /// Forgets row `seq`: its id and signature only where they still point at it (a later
+    /// claim may have recorded the same signature again).
+    fn remove(&mut self, seq: i64, id: &str, signature: &[u8]) {
+        if self.claims.get(id).is_some_and(|row| row.seq == seq) {
             self.claims.remove(id);
         }
         if let Ok(signature) = <[u8; 32]>::try_from(signature) {
-            if self.signatures.get(&signature) == Some(&claimed_at) {
+            if self
+                .signatures
+                .get(&signature)
+                .is_some_and(|&(at, _)| at == seq)
+            {
                 self.signatures.remove(&signature);
             }
         }
@@ -97,7 +102,7 @@ impl Index for ClaimIndex {
     fn load(conn: &Connection) -> rusqlite::Result<Self> {
         let mut index = Self::default();
         let mut stmt = conn.prepare(
-            "SELECT seq, id, signature, state, lease_until, claimed_at FROM webhook_claims ORDER BY seq",
+            "SELECT rowid, id, signature, state, lease_until, claimed_at FROM webhook_claims ORDER BY rowid",
         )?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
@@ -168,19 +173,19 @@ impl SqliteDedupStore {
 fn prune_in(conn: &Connection, index: &mut ClaimIndex, cutoff: i64) -> rusqlite::Result<usize> {
     let mut stmt = conn.prepare_cached(
         "DELETE FROM webhook_claims
-         WHERE seq < COALESCE(
-                 (SELECT seq FROM webhook_claims WHERE claimed_at > ?1 ORDER BY seq LIMIT 1),
+         WHERE rowid < COALESCE(
+                 (SELECT rowid FROM webhook_claims WHERE claimed_at > ?1 ORDER BY rowid LIMIT 1),
                  9223372036854775807)
            AND claimed_at <= ?1
-         RETURNING id, signature, claimed_at",
+         RETURNING rowid, id, signature",
     )?;
     let mut rows = stmt.query([cutoff])?;
     let mut pruned = 0;
     while let Some(row) = rows.next()? {
         index.remove(
-            row.get_ref(0)?.as_str()?,
-            row.get_ref(1)?.as_blob()?,
-            row.get(2)?,
+            row.get(0)?,
+            row.get_ref(1)?.as_str()?,
+            row.get_ref(2)?.as_blob()?,
         );
         pruned += 1;
     }
@@ -199,7 +204,7 @@ fn set_state(
         return Ok(());
     };
     let lease_until = lease_until.unwrap_or(row.lease_until);
-    conn.prepare_cached("UPDATE webhook_claims SET state = ?2, lease_until = ?3 WHERE seq = ?1")?
+    conn.prepare_cached("UPDATE webhook_claims SET state = ?2, lease_until = ?3 WHERE rowid = ?1")?
         .execute(params![row.seq, state.as_str(), lease_until])?;
     row.state = state;
     row.lease_until = lease_until;
@@ -223,9 +228,9 @@ fn claim_in(
     match index.claims.get(id).copied() {
         Some(expired) if expired.claimed_at <= cutoff => {
             let signature: Vec<u8> = conn
-                .prepare_cached("DELETE FROM webhook_claims WHERE seq = ?1 RETURNING signature")?
+                .prepare_cached("DELETE FROM webhook_claims WHERE rowid = ?1 RETURNING signature")?
                 .query_row([expired.seq], |r| r.get(0))?;
-            index.remove(id, &signature, expired.claimed_at);
+            index.remove(expired.seq, id, &signature);
         }
         Some(row) => {
             return match row.state {
@@ -243,7 +248,7 @@ fn claim_in(
     if index
         .signatures
         .get(signature)
-        .is_some_and(|&claimed_at| claimed_at > cutoff)
+        .is_some_and(|&(_, claimed_at)| claimed_at > cutoff)
     {
         return Ok(Claim::Replayed);
     }

@@ -14,7 +14,10 @@ use tokio::sync::Notify;
 use super::writer::{Index, Pruner, Writer};
 use crate::dedup::{StoreError, WebhookId};
 
-// Rows are appended in arrival order (`seq`); ids and signatures are looked up in the writer's
+// Rows are appended in arrival order (`seq`, the rowid; queries say `rowid` so that files
+// written before `seq` existed, whose table was keyed by id, still work: their rowids follow
+// arrival order too, and their signature index, now unused, is dropped). Ids and signatures
+// are looked up in the writer's
 // in-memory [`InboxIndex`], not in B-trees keyed by them (see `writer`). The one index here
 // grows at its end, as new rows are pending and due now.
 const SCHEMA: &str = "
@@ -30,6 +33,7 @@ CREATE TABLE IF NOT EXISTS webhook_inbox (
     last_error  TEXT
 );
 CREATE INDEX IF NOT EXISTS webhook_inbox_due ON webhook_inbox (state, due_at);
+DROP INDEX IF EXISTS webhook_inbox_signature;
 ";
 
 /// Which ids and signatures the inbox holds, kept by the writer thread (about 100 bytes per
@@ -48,8 +52,11 @@ impl InboxIndex {
         self.signatures.insert(signature);
     }
 
-    fn remove(&mut self, id: &str, signature: &[u8]) {
-        self.rows.remove(id);
+    /// Forgets row `seq`: its id only if the id still points at it.
+    fn remove(&mut self, seq: i64, id: &str, signature: &[u8]) {
+        if self.rows.get(id) == Some(&seq) {
+            self.rows.remove(id);
+        }
         if let Ok(signature) = <[u8; 32]>::try_from(signature) {
             self.signatures.remove(&signature);
         }
@@ -59,7 +66,7 @@ impl InboxIndex {
 impl Index for InboxIndex {
     fn load(conn: &Connection) -> rusqlite::Result<Self> {
         let mut index = Self::default();
-        let mut stmt = conn.prepare("SELECT seq, id, signature FROM webhook_inbox")?;
+        let mut stmt = conn.prepare("SELECT rowid, id, signature FROM webhook_inbox")?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
             let signature: Vec<u8> = row.get(2)?;
@@ -202,14 +209,14 @@ impl SqliteInbox {
             .run(move |conn, _| {
                 let row: Option<(i64, String, Vec<u8>, i64)> = conn
                     .prepare_cached(
-                        "SELECT seq, id, body, attempts FROM webhook_inbox
-                         WHERE state = 'pending' AND due_at <= ?1 ORDER BY due_at, seq LIMIT 1",
+                        "SELECT rowid, id, body, attempts FROM webhook_inbox
+                         WHERE state = 'pending' AND due_at <= ?1 ORDER BY due_at, rowid LIMIT 1",
                     )?
                     .query_row([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
                     .optional()?;
                 if let Some((seq, _, _, _)) = &row {
                     conn.prepare_cached(
-                        "UPDATE webhook_inbox SET attempts = attempts + 1, due_at = ?2 WHERE seq = ?1",
+                        "UPDATE webhook_inbox SET attempts = attempts + 1, due_at = ?2 WHERE rowid = ?1",
                     )?
                     .execute(params![seq, lease_until])?;
                 }
@@ -261,7 +268,7 @@ impl SqliteInbox {
                     (_, Ok(())) => ("done", None),
                 };
                 conn.prepare_cached(
-                    "UPDATE webhook_inbox SET state = ?2, due_at = ?3, last_error = ?4 WHERE seq = ?1",
+                    "UPDATE webhook_inbox SET state = ?2, due_at = ?3, last_error = ?4 WHERE rowid = ?1",
                 )?
                 .execute(params![seq, state, due_at, error])
                 .map(drop)
@@ -357,15 +364,19 @@ fn accept_in(
 fn prune_in(conn: &Connection, index: &mut InboxIndex, cutoff: i64) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "DELETE FROM webhook_inbox
-         WHERE seq < COALESCE(
-                 (SELECT seq FROM webhook_inbox WHERE received_at > ?1 ORDER BY seq LIMIT 1),
+         WHERE rowid < COALESCE(
+                 (SELECT rowid FROM webhook_inbox WHERE received_at > ?1 ORDER BY rowid LIMIT 1),
                  9223372036854775807)
            AND state = 'done' AND received_at <= ?1
-         RETURNING id, signature",
+         RETURNING rowid, id, signature",
     )?;
     let mut rows = stmt.query([cutoff])?;
     while let Some(row) = rows.next()? {
-        index.remove(row.get_ref(0)?.as_str()?, row.get_ref(1)?.as_blob()?);
+        index.remove(
+            row.get(0)?,
+            row.get_ref(1)?.as_str()?,
+            row.get_ref(2)?.as_blob()?,
+        );
     }
     Ok(())
 }

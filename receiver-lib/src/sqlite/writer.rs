@@ -58,15 +58,10 @@ pub(crate) trait Index: Send + Sized + 'static {
     fn load(conn: &Connection) -> rusqlite::Result<Self>;
 }
 
-/// No index: the file's own B-trees answer every lookup.
-impl Index for () {
-    fn load(_: &Connection) -> rusqlite::Result<Self> {
-        Ok(())
-    }
-}
-
 type Reply = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
-type Job<I> = Box<dyn FnOnce(Result<(&Connection, &mut I), StoreError>) -> Reply + Send>;
+/// An operation: runs on the connection and index (or learns why it cannot), and says whether
+/// it succeeded; it is answered through its [`Reply`] once the batch's commit is known.
+type Job<I> = Box<dyn FnOnce(Result<(&Connection, &mut I), StoreError>) -> (Reply, bool) + Send>;
 
 /// A handle to the writer thread; cheap to clone.
 #[derive(Debug)]
@@ -121,6 +116,34 @@ impl<I: Index> State<I> {
             let _ = self.conn.execute_batch("ROLLBACK");
             db_error(err)
         })
+    }
+
+    /// Runs one job of the batch, only inside the batch's transaction and with an index that
+    /// matches the file. An error can roll the whole transaction back (disk full, I/O error):
+    /// later jobs would then write in autocommit, each committing alone, without the lock and
+    /// against an index that still holds the rolled-back writes; they fail instead (and so
+    /// does the commit). A job that failed half-way may have updated the index for only part
+    /// of its writes: the next job reloads it, inside the transaction, so it sees them all.
+    fn execute(&mut self, job: Job<I>) -> Reply {
+        if self.conn.is_autocommit() {
+            let rolled_back =
+                StoreError::Database("the batch's transaction was rolled back".into());
+            return job(Err(rolled_back)).0;
+        }
+        if self.index.is_none() {
+            match I::load(&self.conn) {
+                Ok(index) => self.index = Some(index),
+                Err(err) => return job(Err(db_error(err))).0,
+            }
+        }
+        let Some(index) = self.index.as_mut() else {
+            return job(Err(StoreError::Unavailable)).0;
+        };
+        let (reply, succeeded) = job(Ok((&self.conn, index)));
+        if !succeeded {
+            self.index = None;
+        }
+        reply
     }
 
     fn commit(&mut self) -> Result<(), StoreError> {
@@ -189,14 +212,16 @@ impl<I: Index> Writer<I> {
         let (tx, rx) = oneshot::channel::<Result<T, StoreError>>();
         let job: Job<I> = Box::new(move |ready| {
             let outcome = ready.and_then(|(conn, index)| op(conn, index).map_err(db_error));
-            Box::new(move |commit| {
+            let succeeded = outcome.is_ok();
+            let reply: Reply = Box::new(move |commit| {
                 let result = match (commit, outcome) {
                     (Err(err), _) | (Ok(()), Err(err)) => Err(err),
                     (Ok(()), Ok(result)) => Ok(result),
                 };
                 // The caller may have gone away (request cancelled); nothing to do then.
                 let _ = tx.send(result);
-            })
+            });
+            (reply, succeeded)
         });
         self.jobs.send(job).map_err(|_| StoreError::Unavailable)?;
         rx.await.map_err(|_| StoreError::Unavailable)?
@@ -220,6 +245,9 @@ impl Checkpointer {
     fn spawn(path: &Path) -> Result<Self, StoreError> {
         let conn = Connection::open(path).map_err(db_error)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(db_error)?;
+        // Checkpoints sync the database file before the WAL may be rewound and overwritten.
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(db_error)?;
         let (commits, committed) = mpsc::sync_channel::<()>(1);
         let restart_due = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&restart_due);
@@ -260,19 +288,20 @@ impl Checkpointer {
 fn run<I: Index>(mut state: State<I>, queue: &mpsc::Receiver<Job<I>>) {
     while let Ok(first) = queue.recv() {
         let begin = state.begin();
-        let mut execute = |job: Job<I>| match (&begin, state.index.as_mut()) {
-            (Ok(()), Some(index)) => job(Ok((&state.conn, index))),
-            (Err(err), _) => job(Err(StoreError::Database(err.to_string()))),
-            (Ok(()), None) => job(Err(StoreError::Unavailable)),
-        };
         // Run jobs as they arrive until the queue is empty, so operations queued while earlier
         // ones ran join this transaction instead of waiting for the next one.
-        let mut replies: Vec<Reply> = vec![execute(first)];
-        while replies.len() < MAX_BATCH {
-            match queue.try_recv() {
-                Ok(job) => replies.push(execute(job)),
-                Err(_) => break,
-            }
+        let mut replies: Vec<Reply> = Vec::new();
+        let mut next = Some(first);
+        while let Some(job) = next {
+            replies.push(match &begin {
+                Ok(()) => state.execute(job),
+                Err(err) => job(Err(StoreError::Database(err.to_string()))).0,
+            });
+            next = if replies.len() < MAX_BATCH {
+                queue.try_recv().ok()
+            } else {
+                None
+            };
         }
         let commit = match begin {
             Ok(()) => state.commit(),
@@ -304,5 +333,76 @@ impl Pruner {
                 .last
                 .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts the rows of the test table.
+    #[derive(Debug)]
+    struct Rows(i64);
+
+    impl Index for Rows {
+        fn load(conn: &Connection) -> rusqlite::Result<Self> {
+            conn.query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))
+                .map(Rows)
+        }
+    }
+
+    fn rows_on_disk(path: &Path) -> i64 {
+        let conn = Connection::open(path).expect("open");
+        conn.query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))
+            .expect("count")
+    }
+
+    #[tokio::test]
+    async fn after_an_error_rolls_the_batch_back_no_later_job_of_the_batch_writes() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("w.db");
+        let writer =
+            Writer::<Rows>::open(&path, "CREATE TABLE IF NOT EXISTS t (v BLOB)").expect("open");
+        // The first job holds the writer while the other two queue into the same batch, then
+        // caps the file at its current size, so the next insert fails with SQLITE_FULL, which
+        // rolls the whole transaction back.
+        let cap = writer.run(|conn, _| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            conn.pragma_update(None, "max_page_count", pages)
+        });
+        let too_big = writer.run(|conn, _| {
+            conn.execute("INSERT INTO t VALUES (zeroblob(1000000))", [])
+                .map(drop)
+        });
+        let later = writer.run(|conn, rows| {
+            conn.execute("INSERT INTO t VALUES (x'00')", [])?;
+            rows.0 += 1;
+            Ok(rows.0)
+        });
+        let (cap, too_big, later) = tokio::join!(cap, too_big, later);
+        assert!(too_big.is_err(), "the insert past the cap fails");
+        assert!(
+            later.is_err(),
+            "a job after the rollback fails instead of autocommitting"
+        );
+        assert!(
+            cap.is_err(),
+            "the batch's commit fails, so nothing of it is acknowledged"
+        );
+        assert_eq!(rows_on_disk(&path), 0, "nothing of the batch is on disk");
+
+        // The writer goes on, with an index that matches the file again.
+        let next = writer
+            .run(|conn, rows| {
+                conn.pragma_update(None, "max_page_count", 1_000_000)?;
+                conn.execute("INSERT INTO t VALUES (x'01')", [])?;
+                rows.0 += 1;
+                Ok(rows.0)
+            })
+            .await
+            .expect("next batch");
+        assert_eq!(next, 1);
+        assert_eq!(rows_on_disk(&path), 1);
     }
 }

@@ -234,3 +234,42 @@ fn webhook_ids_must_be_printable_ascii_and_bounded() {
         assert!(WebhookId::parse(bad).is_err(), "{bad:?}");
     }
 }
+
+#[tokio::test]
+async fn a_file_written_before_the_append_layout_keeps_its_claims() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("d.db");
+    {
+        // The layout of the first release: claims keyed by id, with two indexes.
+        let old = rusqlite::Connection::open(&path).expect("old file");
+        old.execute_batch(
+            "CREATE TABLE webhook_claims (
+                 id TEXT PRIMARY KEY, signature BLOB NOT NULL,
+                 state TEXT NOT NULL CHECK (state IN ('in_flight', 'released', 'done')),
+                 lease_until INTEGER NOT NULL, claimed_at INTEGER NOT NULL);
+             CREATE INDEX webhook_claims_signature ON webhook_claims (signature);
+             CREATE INDEX webhook_claims_claimed_at ON webhook_claims (claimed_at);",
+        )
+        .expect("old schema");
+        old.execute(
+            "INSERT INTO webhook_claims VALUES ('wh_old', ?1, 'done', 160, 100)",
+            [&sig(1)[..]],
+        )
+        .expect("old claim");
+    }
+    let store = SqliteDedupStore::open(&path, DedupPolicy::default()).expect("open old file");
+    assert_eq!(
+        store.claim(&id("wh_old"), &sig(1), 200).await.expect("c"),
+        Claim::Duplicate
+    );
+    assert_eq!(
+        store.claim(&id("wh_other"), &sig(1), 200).await.expect("c"),
+        Claim::Replayed
+    );
+    assert_eq!(
+        store.claim(&id("wh_new"), &sig(2), 200).await.expect("c"),
+        Claim::New
+    );
+    store.complete(&id("wh_new"), 200).await.expect("complete");
+    assert_eq!(store.completed_count().await.expect("count"), 2);
+}

@@ -249,3 +249,64 @@ async fn processed_entries_are_forgotten_after_retention_and_pending_ones_are_ke
     let reopened = SqliteInbox::open(&path, policy).expect("reopen");
     assert_eq!(reopened.counts().await.expect("counts"), (2, 0, 0));
 }
+
+#[tokio::test]
+async fn a_file_written_before_the_append_layout_keeps_its_pending_entries() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("inbox.db");
+    let body = event_body("svc_call_old");
+    {
+        // The layout of the first release: entries keyed by id, signatures unique.
+        let old = rusqlite::Connection::open(&path).expect("old file");
+        old.execute_batch(
+            "CREATE TABLE webhook_inbox (
+                 id TEXT PRIMARY KEY, signature BLOB NOT NULL, body BLOB NOT NULL,
+                 received_at INTEGER NOT NULL,
+                 state TEXT NOT NULL CHECK (state IN ('pending', 'done', 'dead')),
+                 attempts INTEGER NOT NULL DEFAULT 0, due_at INTEGER NOT NULL, last_error TEXT);
+             CREATE UNIQUE INDEX webhook_inbox_signature ON webhook_inbox (signature);
+             CREATE INDEX webhook_inbox_due ON webhook_inbox (state, due_at);",
+        )
+        .expect("old schema");
+        old.execute(
+            "INSERT INTO webhook_inbox (id, signature, body, received_at, state, due_at)
+             VALUES ('wh_old', ?1, ?2, ?3, 'pending', ?3)",
+            rusqlite::params![&[1u8; 32][..], &body, T],
+        )
+        .expect("old entry");
+    }
+    let inbox = SqliteInbox::open(&path, InboxPolicy::default()).expect("open old file");
+    let id = |text: &str| svc_receiver::dedup::WebhookId::parse(text.as_bytes()).expect("id");
+    assert_eq!(
+        inbox
+            .accept(&id("wh_old"), &[1; 32], &body, T)
+            .await
+            .expect("dup"),
+        Accepted::Duplicate
+    );
+    assert_eq!(
+        inbox
+            .accept(&id("wh_x"), &[1; 32], &body, T)
+            .await
+            .expect("replay"),
+        Accepted::Replayed
+    );
+    let entry = inbox
+        .next_due(T)
+        .await
+        .expect("due")
+        .expect("the old entry");
+    assert_eq!(entry.webhook_id.as_str(), "wh_old");
+    assert_eq!(
+        inbox.settle(&entry, Ok(()), T).await.expect("settle"),
+        Settled::Done
+    );
+    assert_eq!(
+        inbox
+            .accept(&id("wh_new"), &[2; 32], &body, T)
+            .await
+            .expect("new"),
+        Accepted::Stored
+    );
+    assert_eq!(inbox.counts().await.expect("counts"), (1, 1, 0));
+}
