@@ -6,7 +6,8 @@
 //! 3. direct mode with the durable SQLite dedup store (claim and complete, two commits).
 //!
 //! The servers take turns, in three rounds, so that a noisy neighbour slows each of them alike.
-//! Prints deliveries/s and latency percentiles per server, the ratio to verify-only, the size of
+//! Prints deliveries/s and latency percentiles per server, the ratio to verify-only, the CPU
+//! time per delivery (the whole process: server and load generator), the size of
 //! the inbox's files, and checks that every acknowledged delivery is in the inbox afterwards
 //! (read back through a fresh connection). Target: inbox mode at least 0.6 x verify-only with
 //! p99 under 3 ms.
@@ -57,6 +58,28 @@ struct RunResult {
     failed: usize,
     elapsed: Duration,
     latency_us: Histogram<u64>,
+    /// CPU time the whole process (server and load generator) used meanwhile.
+    cpu: Duration,
+}
+
+/// CPU time this process has used so far (user + system), from `/proc/self/stat`; zero where
+/// that file does not exist.
+fn process_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which is in parentheses and may hold spaces): utime and
+    // stime are the 12th and 13th of them, in clock ticks (100 per second on Linux).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
 
 impl RunResult {
@@ -66,6 +89,7 @@ impl RunResult {
             failed: 0,
             elapsed: Duration::ZERO,
             latency_us: Histogram::new(3).expect("histogram"),
+            cpu: Duration::ZERO,
         }
     }
 
@@ -74,6 +98,7 @@ impl RunResult {
         self.failed += other.failed;
         self.elapsed += other.elapsed;
         self.latency_us.add(other.latency_us).expect("merge");
+        self.cpu += other.cpu;
     }
 }
 
@@ -220,7 +245,7 @@ fn rate(result: &RunResult) -> f64 {
 fn row(name: &str, result: &RunResult, baseline: f64) {
     let h = &result.latency_us;
     println!(
-        "{name:<34} {:>9} {:>6} {:>10.0} {:>6.2} {:>8.2} {:>8.2} {:>8.2}",
+        "{name:<34} {:>9} {:>6} {:>10.0} {:>6.2} {:>8.2} {:>8.2} {:>8.2} {:>7.1}",
         result.acknowledged.len(),
         result.failed,
         rate(result),
@@ -228,6 +253,7 @@ fn row(name: &str, result: &RunResult, baseline: f64) {
         h.value_at_quantile(0.50) as f64 / 1000.0,
         h.value_at_quantile(0.99) as f64 / 1000.0,
         h.max() as f64 / 1000.0,
+        result.cpu.as_secs_f64() * 1e6 / result.acknowledged.len().max(1) as f64,
     );
 }
 
@@ -271,17 +297,20 @@ fn main() {
         for round in 0..ROUNDS {
             for (k, (_, target)) in targets.iter().enumerate() {
                 let run = format!("t{k}r{round}");
-                results[k].absorb(match target {
+                let cpu_before = process_cpu();
+                let mut result = match target {
                     Target::Http(addr) => drive(*addr, &run, per_round).await,
                     Target::Inbox(inbox) => store_only(inbox, &run, per_round).await,
-                });
+                };
+                result.cpu = process_cpu().saturating_sub(cpu_before);
+                results[k].absorb(result);
             }
         }
 
         println!("\n{CONNECTIONS} connections, {seconds} s per server in {ROUNDS} rounds, loopback, {} cores", std::thread::available_parallelism().map_or(0, |n| n.get()));
         println!(
-            "{:<34} {:>9} {:>6} {:>10} {:>6} {:>8} {:>8} {:>8}",
-            "server", "acked", "failed", "per sec", "ratio", "p50 ms", "p99 ms", "max ms"
+            "{:<34} {:>9} {:>6} {:>10} {:>6} {:>8} {:>8} {:>8} {:>7}",
+            "server", "acked", "failed", "per sec", "ratio", "p50 ms", "p99 ms", "max ms", "cpu us"
         );
         let baseline = rate(&results[0]);
         for ((name, _), result) in targets.iter().zip(&results) {
