@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::client::{ErrorClass, LiveSession, Persona};
+use crate::client::{CallId, ErrorClass, LiveSession, Persona};
 
 /// A failure of the live call, with a contract code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -47,7 +47,7 @@ impl LiveError {
 #[serde(rename_all = "camelCase")]
 pub struct Finished {
     /// Public call id from the `ended` frame.
-    pub call_id: String,
+    pub call_id: CallId,
     /// Duration from the `ended` frame.
     pub duration_sec: i64,
     /// The persona from `ready`.
@@ -99,8 +99,7 @@ pub async fn run_call(
         call_id: ready
             .get("callId")
             .and_then(Value::as_str)
-            .unwrap_or(&session.call_id)
-            .to_owned(),
+            .map_or_else(|| session.call_id.clone(), CallId::from_service),
         duration_sec: 0,
         persona: Persona { name: persona_name },
         persona_lines: Vec::new(),
@@ -126,7 +125,7 @@ pub async fn run_call(
 
 fn with_end(mut finished: Finished, ended: &Value) -> Finished {
     if let Some(id) = ended.get("callId").and_then(Value::as_str) {
-        finished.call_id = id.to_owned();
+        finished.call_id = CallId::from_service(id);
     }
     finished.duration_sec = ended
         .get("durationSec")

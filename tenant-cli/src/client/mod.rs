@@ -1,5 +1,6 @@
 //! Typed async client for every API-key endpoint of the v1 API (plus the SDK's redeem call, used by
-//! `practice`), with retries ([`retry`]), lenient reads ([`types`]) and pagination as a stream.
+//! `practice`), with retries ([`retry`]), lenient reads ([`types`]), service ids that cannot be
+//! mixed up ([`ids`]) and pagination as a stream.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), svc_cli::client::ClientError> {
@@ -13,6 +14,7 @@
 //! ```
 
 pub mod error;
+pub mod ids;
 pub mod retry;
 pub mod types;
 
@@ -25,6 +27,7 @@ use std::time::Duration;
 use futures_util::Stream;
 
 pub use error::{ApiError, ClientError, ErrorClass};
+pub use ids::{AgencyId, AgentId, CallId, IdError};
 pub use retry::RetryPolicy;
 pub use types::*;
 
@@ -174,7 +177,7 @@ impl Client {
             pairs.push((k, v.to_owned()));
         }
         if let Some(agency) = &query.agency_id {
-            pairs.push(("agencyId", agency.clone()));
+            pairs.push(("agencyId", agency.to_string()));
         }
         if let Some(limit) = query.limit {
             pairs.push(("limit", limit.to_string()));
@@ -241,9 +244,9 @@ impl Client {
     ///
     /// # Errors
     /// `CALL_NOT_FOUND` (unknown, foreign, unscored or still scoring), auth errors, …
-    pub async fn call(&self, call_id: &str) -> Result<CallDetail, ClientError> {
+    pub async fn call(&self, call_id: &CallId) -> Result<CallDetail, ClientError> {
         Ok(self
-            .send(Call::get(&["calls", call_id], Vec::new()))
+            .send(Call::get(&["calls", call_id.as_str()], Vec::new()))
             .await?
             .1)
     }

@@ -7,6 +7,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use super::ids::{AgencyId, AgentId, CallId};
+
 /// A call's source, an open set: the receiver crate's type, so a call read through the API and the
 /// same call's webhook share one type (an unknown value is kept as [`CallSource::Other`]).
 pub use svc_receiver::CallSource;
@@ -16,7 +18,7 @@ pub use svc_receiver::CallSource;
 #[serde(rename_all = "camelCase")]
 pub struct Agency {
     /// Service agency id (`svc_agency_…`).
-    pub id: String,
+    pub id: AgencyId,
     /// Display name; renamable.
     pub name: String,
     /// The tenant's key for the agency.
@@ -30,7 +32,7 @@ pub struct Agency {
 #[serde(rename_all = "camelCase")]
 pub struct Agent {
     /// Service agent id (`svc_agent_…`).
-    pub id: String,
+    pub id: AgentId,
     /// First name.
     #[serde(default)]
     pub first_name: String,
@@ -44,7 +46,7 @@ pub struct Agent {
     /// The tenant's id for the agent.
     pub platform_agent_id: Option<String>,
     /// Service id of the agent's agency.
-    pub agency_id: String,
+    pub agency_id: AgencyId,
     /// Creation time.
     pub created_at: String,
 }
@@ -65,7 +67,7 @@ pub enum AgencyRef {
     /// By the tenant's `platformAgencyId`.
     Platform(String),
     /// By the service `agencyId`.
-    Service(String),
+    Service(AgencyId),
 }
 
 /// `POST /agents` body. At least one handle (`npn`, `email`, `platform_agent_id`) is required.
@@ -100,7 +102,7 @@ impl Serialize for RegisterAgent {
         put("platformAgentId", &self.platform_agent_id);
         match &self.agency {
             AgencyRef::Platform(id) => body.insert("platformAgencyId".into(), id.clone().into()),
-            AgencyRef::Service(id) => body.insert("agencyId".into(), id.clone().into()),
+            AgencyRef::Service(id) => body.insert("agencyId".into(), id.as_str().into()),
         };
         body.serialize(serializer)
     }
@@ -119,7 +121,7 @@ pub struct Registered {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AgentHandle {
     /// Service agent id.
-    AgentId(String),
+    AgentId(AgentId),
     /// Tenant agent id.
     PlatformAgentId(String),
     /// NPN (non-digits are stripped by the service).
@@ -131,7 +133,7 @@ pub enum AgentHandle {
 impl AgentHandle {
     pub(crate) fn query(&self) -> (&'static str, &str) {
         match self {
-            Self::AgentId(v) => ("agentId", v),
+            Self::AgentId(v) => ("agentId", v.as_str()),
             Self::PlatformAgentId(v) => ("platformAgentId", v),
             Self::Npn(v) => ("npn", v),
             Self::Email(v) => ("email", v),
@@ -145,7 +147,7 @@ pub struct AgentQuery {
     /// At most one handle.
     pub handle: Option<AgentHandle>,
     /// Restrict to one agency (service id).
-    pub agency_id: Option<String>,
+    pub agency_id: Option<AgencyId>,
     /// Page size, 1-100.
     pub limit: Option<u32>,
 }
@@ -166,7 +168,7 @@ pub enum MintFor {
     /// The tenant's `platformAgentId`.
     PlatformAgentId(String),
     /// The service `agentId`.
-    AgentId(String),
+    AgentId(AgentId),
 }
 
 /// `POST /session` response. The token is a secret: its `Debug` is redacted.
@@ -229,7 +231,7 @@ pub struct LiveSession {
     /// `ext_…` session id.
     pub session_id: String,
     /// Public id of the call.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The persona picked.
     pub persona: Persona,
 }
@@ -251,7 +253,7 @@ impl fmt::Debug for LiveSession {
 #[serde(rename_all = "camelCase")]
 pub struct CallRow {
     /// Public call id.
-    pub id: String,
+    pub id: CallId,
     /// Where the call came from.
     pub source: CallSource,
     /// Minting-time rep label.
@@ -276,10 +278,10 @@ pub struct CallRow {
     pub scored_at: Option<String>,
     /// Service agent id.
     #[serde(default)]
-    pub agent_id: Option<String>,
+    pub agent_id: Option<AgentId>,
     /// Service agency id.
     #[serde(default)]
-    pub agency_id: Option<String>,
+    pub agency_id: Option<AgencyId>,
     /// Tenant agent id.
     #[serde(default)]
     pub platform_agent_id: Option<String>,
@@ -372,9 +374,9 @@ pub struct CallQuery {
     /// Inclusive upper bound.
     pub to: Option<String>,
     /// Service agent id.
-    pub agent_id: Option<String>,
+    pub agent_id: Option<AgentId>,
     /// Service agency id.
-    pub agency_id: Option<String>,
+    pub agency_id: Option<AgencyId>,
     /// Tenant agent id.
     pub platform_agent_id: Option<String>,
     /// Tenant agency id.
@@ -410,18 +412,18 @@ impl CallQuery {
             ("from", self.from.clone()),
         ];
         let optional = [
-            ("to", &self.to),
-            ("agentId", &self.agent_id),
-            ("agencyId", &self.agency_id),
-            ("platformAgentId", &self.platform_agent_id),
-            ("platformAgencyId", &self.platform_agency_id),
-            ("externalUserId", &self.external_user_id),
-            ("externalAgencyId", &self.external_agency_id),
+            ("to", self.to.as_deref()),
+            ("agentId", self.agent_id.as_ref().map(AgentId::as_str)),
+            ("agencyId", self.agency_id.as_ref().map(AgencyId::as_str)),
+            ("platformAgentId", self.platform_agent_id.as_deref()),
+            ("platformAgencyId", self.platform_agency_id.as_deref()),
+            ("externalUserId", self.external_user_id.as_deref()),
+            ("externalAgencyId", self.external_agency_id.as_deref()),
         ];
         pairs.extend(
             optional
                 .into_iter()
-                .filter_map(|(k, v)| v.clone().map(|v| (k, v))),
+                .filter_map(|(k, v)| v.map(|v| (k, v.to_owned()))),
         );
         if let Some(limit) = self.limit {
             pairs.push(("limit", limit.to_string()));
@@ -438,12 +440,12 @@ pub trait HasId {
 
 impl HasId for Agent {
     fn id(&self) -> &str {
-        &self.id
+        self.id.as_str()
     }
 }
 
 impl HasId for CallRow {
     fn id(&self) -> &str {
-        &self.id
+        self.id.as_str()
     }
 }

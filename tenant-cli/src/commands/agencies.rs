@@ -55,7 +55,7 @@ pub(crate) fn print_agency(out: &Output, agency: &Agency) -> anyhow::Result<()> 
         return out.json_data(agency);
     }
     out.table(&output::pairs([
-        ("id", agency.id.clone()),
+        ("id", agency.id.to_string()),
         ("name", agency.name.clone()),
         (
             "platformAgencyId",

@@ -4,7 +4,7 @@
 use clap::{ArgGroup, Args, Subcommand};
 
 use super::Ctx;
-use crate::client::{AgencyRef, Agent, AgentHandle, AgentQuery, RegisterAgent};
+use crate::client::{AgencyId, AgencyRef, Agent, AgentHandle, AgentId, AgentQuery, RegisterAgent};
 use crate::output::{self, Output};
 
 /// Agent commands.
@@ -43,7 +43,7 @@ pub struct RegisterArgs {
     pub platform_agency_id: Option<String>,
     /// The agency, by the service id (svc_agency_…)
     #[arg(long)]
-    pub agency_id: Option<String>,
+    pub agency_id: Option<AgencyId>,
 }
 
 /// `agents get` flags: exactly one handle.
@@ -52,7 +52,7 @@ pub struct RegisterArgs {
 pub struct GetArgs {
     /// Service agent id (svc_agent_…)
     #[arg(long)]
-    pub agent_id: Option<String>,
+    pub agent_id: Option<AgentId>,
     /// The tenant's id for the agent
     #[arg(long)]
     pub platform_agent_id: Option<String>,
@@ -62,17 +62,17 @@ pub struct GetArgs {
     /// Email (matched case-insensitively)
     #[arg(long)]
     pub email: Option<String>,
-    /// Only within this agency (service id)
+    /// Only within this agency (service id, svc_agency_…)
     #[arg(long)]
-    pub agency_id: Option<String>,
+    pub agency_id: Option<AgencyId>,
 }
 
 /// `agents list` flags.
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// Only this agency's agents (service id)
+    /// Only this agency's agents (service id, svc_agency_…)
     #[arg(long)]
-    pub agency_id: Option<String>,
+    pub agency_id: Option<AgencyId>,
     /// Page size (1-100)
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub limit: Option<u32>,
@@ -174,13 +174,13 @@ pub(crate) fn print_agents(out: &Output, agents: &[Agent]) -> anyhow::Result<()>
     ]);
     for a in agents {
         table.add_row(vec![
-            a.id.clone(),
+            a.id.to_string(),
             a.first_name.clone(),
             a.last_name.clone(),
             output::opt(a.email.as_deref()),
             output::opt(a.npn.as_deref()),
             output::opt(a.platform_agent_id.as_deref()),
-            a.agency_id.clone(),
+            a.agency_id.to_string(),
         ]);
     }
     out.table(&table)

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 
 use super::Ctx;
-use crate::client::{CallDetail, CallQuery, CallRow, CallSource};
+use crate::client::{AgencyId, AgentId, CallDetail, CallId, CallQuery, CallRow, CallSource};
 use crate::output::{self, Output};
 
 /// Call commands.
@@ -31,12 +31,12 @@ pub struct ListArgs {
     /// Inclusive upper bound, ISO 8601
     #[arg(long, value_parser = timestamp)]
     pub to: Option<String>,
-    /// Service agent id
+    /// Service agent id (svc_agent_…)
     #[arg(long, conflicts_with = "platform_agent_id")]
-    pub agent_id: Option<String>,
-    /// Service agency id
+    pub agent_id: Option<AgentId>,
+    /// Service agency id (svc_agency_…)
     #[arg(long, conflicts_with = "platform_agency_id")]
-    pub agency_id: Option<String>,
+    pub agency_id: Option<AgencyId>,
     /// The tenant's agent id
     #[arg(long)]
     pub platform_agent_id: Option<String>,
@@ -64,7 +64,7 @@ pub struct ListArgs {
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// The public call id (svc_call_…)
-    pub call_id: String,
+    pub call_id: CallId,
 }
 
 fn timestamp(value: &str) -> Result<String, String> {
@@ -127,10 +127,10 @@ fn print_rows(out: &Output, rows: &[CallRow]) -> anyhow::Result<()> {
         let agent = c
             .platform_agent_id
             .as_deref()
-            .or(c.agent_id.as_deref())
+            .or(c.agent_id.as_ref().map(AgentId::as_str))
             .or(c.external_user_id.as_deref());
         table.add_row(vec![
-            c.id.clone(),
+            c.id.to_string(),
             c.source.to_string(),
             output::opt(agent),
             output::opt(c.drill_key.as_deref()),
@@ -143,7 +143,7 @@ fn print_rows(out: &Output, rows: &[CallRow]) -> anyhow::Result<()> {
     out.table(&table)
 }
 
-async fn show(ctx: &Ctx, call_id: &str) -> anyhow::Result<()> {
+async fn show(ctx: &Ctx, call_id: &CallId) -> anyhow::Result<()> {
     let call = ctx.client()?.call(call_id).await?;
     if ctx.out.json {
         return ctx.out.json_data(&call);
@@ -154,14 +154,14 @@ async fn show(ctx: &Ctx, call_id: &str) -> anyhow::Result<()> {
 fn print_call(out: &Output, call: &CallDetail) -> anyhow::Result<()> {
     let row = &call.row;
     out.table(&output::pairs([
-        ("call", row.id.clone()),
+        ("call", row.id.to_string()),
         ("source", row.source.to_string()),
         (
             "agent",
             format!(
                 "{} ({})",
                 output::opt(row.platform_agent_id.as_deref()),
-                output::opt(row.agent_id.as_deref())
+                output::opt(row.agent_id.as_ref().map(AgentId::as_str))
             ),
         ),
         (
@@ -169,7 +169,7 @@ fn print_call(out: &Output, call: &CallDetail) -> anyhow::Result<()> {
             format!(
                 "{} ({})",
                 output::opt(row.platform_agency_id.as_deref()),
-                output::opt(row.agency_id.as_deref())
+                output::opt(row.agency_id.as_ref().map(AgencyId::as_str))
             ),
         ),
         ("drill", output::opt(row.drill_key.as_deref())),

@@ -91,7 +91,7 @@ impl PracticeArgs {
             ctx.out.note(&format!("{}: {line}", finished.persona.name));
         }
         ctx.out.table(&output::pairs([
-            ("callId", finished.call_id.clone()),
+            ("callId", finished.call_id.to_string()),
             ("durationSec", finished.duration_sec.to_string()),
             ("persona", finished.persona.name.clone()),
         ]))

@@ -3,7 +3,7 @@
 use clap::{ArgGroup, Args, Subcommand};
 
 use super::Ctx;
-use crate::client::MintFor;
+use crate::client::{AgentId, MintFor};
 use crate::output;
 
 /// Session commands.
@@ -22,7 +22,7 @@ pub struct MintArgs {
     pub platform_agent_id: Option<String>,
     /// The service agent id (svc_agent_…)
     #[arg(long)]
-    pub agent_id: Option<String>,
+    pub agent_id: Option<AgentId>,
 }
 
 impl SessionCommand {

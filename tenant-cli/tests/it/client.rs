@@ -57,7 +57,7 @@ async fn service_unavailable_on_a_read_is_retried() {
     .await;
     let (policy, waits) = recording_policy(3);
     let call = client(&server, policy)
-        .call(bodies::ROLEPLAY_CALL_ID)
+        .call(&bodies::ROLEPLAY_CALL_ID.parse().expect("call id"))
         .await
         .expect("call after retry");
     assert_eq!(call.row.id, bodies::ROLEPLAY_CALL_ID);
@@ -133,7 +133,9 @@ async fn tenant_quota_exceeded_is_never_retried_and_is_not_temporary() {
         .await;
     let (policy, waits) = recording_policy(3);
     let error = client(&server, policy)
-        .mint_session(&MintFor::AgentId("svc_agent_fx0001".into()))
+        .mint_session(&MintFor::AgentId(
+            "svc_agent_fx0001".parse().expect("agent id"),
+        ))
         .await
         .expect_err("403");
     assert_eq!(error.code(), Some("TENANT_QUOTA_EXCEEDED"));
@@ -212,7 +214,7 @@ async fn errors_carry_code_message_request_id_and_details() {
         email: Some("a@b.example".into()),
         npn: None,
         platform_agent_id: None,
-        agency: AgencyRef::Service("svc_agency_fx0001".into()),
+        agency: AgencyRef::Service("svc_agency_fx0001".parse().expect("agency id")),
     };
     let error = client(&server, RetryPolicy::none())
         .register_agent(&body)
@@ -241,7 +243,7 @@ async fn an_error_without_an_envelope_keeps_status_and_request_id_header() {
         .mount(&server)
         .await;
     let error = client(&server, RetryPolicy::none())
-        .call("svc_call_x")
+        .call(&"svc_call_x".parse().expect("call id"))
         .await
         .expect_err("502");
     let api = error.api().expect("api error");
@@ -260,7 +262,7 @@ async fn the_calls_stream_follows_every_cursor_in_order() {
         .try_collect()
         .await
         .expect("all pages");
-    let ids: Vec<_> = rows.into_iter().map(|r| r.id).collect();
+    let ids: Vec<_> = rows.into_iter().map(|r| r.id.into_string()).collect();
     assert_eq!(ids, paged.ids);
     assert_eq!(requests_to(&server, "GET", "/v1/calls").await.len(), 3);
 }
@@ -274,7 +276,12 @@ async fn a_row_repeated_by_a_shifted_page_is_yielded_once() {
         .try_collect()
         .await
         .expect("pages");
-    assert_eq!(rows.into_iter().map(|r| r.id).collect::<Vec<_>>(), expected);
+    assert_eq!(
+        rows.into_iter()
+            .map(|r| r.id.into_string())
+            .collect::<Vec<_>>(),
+        expected
+    );
 }
 
 #[tokio::test]
@@ -283,6 +290,8 @@ async fn reads_keep_unknown_score_keys_turn_keys_and_sources() {
     let mut detail = bodies::call_real_call();
     detail["source"] = json!("coaching_call");
     detail["score"]["energy"] = json!({ "level": "high" });
+    // The service is the source of truth for its ids: one of an unexpected shape is still read.
+    detail["agentId"] = json!("legacy-agent-7");
     Mock::given(method("GET"))
         .and(path("/v1/calls/svc_call_fx0002"))
         .respond_with(respond::json(200, detail))
@@ -290,9 +299,13 @@ async fn reads_keep_unknown_score_keys_turn_keys_and_sources() {
         .mount(&server)
         .await;
     let call = client(&server, RetryPolicy::none())
-        .call("svc_call_fx0002")
+        .call(&"svc_call_fx0002".parse().expect("call id"))
         .await
         .expect("lenient read");
+    assert_eq!(
+        call.row.agent_id.as_ref().map(|id| id.as_str()),
+        Some("legacy-agent-7")
+    );
     assert_eq!(call.row.source, CallSource::Other("coaching_call".into()));
     assert_eq!(call.score.extra["energy"], json!({ "level": "high" }));
     assert!(call.score.compliance_scorecard.is_some());

@@ -6,7 +6,7 @@ use svc_fixtures::{bodies, faults, happy, paging, respond};
 use wiremock::MockServer;
 use wiremock::matchers::{method, path};
 
-use crate::helpers::{Run, Sandbox, requests_to};
+use crate::helpers::{Run, Sandbox, received, requests_to};
 
 /// The lower bound every `calls list` here uses.
 const FROM: &str = "2026-01-01T00:00:00Z";
@@ -218,6 +218,63 @@ async fn session_mint_prints_the_token_and_its_expiry() {
         run.stdout.contains("expiresAt") && run.stdout.contains("2026-01-15T10:05:00.000Z"),
         "{run:?}"
     );
+}
+
+#[tokio::test]
+async fn a_service_id_of_the_wrong_kind_is_a_usage_error_naming_the_prefix_and_sends_nothing() {
+    let (server, sandbox) = happy_sandbox().await;
+    let calls_list = ["calls", "list", "--source", "roleplay", "--from", FROM];
+    let cases: [(Vec<&str>, &str); 8] = [
+        (
+            vec!["session", "mint", "--agent-id", "svc_agency_fx0001"],
+            "svc_agent_",
+        ),
+        (
+            vec!["agents", "get", "--agent-id", "svc_agency_fx0001"],
+            "svc_agent_",
+        ),
+        (
+            vec![
+                "agents",
+                "get",
+                "--npn",
+                "12345678",
+                "--agency-id",
+                "svc_agent_fx0001",
+            ],
+            "svc_agency_",
+        ),
+        (
+            vec![
+                "agents",
+                "register",
+                "--npn",
+                "1234",
+                "--agency-id",
+                "acme-1",
+            ],
+            "svc_agency_",
+        ),
+        (vec!["agents", "list", "--agency-id", ""], "svc_agency_"),
+        (
+            [&calls_list[..], &["--agent-id", "svc_agency_fx0001"]].concat(),
+            "svc_agent_",
+        ),
+        (
+            [&calls_list[..], &["--agency-id", "svc_call_fx0001"]].concat(),
+            "svc_agency_",
+        ),
+        (vec!["calls", "show", "svc_agent_fx0001"], "svc_call_"),
+    ];
+    for (args, prefix) in cases {
+        let run = sandbox.run(&args).await;
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        assert!(
+            run.stderr.contains(&format!("starting `{prefix}`")),
+            "{args:?}: {run:?}"
+        );
+    }
+    assert!(received(&server).await.is_empty());
 }
 
 #[tokio::test]

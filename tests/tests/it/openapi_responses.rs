@@ -184,12 +184,12 @@ async fn practice_call(api: &mut Conformance) -> String {
     svc_cli::live::run_call(&live, &script, Duration::from_secs(10))
         .await
         .expect("practice call");
-    let detail = api.scored_call(&live.call_id).await;
+    let detail = api.scored_call(live.call_id.as_str()).await;
     let turns = detail["transcript"].as_array().map_or(0, Vec::len);
     assert!(turns > SCRIPT.len(), "{detail}");
     // Practice scores stay whole numbers on the wire.
     assert!(detail["score"]["compliancePercent"].is_u64(), "{detail}");
-    live.call_id
+    live.call_id.into_string()
 }
 
 /// A real call of `agent`, stored directly (no endpoint ingests real calls): timed turns, one

@@ -58,7 +58,7 @@ async fn a_scripted_practice_call_through_the_cli_client_is_scored_and_readable(
         )
         .await
         .expect("redeem");
-    assert!(live.call_id.starts_with("svc_call_"));
+    assert!(live.call_id.as_str().starts_with("svc_call_"));
     let script: Vec<String> = SCRIPT.iter().map(|line| (*line).to_owned()).collect();
     let finished = svc_cli::live::run_call(&live, &script, Duration::from_secs(10))
         .await

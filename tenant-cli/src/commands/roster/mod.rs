@@ -11,6 +11,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::Ctx;
+use crate::client::{AgencyId, AgentId};
 use crate::exit::CliError;
 use crate::output;
 use run::{Outcome, RowResult};
@@ -152,6 +153,7 @@ fn write_report(path: &Path, results: &[RowResult]) -> anyhow::Result<()> {
     ])?;
     for r in results {
         let o = |v: &Option<String>| v.clone().unwrap_or_default();
+        let id = |v: Option<&str>| v.unwrap_or_default().to_owned();
         writer.write_record([
             r.row.line.to_string(),
             o(&r.row.platform_agency_id),
@@ -159,8 +161,8 @@ fn write_report(path: &Path, results: &[RowResult]) -> anyhow::Result<()> {
             o(&r.row.npn),
             o(&r.row.email),
             r.outcome.as_str().to_owned(),
-            o(&r.agent_id),
-            o(&r.agency_id),
+            id(r.agent_id.as_ref().map(AgentId::as_str)),
+            id(r.agency_id.as_ref().map(AgencyId::as_str)),
             o(&r.message),
         ])?;
     }

@@ -7,6 +7,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use crate::client::{AgencyId, AgentId};
+
 /// The columns a roster file must name in its header.
 pub const COLUMNS: [&str; 7] = [
     "platformAgencyId",
@@ -231,8 +233,9 @@ fn email_ok(email: &str) -> bool {
     !local.is_empty() && domain.contains('.') && !email.chars().any(char::is_whitespace)
 }
 
+/// The contract reserves the service's agent and agency prefixes: no tenant id may start with them.
 fn reserved(id: &str) -> bool {
-    id.starts_with("svc_agent_") || id.starts_with("svc_agency_")
+    id.starts_with(AgentId::PREFIX) || id.starts_with(AgencyId::PREFIX)
 }
 
 /// The checks of one row on its own.

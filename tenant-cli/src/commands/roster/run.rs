@@ -9,7 +9,9 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 
 use super::plan::{Plan, Row};
-use crate::client::{AgencyRef, Client, ClientError, ErrorClass, RegisterAgent, UpsertAgency};
+use crate::client::{
+    AgencyId, AgencyRef, AgentId, Client, ClientError, ErrorClass, RegisterAgent, UpsertAgency,
+};
 
 /// What happened to one row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -56,9 +58,9 @@ pub struct RowResult {
     /// What happened.
     pub outcome: Outcome,
     /// The agent's service id, when known.
-    pub agent_id: Option<String>,
+    pub agent_id: Option<AgentId>,
     /// The agency's service id, when known.
-    pub agency_id: Option<String>,
+    pub agency_id: Option<AgencyId>,
     /// Why, for anything but success.
     pub message: Option<String>,
 }
@@ -99,7 +101,7 @@ pub async fn execute(
         .buffer_unordered(jobs)
         .collect::<Vec<_>>()
         .await;
-    let mut agencies: HashMap<String, Result<String, String>> = HashMap::new();
+    let mut agencies: HashMap<String, Result<AgencyId, String>> = HashMap::new();
     for (platform_agency_id, result) in upserts {
         match result {
             Ok(upserted) => agencies.insert(platform_agency_id, Ok(upserted.agency.id)),
@@ -133,7 +135,7 @@ pub async fn execute(
     Ok(results)
 }
 
-async fn register(client: &Client, row: Row, agency_id: String) -> RowResult {
+async fn register(client: &Client, row: Row, agency_id: AgencyId) -> RowResult {
     let body = RegisterAgent {
         first_name: row.first_name.clone(),
         last_name: row.last_name.clone(),
@@ -149,10 +151,10 @@ async fn register(client: &Client, row: Row, agency_id: String) -> RowResult {
             ..RowResult::new(row, Outcome::Registered, None)
         },
         Err(ClientError::Api(e)) if e.code == "AGENT_ALREADY_EXISTS" => {
-            let existing_agency = e.detail("agencyId").map(str::to_owned);
-            let agent_id = e.detail("agentId").map(str::to_owned);
+            let existing_agency = e.detail("agencyId").map(AgencyId::from_service);
+            let agent_id = e.detail("agentId").map(AgentId::from_service);
             let matched_on = e.detail("matchedOn").unwrap_or("a handle").to_owned();
-            if existing_agency.as_deref() == Some(agency_id.as_str()) {
+            if existing_agency.as_ref() == Some(&agency_id) {
                 RowResult {
                     agent_id,
                     agency_id: existing_agency,
@@ -161,8 +163,8 @@ async fn register(client: &Client, row: Row, agency_id: String) -> RowResult {
             } else {
                 let message = format!(
                     "{matched_on} already registered as {} in agency {}",
-                    agent_id.as_deref().unwrap_or("?"),
-                    existing_agency.as_deref().unwrap_or("?")
+                    agent_id.as_ref().map_or("?", AgentId::as_str),
+                    existing_agency.as_ref().map_or("?", AgencyId::as_str)
                 );
                 RowResult {
                     agent_id,
