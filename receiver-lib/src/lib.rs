@@ -75,6 +75,9 @@
 //! # Ok(()) }
 //! ```
 //!
+//! One worker has one entry in hand at a time; `run_inbox_workers(inbox, handler, clock, n,
+//! shutdown)` keeps up to `n` in hand, for handlers that wait on I/O or bursts to drain.
+//!
 //! # Statuses answered
 //!
 //! | outcome | status |

@@ -22,4 +22,4 @@ mod writer;
 
 pub use dedup::SqliteDedupStore;
 pub use inbox::{Accepted, InboxEntry, InboxPolicy, Settled, SqliteInbox};
-pub use worker::{Step, process_next, run_inbox_worker};
+pub use worker::{Step, process_next, run_inbox_worker, run_inbox_workers};

@@ -1,5 +1,11 @@
 //! Hands inbox entries to user code: one step at a time ([`process_next`], which tests drain
-//! directly) or as a loop ([`run_inbox_worker`]) until shutdown.
+//! directly) or as loops until shutdown: [`run_inbox_worker`] with one entry in hand at a time,
+//! [`run_inbox_workers`] with several.
+//!
+//! Each entry in hand costs two group commits (reserving it, then recording its outcome), so
+//! one loop settles at most a few hundred entries a second however fast the handler is;
+//! several loops share those commits, and handlers that wait on I/O overlap. Entries are handed
+//! out in due order, but with several loops their handlers may finish in any order.
 
 use std::future::Future;
 use std::time::Duration;
@@ -66,9 +72,46 @@ pub async fn run_inbox_worker<H: EventHandler>(
     clock: impl Clock,
     shutdown: impl Future<Output = ()> + Send,
 ) {
+    run_inbox_workers(inbox, handler, clock, 1, shutdown).await;
+}
+
+/// Like [`run_inbox_worker`], with up to `workers` entries in hand at once (at least one), all
+/// on the calling task: handlers overlap while they wait, and each entry still goes to exactly
+/// one of them. Shutdown lets every entry in hand finish and be settled.
+pub async fn run_inbox_workers<H: EventHandler>(
+    inbox: SqliteInbox,
+    handler: H,
+    clock: impl Clock,
+    workers: usize,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let loops = futures_util::future::join_all((0..workers.max(1)).map(|_| {
+        let mut stopping = stopping.clone();
+        worker_loop(&inbox, &handler, &clock, async move {
+            // An error means the sender is gone, which only happens once all loops are done.
+            let _ = stopping.wait_for(|stop| *stop).await;
+        })
+    }));
+    let mut loops = std::pin::pin!(loops);
+    tokio::select! {
+        _ = &mut loops => {}
+        () = shutdown => {
+            let _ = stop.send(true);
+            loops.await;
+        }
+    }
+}
+
+async fn worker_loop<H: EventHandler>(
+    inbox: &SqliteInbox,
+    handler: &H,
+    clock: &impl Clock,
+    shutdown: impl Future<Output = ()>,
+) {
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let idle = match process_next(&inbox, &handler, clock.now()).await {
+        let idle = match process_next(inbox, handler, clock.now()).await {
             Ok(Step::Settled(_)) => Duration::ZERO,
             Ok(Step::Empty) => IDLE_POLL,
             Err(err) => {

@@ -310,3 +310,67 @@ async fn a_file_written_before_the_append_layout_keeps_its_pending_entries() {
     );
     assert_eq!(inbox.counts().await.expect("counts"), (1, 1, 0));
 }
+
+#[tokio::test]
+async fn several_workers_overlap_their_handlers_and_hand_each_entry_out_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    let inbox =
+        SqliteInbox::open(dir.path().join("inbox.db"), InboxPolicy::default()).expect("open");
+    let count = 24u8;
+    for n in 0..count {
+        let id = svc_receiver::dedup::WebhookId::parse(format!("wh_m{n}").as_bytes()).expect("id");
+        let body = event_body(&format!("svc_call_m{n}"));
+        inbox.accept(&id, &[n; 32], &body, T).await.expect("accept");
+    }
+    let in_hand = Arc::new(AtomicUsize::new(0));
+    let most_in_hand = Arc::new(AtomicUsize::new(0));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let handler = {
+        let (in_hand, most_in_hand) = (Arc::clone(&in_hand), Arc::clone(&most_in_hand));
+        move |received: Received| {
+            let (in_hand, most_in_hand, tx) =
+                (Arc::clone(&in_hand), Arc::clone(&most_in_hand), tx.clone());
+            async move {
+                let now = in_hand.fetch_add(1, Ordering::SeqCst) + 1;
+                most_in_hand.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                in_hand.fetch_sub(1, Ordering::SeqCst);
+                let _ = tx.send(received.event.call_id);
+                Ok::<(), String>(())
+            }
+        }
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let workers = tokio::spawn(svc_receiver::sqlite::run_inbox_workers(
+        inbox.clone(),
+        handler,
+        Arc::new(ManualClock::new(T)),
+        4,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let mut seen = Vec::new();
+    for _ in 0..count {
+        seen.push(rx.recv().await.expect("event"));
+    }
+    stop.send(()).expect("stop");
+    workers.await.expect("workers stop");
+    seen.sort();
+    seen.dedup();
+    assert_eq!(
+        seen.len(),
+        usize::from(count),
+        "each entry handled exactly once"
+    );
+    assert!(
+        rx.try_recv().is_err(),
+        "no entry is handed out a second time"
+    );
+    let most = most_in_hand.load(Ordering::SeqCst);
+    assert!(
+        (2..=4).contains(&most),
+        "handlers overlapped, at most 4 at once: {most}"
+    );
+    assert_eq!(inbox.counts().await.expect("counts"), (0, 24, 0));
+}
