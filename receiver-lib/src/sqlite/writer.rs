@@ -9,7 +9,7 @@
 //! limits a durable store (4 KiB per row and index, against about 0.6 KiB for an append). The
 //! index is loaded from the file when the store opens, and again whenever the file may no longer
 //! match it: after another connection (another process, or another store opened on the same
-//! file) committed, which `PRAGMA data_version` tells, and after a failed commit.
+//! file) committed, which `PRAGMA data_version` tells, and after a failed operation or commit.
 //!
 //! WAL checkpoints (copying committed pages into the database file) run on a second thread
 //! with its own connection, at most every [`CHECKPOINT_EVERY`], instead of inside a commit
@@ -25,8 +25,10 @@
 //! quarter of the throughput). So an operation that fails half-way leaves its earlier writes in
 //! the commit: every operation here is written so that any prefix of its writes is valid on its
 //! own (retention deletes, then one insert or update), and updates its index only after its
-//! writes succeeded. Keep it so when adding one. An error that aborts the whole transaction
-//! fails the commit, and then every caller gets the error.
+//! writes succeeded. Keep it so when adding one. After an operation fails, the next one
+//! reloads the index inside the transaction, so it sees exactly the writes made so far. An
+//! error that rolls the whole transaction back fails every later operation of the batch and
+//! the commit, and then every caller gets an error.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
