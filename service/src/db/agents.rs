@@ -347,3 +347,16 @@ impl Db {
         Ok(page.and_then(|page| page.agents.into_iter().next()))
     }
 }
+
+#[cfg(test)]
+mod handle_tests {
+    use super::Handle;
+
+    #[test]
+    fn matched_on_is_serialised_as_the_name_used_in_messages() {
+        for handle in [Handle::PlatformAgentId, Handle::Npn, Handle::Email] {
+            let wire = serde_json::to_value(handle).expect("json");
+            assert_eq!(wire, serde_json::Value::from(handle.as_str()));
+        }
+    }
+}
