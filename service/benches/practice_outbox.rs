@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use axum::routing::post;
 use practice_common::*;
 use svc_service::config::Config;
-use svc_service::credentials::{ApiKey, SigningSecret};
+use svc_service::credentials::ApiKey;
 use svc_service::db::{Db, NewTenant};
 
 const EVENTS: usize = 10_000;
@@ -38,19 +38,12 @@ async fn main() {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("outbox.db");
     let db = Db::open(&path).await.expect("open");
-    let tenant_id = svc_service::ids::tenant_id();
-    db.create_tenant(NewTenant {
-        id: tenant_id.clone(),
-        name: "bench".into(),
+    let tenant = NewTenant {
         webhook_url: Some(sink),
-        signing_secret: SigningSecret::generate(),
-        ip_allowlist: Vec::new(),
-        monthly_allowance_minutes: None,
-        key_hash: ApiKey::generate().hash(),
-        now_ms: 0,
-    })
-    .await
-    .expect("tenant");
+        ..NewTenant::new("bench", ApiKey::generate().hash())
+    };
+    let tenant_id = tenant.id.clone();
+    db.create_tenant(tenant).await.expect("tenant");
     let body = r#"{"event":"call.scored","success":true,"callId":"svc_call_x","source":"roleplay","agentId":"svc_agent_x","agencyId":"svc_agency_x","platformAgentId":null,"platformAgencyId":null,"occurredAt":"2026-01-01T00:00:00.000Z","requestId":"req_x"}"#;
     for i in 0..EVENTS {
         let id = svc_service::ids::webhook_id();

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use rand::Rng;
 use svc_service::config::Config;
-use svc_service::credentials::{ApiKey, SigningSecret};
+use svc_service::credentials::ApiKey;
 use svc_service::db::{AgencyRef, Db, NewAgent, NewTenant, UpsertAgency};
 
 const AGENCIES: usize = 100;
@@ -41,13 +41,7 @@ async fn bench() -> anyhow::Result<()> {
     let tenant_id = "ten_bench".to_owned();
     db.create_tenant(NewTenant {
         id: tenant_id.clone(),
-        name: "bench".into(),
-        webhook_url: None,
-        signing_secret: SigningSecret::generate(),
-        ip_allowlist: Vec::new(),
-        monthly_allowance_minutes: None,
-        key_hash: key.hash(),
-        now_ms: 0,
+        ..NewTenant::new("bench", key.hash())
     })
     .await?;
 

@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use svc_service::config::Config;
-use svc_service::credentials::{ApiKey, SigningSecret};
+use svc_service::credentials::ApiKey;
 use svc_service::db::{Db, NewTenant};
-use svc_service::ids;
 
 pub(crate) struct Bench {
     pub(crate) addr: SocketAddr,
@@ -26,19 +25,9 @@ pub(crate) async fn start(adjust: impl FnOnce(&mut Config)) -> Bench {
     let path = dir.path().join("bench.db");
     let db = Db::open(&path).await.expect("open");
     let key = ApiKey::generate();
-    let tenant_id = ids::tenant_id();
-    db.create_tenant(NewTenant {
-        id: tenant_id.clone(),
-        name: "bench".into(),
-        webhook_url: None,
-        signing_secret: SigningSecret::generate(),
-        ip_allowlist: Vec::new(),
-        monthly_allowance_minutes: None,
-        key_hash: key.hash(),
-        now_ms: 0,
-    })
-    .await
-    .expect("tenant");
+    let tenant = NewTenant::new("bench", key.hash());
+    let tenant_id = tenant.id.clone();
+    db.create_tenant(tenant).await.expect("tenant");
     let mut config = Config::new(&path);
     adjust(&mut config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -27,6 +27,23 @@ pub struct NewTenant {
     pub now_ms: i64,
 }
 
+impl NewTenant {
+    /// A tenant named `name` with a fresh id and signing secret, no webhook endpoint, no IP
+    /// allowlist, no usage limit, created at time 0; change fields with struct update syntax.
+    pub fn new(name: impl Into<String>, key_hash: String) -> Self {
+        Self {
+            id: crate::ids::tenant_id(),
+            name: name.into(),
+            webhook_url: None,
+            signing_secret: SigningSecret::generate(),
+            ip_allowlist: Vec::new(),
+            monthly_allowance_minutes: None,
+            key_hash,
+            now_ms: 0,
+        }
+    }
+}
+
 /// A stored tenant.
 #[derive(Clone, Debug)]
 pub struct TenantRecord {

@@ -6,10 +6,10 @@ use std::net::SocketAddr;
 use chrono::{TimeZone, Utc};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
+use svc_service::Clock;
 use svc_service::config::Config;
-use svc_service::credentials::{ApiKey, SigningSecret};
+use svc_service::credentials::ApiKey;
 use svc_service::db::{Db, NewTenant, TenantChange};
-use svc_service::{Clock, ids};
 use tokio::sync::oneshot;
 
 /// A running server.
@@ -138,20 +138,9 @@ impl TestApp {
     /// Creates an active tenant with one API key, as the operator would.
     pub(crate) async fn tenant(&self) -> TestTenant {
         let key = ApiKey::generate();
-        let id = ids::tenant_id();
-        self.db
-            .create_tenant(NewTenant {
-                id: id.clone(),
-                name: "Test tenant".into(),
-                webhook_url: None,
-                signing_secret: SigningSecret::generate(),
-                ip_allowlist: Vec::new(),
-                monthly_allowance_minutes: None,
-                key_hash: key.hash(),
-                now_ms: 0,
-            })
-            .await
-            .expect("create tenant");
+        let tenant = NewTenant::new("Test tenant", key.hash());
+        let id = tenant.id.clone();
+        self.db.create_tenant(tenant).await.expect("create tenant");
         TestTenant {
             id,
             key: key.expose().to_owned(),

@@ -23,13 +23,9 @@ async fn drain_applies_the_five_minute_retry_then_gives_up() {
     let secret = TenantSecret::generate();
     db.create_tenant(NewTenant {
         id: "ten_outbox".into(),
-        name: "outbox".into(),
         webhook_url: Some(sink.url.clone()),
         signing_secret: secret.clone(),
-        ip_allowlist: Vec::new(),
-        monthly_allowance_minutes: None,
-        key_hash: ApiKey::generate().hash(),
-        now_ms: 0,
+        ..NewTenant::new("outbox", ApiKey::generate().hash())
     })
     .await
     .expect("tenant");

@@ -12,9 +12,8 @@ use std::net::SocketAddr;
 
 use svc_cli::client::{ApiKey, Client};
 use svc_service::config::Config;
-use svc_service::credentials::{ApiKey as ServiceKey, SigningSecret};
+use svc_service::credentials::ApiKey as ServiceKey;
 use svc_service::db::{Db, NewTenant};
-use svc_service::ids;
 use tokio::sync::oneshot;
 
 /// A running service with one tenant.
@@ -37,19 +36,9 @@ impl Service {
         let config = Config::new(dir.path().join("service.db"));
         let db = Db::open(&config.db_path).await.expect("open db");
         let key = ServiceKey::generate();
-        let tenant_id = ids::tenant_id();
-        db.create_tenant(NewTenant {
-            id: tenant_id.clone(),
-            name: "End-to-end tenant".into(),
-            webhook_url: None,
-            signing_secret: SigningSecret::generate(),
-            ip_allowlist: Vec::new(),
-            monthly_allowance_minutes: None,
-            key_hash: key.hash(),
-            now_ms: 0,
-        })
-        .await
-        .expect("create tenant");
+        let tenant = NewTenant::new("End-to-end tenant", key.hash());
+        let tenant_id = tenant.id.clone();
+        db.create_tenant(tenant).await.expect("create tenant");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
