@@ -17,7 +17,9 @@
 //! the inbox's files and how fast inbox workers settle stored entries (1 and 8 in hand), and
 //! checks that every acknowledged delivery is in the inbox afterwards
 //! (read back through a fresh connection). Target: inbox mode at least 0.6 x verify-only with
-//! p99 under 3 ms.
+//! p99 under 3 ms. With 64 connections in a closed loop the mean latency is 64 / throughput,
+//! so a p99 under 3 ms needs a machine where verify-only itself stays well under it; the
+//! ceiling row shows whether the machine can get there at all.
 //!
 //! Run: `cargo bench -p svc-receiver --bench load` (optionally `-- <seconds per server>`).
 
