@@ -308,8 +308,12 @@ fn ceiling() -> Router {
     Router::new().route(
         "/webhooks",
         post(move |headers: HeaderMap, body: Bytes| async move {
-            let header = headers.get("x-service-signature").map(|h| h.as_bytes().to_vec());
-            let id = headers.get("x-service-webhook-id").map(|h| h.as_bytes().to_vec());
+            let header = headers
+                .get("x-service-signature")
+                .map(|h| h.as_bytes().to_vec());
+            let id = headers
+                .get("x-service-webhook-id")
+                .map(|h| h.as_bytes().to_vec());
             let now = SystemClock.now();
             let Ok(delivery) = verifier.verify(&header.unwrap_or_default(), &body, now) else {
                 return StatusCode::UNAUTHORIZED;
@@ -326,7 +330,12 @@ fn ceiling() -> Router {
                 conn.prepare_cached(
                     "INSERT INTO rows (id, signature, body, received_at) VALUES (?1, ?2, ?3, ?4)",
                 )?
-                .execute(rusqlite::params![id.unwrap_or_default(), &delivery.signature()[..], &body[..], now])?;
+                .execute(rusqlite::params![
+                    id.unwrap_or_default(),
+                    &delivery.signature()[..],
+                    &body[..],
+                    now
+                ])?;
                 *pending += 1;
                 if *pending >= 64 {
                     conn.execute_batch("COMMIT")?;

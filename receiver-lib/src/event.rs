@@ -10,8 +10,29 @@ pub const CALL_SCORED: &str = "call.scored";
 ///
 /// Unknown fields are ignored when decoding (the contract may add fields). Decode it only from
 /// a verified delivery: see [`crate::VerifiedDelivery::decode`].
+///
+/// Non-exhaustive, so that a field the contract adds is not a breaking change: outside this
+/// crate, build one with [`CallScored::scored`] (and [`CallScored::not_scored`]), then set the
+/// optional fields, as a test of your own handler would:
+///
+/// ```
+/// use svc_receiver::{CallScored, CallSource, FailureReason};
+///
+/// let mut event = CallScored::scored(
+///     "svc_call_01JH0000000000000000000000",
+///     CallSource::Roleplay,
+///     "svc_agent_01JH0000000000000000000000",
+///     "svc_agency_01JH0000000000000000000000",
+///     "2026-01-01T00:05:00.000Z",
+///     "req_01JH0000000000000000000000",
+/// )
+/// .not_scored(FailureReason::ScoringIncomplete, "The rep never spoke.");
+/// event.platform_agent_id = Some("rep-1042".into());
+/// assert!(!event.success);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct CallScored {
     /// Always `call.scored` in v1.
     pub event: String,
@@ -50,6 +71,46 @@ pub struct CallScored {
     /// Human-readable explanation of `reason`; only when `success` is false. Log it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason_message: Option<String>,
+}
+
+impl CallScored {
+    /// The event of a scored call: `success` true, no reason, and the optional ids and labels
+    /// unset (they are public fields).
+    pub fn scored(
+        call_id: impl Into<String>,
+        source: CallSource,
+        agent_id: impl Into<String>,
+        agency_id: impl Into<String>,
+        occurred_at: impl Into<String>,
+        request_id: impl Into<String>,
+    ) -> Self {
+        Self {
+            event: CALL_SCORED.to_owned(),
+            success: true,
+            call_id: call_id.into(),
+            source,
+            agent_id: agent_id.into(),
+            agency_id: agency_id.into(),
+            platform_agent_id: None,
+            platform_agency_id: None,
+            external_user_id: None,
+            external_agency_id: None,
+            occurred_at: occurred_at.into(),
+            request_id: request_id.into(),
+            reason: None,
+            reason_message: None,
+        }
+    }
+
+    /// The same event for a call that could not be scored: `success` false, with the reason
+    /// and its message (the contract sends both only then).
+    #[must_use]
+    pub fn not_scored(mut self, reason: FailureReason, message: impl Into<String>) -> Self {
+        self.success = false;
+        self.reason = Some(reason);
+        self.reason_message = Some(message.into());
+        self
+    }
 }
 
 /// Where a call came from. Open set: an unknown value is kept as [`CallSource::Other`].
@@ -162,26 +223,32 @@ mod tests {
 
     #[test]
     fn success_event_omits_reason_fields() {
-        let event = CallScored {
-            event: CALL_SCORED.into(),
-            success: true,
-            call_id: "svc_call_1".into(),
-            source: CallSource::RealCall,
-            agent_id: "a".into(),
-            agency_id: "g".into(),
-            platform_agent_id: Some("p".into()),
-            platform_agency_id: None,
-            external_user_id: None,
-            external_agency_id: None,
-            occurred_at: "2026-01-01T00:00:00Z".into(),
-            request_id: "r".into(),
-            reason: None,
-            reason_message: None,
-        };
+        let mut event = CallScored::scored(
+            "svc_call_1",
+            CallSource::RealCall,
+            "a",
+            "g",
+            "2026-01-01T00:00:00Z",
+            "r",
+        );
+        event.platform_agent_id = Some("p".into());
         let json = serde_json::to_value(&event).expect("encodes");
         assert_eq!(json["source"], "real_call");
         assert_eq!(json["platformAgencyId"], serde_json::Value::Null);
         assert!(json.get("reason").is_none() && json.get("reasonMessage").is_none());
+        let decoded: CallScored = serde_json::from_value(json).expect("decodes");
+        assert_eq!(decoded, event);
+    }
+
+    #[test]
+    fn a_not_scored_event_carries_its_reason_and_message() {
+        let event = CallScored::scored("svc_call_1", CallSource::Roleplay, "a", "g", "t", "r")
+            .not_scored(FailureReason::ScoringIncomplete, "too short");
+        let json = serde_json::to_value(&event).expect("encodes");
+        assert_eq!(json["event"], CALL_SCORED);
+        assert_eq!(json["success"], false);
+        assert_eq!(json["reason"], "SCORING_INCOMPLETE");
+        assert_eq!(json["reasonMessage"], "too short");
         let decoded: CallScored = serde_json::from_value(json).expect("decodes");
         assert_eq!(decoded, event);
     }

@@ -4,7 +4,7 @@
 //! decode, or a rep who never spoke is not scored: `success: false`, `SCORING_INCOMPLETE`.
 
 use serde::Serialize;
-use svc_receiver::{CALL_SCORED, CallScored, CallSource, FailureReason};
+use svc_receiver::{CallScored, CallSource, FailureReason};
 
 use crate::practice::catalog::Drill;
 use crate::practice::rubric::{self, NotScored};
@@ -88,29 +88,23 @@ pub fn event(
     occurred_at: String,
     request_id: String,
 ) -> CallScored {
-    let (success, reason, reason_message) = match outcome {
-        Outcome::Scored(_) => (true, None, None),
-        Outcome::NotScored(message) => (
-            false,
-            Some(FailureReason::ScoringIncomplete),
-            Some(message.clone()),
-        ),
-    };
-    CallScored {
-        event: CALL_SCORED.to_string(),
-        success,
-        call_id: ids.call_id.to_string(),
-        source: CallSource::Roleplay,
-        agent_id: ids.agent_id.to_string(),
-        agency_id: ids.agency_id.to_string(),
-        platform_agent_id: ids.platform_agent_id.map(str::to_string),
-        platform_agency_id: ids.platform_agency_id.map(str::to_string),
-        external_user_id: ids.external_user_id.map(str::to_string),
-        external_agency_id: ids.external_agency_id.map(str::to_string),
+    let mut event = CallScored::scored(
+        ids.call_id,
+        CallSource::Roleplay,
+        ids.agent_id,
+        ids.agency_id,
         occurred_at,
         request_id,
-        reason,
-        reason_message,
+    );
+    event.platform_agent_id = ids.platform_agent_id.map(str::to_string);
+    event.platform_agency_id = ids.platform_agency_id.map(str::to_string);
+    event.external_user_id = ids.external_user_id.map(str::to_string);
+    event.external_agency_id = ids.external_agency_id.map(str::to_string);
+    match outcome {
+        Outcome::Scored(_) => event,
+        Outcome::NotScored(message) => {
+            event.not_scored(FailureReason::ScoringIncomplete, message.clone())
+        }
     }
 }
 
