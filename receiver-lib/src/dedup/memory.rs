@@ -18,7 +18,9 @@ enum State {
 
 #[derive(Debug)]
 struct Entry {
-    signature: [u8; 32],
+    /// Every verified signature seen under this id: the sender signs each attempt afresh, and
+    /// each must be remembered, or a captured retry could be replayed under another id.
+    signatures: Vec<[u8; 32]>,
     claimed_at: i64,
     state: State,
 }
@@ -34,8 +36,10 @@ struct Inner {
 impl Inner {
     fn remove(&mut self, id: &WebhookId) {
         if let Some(entry) = self.by_id.remove(id) {
-            if self.by_signature.get(&entry.signature) == Some(id) {
-                self.by_signature.remove(&entry.signature);
+            for signature in &entry.signatures {
+                if self.by_signature.get(signature) == Some(id) {
+                    self.by_signature.remove(signature);
+                }
             }
         }
     }
@@ -108,7 +112,24 @@ impl MemoryDedupStore {
         let mut inner = self.lock();
         inner.evict(now.saturating_sub(self.policy.retention_secs()), usize::MAX);
         let lease_until = now.saturating_add(self.policy.lease_secs());
-        if let Some(entry) = inner.by_id.get_mut(id) {
+        // A signature remembered under another id is a replay, whatever this id's state.
+        if inner
+            .by_signature
+            .get(signature)
+            .is_some_and(|other| other != id)
+        {
+            return Claim::Replayed;
+        }
+        let Inner {
+            by_id,
+            by_signature,
+            ..
+        } = &mut *inner;
+        if let Some(entry) = by_id.get_mut(id) {
+            if !by_signature.contains_key(signature) {
+                entry.signatures.push(*signature);
+                by_signature.insert(*signature, id.clone());
+            }
             return match entry.state {
                 State::Done => Claim::Duplicate,
                 State::InFlight { lease_until: held } if held > now => Claim::InFlight,
@@ -118,16 +139,9 @@ impl MemoryDedupStore {
                 }
             };
         }
-        if inner
-            .by_signature
-            .get(signature)
-            .is_some_and(|other| other != id)
-        {
-            return Claim::Replayed;
-        }
         inner.evict(i64::MIN, self.capacity);
         let entry = Entry {
-            signature: *signature,
+            signatures: vec![*signature],
             claimed_at: now,
             state: State::InFlight { lease_until },
         };

@@ -124,6 +124,11 @@ pub trait DedupStore: Send + Sync + 'static {
     /// Claims `id` for processing at `now` (unix seconds), recording `signature` (the verified
     /// HMAC) for replay protection.
     ///
+    /// A signature remembered under another id answers [`Claim::Replayed`], whatever the state
+    /// of `id`. A new signature under a remembered id is recorded as well, whatever the answer:
+    /// the sender signs each attempt afresh, and a captured retry must not be replayable under
+    /// another id either.
+    ///
     /// # Errors
     /// [`StoreError`] when the store cannot answer; the caller should answer 503.
     fn claim(

@@ -64,20 +64,38 @@ impl ClaimState {
     }
 }
 
+/// A remembered signature: the row that recorded it last, when, and under which id.
+#[derive(Debug, Clone)]
+struct SignatureRow {
+    seq: i64,
+    claimed_at: i64,
+    id: Arc<str>,
+}
+
 /// Every remembered claim and signature, kept by the writer thread (about 100 bytes each).
+/// An id has one row per signature it was claimed with (the sender signs each attempt
+/// afresh); its latest row carries its state.
 #[derive(Debug, Default)]
 struct ClaimIndex {
-    claims: HashMap<Box<str>, ClaimRow>,
-    /// The row that recorded each remembered signature last, and when it was claimed.
-    signatures: HashMap<[u8; 32], (i64, i64)>,
+    claims: HashMap<Arc<str>, ClaimRow>,
+    signatures: HashMap<[u8; 32], SignatureRow>,
 }
 
 impl ClaimIndex {
     fn insert(&mut self, id: &str, signature: &[u8], row: ClaimRow) {
-        self.claims.insert(id.into(), row);
+        let id: Arc<str> = match self.claims.get_key_value(id) {
+            Some((known, _)) => Arc::clone(known),
+            None => id.into(),
+        };
         if let Ok(signature) = <[u8; 32]>::try_from(signature) {
-            self.signatures.insert(signature, (row.seq, row.claimed_at));
+            let seen = SignatureRow {
+                seq: row.seq,
+                claimed_at: row.claimed_at,
+                id: Arc::clone(&id),
+            };
+            self.signatures.insert(signature, seen);
         }
+        self.claims.insert(id, row);
     }
 
     /// Forgets row `seq`: its id and signature only where they still point at it (a later
@@ -90,7 +108,7 @@ impl ClaimIndex {
             if self
                 .signatures
                 .get(&signature)
-                .is_some_and(|&(at, _)| at == seq)
+                .is_some_and(|seen| seen.seq == seq)
             {
                 self.signatures.remove(&signature);
             }
@@ -225,6 +243,14 @@ fn claim_in(
     if prune {
         prune_in(conn, index, cutoff)?;
     }
+    // A signature remembered under another id is a replay, whatever this id's state.
+    if index
+        .signatures
+        .get(signature)
+        .is_some_and(|seen| seen.claimed_at > cutoff && *seen.id != *id)
+    {
+        return Ok(Claim::Replayed);
+    }
     match index.claims.get(id).copied() {
         Some(expired) if expired.claimed_at <= cutoff => {
             let signature: Vec<u8> = conn
@@ -233,38 +259,68 @@ fn claim_in(
             index.remove(expired.seq, id, &signature);
         }
         Some(row) => {
-            return match row.state {
-                ClaimState::Done => Ok(Claim::Duplicate),
-                ClaimState::InFlight if row.lease_until > now => Ok(Claim::InFlight),
-                _ => {
-                    set_state(conn, index, id, ClaimState::InFlight, Some(lease_until))?;
-                    Ok(Claim::New)
+            let (claim, state, lease) = match row.state {
+                ClaimState::Done => (Claim::Duplicate, ClaimState::Done, row.lease_until),
+                ClaimState::InFlight if row.lease_until > now => {
+                    (Claim::InFlight, ClaimState::InFlight, row.lease_until)
                 }
+                _ => (Claim::New, ClaimState::InFlight, lease_until),
             };
+            if index.signatures.contains_key(signature) {
+                if claim == Claim::New {
+                    set_state(conn, index, id, state, Some(lease))?;
+                }
+            } else {
+                // Another attempt of this delivery, signed afresh: its signature gets a row of
+                // its own, which carries the id's state from now on, so that a replay of this
+                // attempt under another id is caught too.
+                insert_claim(conn, index, id, signature, state, lease, now)?;
+            }
+            return Ok(claim);
         }
         None => {}
     }
-    // This id is not remembered, so a remembered signature belongs to another id.
-    if index
-        .signatures
-        .get(signature)
-        .is_some_and(|&(_, claimed_at)| claimed_at > cutoff)
-    {
-        return Ok(Claim::Replayed);
-    }
+    insert_claim(
+        conn,
+        index,
+        id,
+        signature,
+        ClaimState::InFlight,
+        lease_until,
+        now,
+    )?;
+    Ok(Claim::New)
+}
+
+/// Appends a row recording `id` claimed with `signature`; the index follows once it is written.
+fn insert_claim(
+    conn: &Connection,
+    index: &mut ClaimIndex,
+    id: &str,
+    signature: &[u8; 32],
+    state: ClaimState,
+    lease_until: i64,
+    now: i64,
+) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO webhook_claims (id, signature, state, lease_until, claimed_at)
-         VALUES (?1, ?2, 'in_flight', ?3, ?4)",
+         VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
-    .execute(params![id, &signature[..], lease_until, now])?;
+    .execute(params![
+        id,
+        &signature[..],
+        state.as_str(),
+        lease_until,
+        now
+    ])?;
     let row = ClaimRow {
         seq: conn.last_insert_rowid(),
-        state: ClaimState::InFlight,
+        state,
         lease_until,
         claimed_at: now,
     };
     index.insert(id, signature, row);
-    Ok(Claim::New)
+    Ok(())
 }
 
 impl DedupStore for SqliteDedupStore {

@@ -19,7 +19,10 @@ use crate::dedup::{StoreError, WebhookId};
 // arrival order too, and their signature index, now unused, is dropped). Ids and signatures
 // are looked up in the writer's
 // in-memory [`InboxIndex`], not in B-trees keyed by them (see `writer`). The one index here
-// grows at its end, as new rows are pending and due now.
+// grows at its end, as new rows are pending and due now. `webhook_inbox_signatures` holds the
+// signatures of later attempts of stored deliveries (the sender signs each attempt afresh),
+// so that a captured retry cannot be replayed under another id; they are kept for the
+// retention.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS webhook_inbox (
     seq         INTEGER PRIMARY KEY,
@@ -34,6 +37,11 @@ CREATE TABLE IF NOT EXISTS webhook_inbox (
 );
 CREATE INDEX IF NOT EXISTS webhook_inbox_due ON webhook_inbox (state, due_at);
 DROP INDEX IF EXISTS webhook_inbox_signature;
+CREATE TABLE IF NOT EXISTS webhook_inbox_signatures (
+    seq         INTEGER PRIMARY KEY,
+    signature   BLOB NOT NULL,
+    seen_at     INTEGER NOT NULL
+);
 ";
 
 /// Which ids and signatures the inbox holds, kept by the writer thread (about 100 bytes per
@@ -69,10 +77,16 @@ impl Index for InboxIndex {
         let mut stmt = conn.prepare("SELECT rowid, id, signature FROM webhook_inbox")?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
-            let signature: Vec<u8> = row.get(2)?;
             // Every stored signature is 32 bytes; `accept` writes nothing else.
-            if let Ok(signature) = <[u8; 32]>::try_from(signature.as_slice()) {
+            if let Ok(signature) = <[u8; 32]>::try_from(row.get_ref(2)?.as_blob()?) {
                 index.insert(row.get_ref(1)?.as_str()?, signature, row.get(0)?);
+            }
+        }
+        let mut stmt = conn.prepare("SELECT signature FROM webhook_inbox_signatures")?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            if let Ok(signature) = <[u8; 32]>::try_from(row.get_ref(0)?.as_blob()?) {
+                index.signatures.insert(signature);
             }
         }
         Ok(index)
@@ -344,6 +358,14 @@ fn accept_in(
         prune_in(conn, index, cutoff)?;
     }
     if index.rows.contains_key(id) {
+        if !index.signatures.contains(signature) {
+            // Another attempt of a stored delivery, signed afresh: remember its signature.
+            conn.prepare_cached(
+                "INSERT INTO webhook_inbox_signatures (signature, seen_at) VALUES (?1, ?2)",
+            )?
+            .execute(params![&signature[..], now])?;
+            index.signatures.insert(*signature);
+        }
         return Ok(Accepted::Duplicate);
     }
     if index.signatures.contains(signature) {
@@ -377,6 +399,15 @@ fn prune_in(conn: &Connection, index: &mut InboxIndex, cutoff: i64) -> rusqlite:
             row.get_ref(1)?.as_str()?,
             row.get_ref(2)?.as_blob()?,
         );
+    }
+    let mut stmt = conn.prepare_cached(
+        "DELETE FROM webhook_inbox_signatures WHERE seen_at <= ?1 RETURNING signature",
+    )?;
+    let mut rows = stmt.query([cutoff])?;
+    while let Some(row) = rows.next()? {
+        if let Ok(signature) = <[u8; 32]>::try_from(row.get_ref(0)?.as_blob()?) {
+            index.signatures.remove(&signature);
+        }
     }
     Ok(())
 }

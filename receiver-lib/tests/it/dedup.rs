@@ -76,6 +76,46 @@ async fn lifecycle<S: DedupStore>(store: &S) {
     );
 }
 
+/// The sender signs each attempt afresh, so a retry carries a signature never seen before:
+/// it must be remembered too, or a captured retry could be replayed under a new id.
+async fn remembers_every_attempts_signature<S: DedupStore>(store: &S) {
+    let a = id("wh_attempts");
+    assert_eq!(store.claim(&a, &sig(1), 100).await.expect("c"), Claim::New);
+    // Seen while the first attempt is still in flight.
+    assert_eq!(
+        store.claim(&a, &sig(2), 101).await.expect("c"),
+        Claim::InFlight
+    );
+    store.release(&a).await.expect("release");
+    // The retry after a failure, then a late copy after success.
+    assert_eq!(store.claim(&a, &sig(3), 400).await.expect("c"), Claim::New);
+    store.complete(&a, 401).await.expect("complete");
+    assert_eq!(
+        store.claim(&a, &sig(4), 402).await.expect("c"),
+        Claim::Duplicate
+    );
+    for n in 1..=4 {
+        assert_eq!(
+            store
+                .claim(&id(&format!("wh_new_{n}")), &sig(n), 403)
+                .await
+                .expect("c"),
+            Claim::Replayed,
+            "attempt {n}'s signature under a new id"
+        );
+    }
+    // Another delivery's signature under an id whose claim was released is a replay too,
+    // and leaves that id's claim as it was.
+    let b = id("wh_released");
+    assert_eq!(store.claim(&b, &sig(5), 500).await.expect("c"), Claim::New);
+    store.release(&b).await.expect("release");
+    assert_eq!(
+        store.claim(&b, &sig(3), 501).await.expect("c"),
+        Claim::Replayed
+    );
+    assert_eq!(store.claim(&b, &sig(6), 502).await.expect("c"), Claim::New);
+}
+
 async fn forgets_after_retention<S: DedupStore>(store: &S) {
     let a = id("wh_old");
     assert_eq!(
@@ -151,6 +191,45 @@ async fn the_sqlite_store_follows_the_claim_lifecycle() {
         &SqliteDedupStore::open(dir.path().join("d.db"), DedupPolicy::default()).expect("open"),
     )
     .await;
+}
+
+#[tokio::test]
+async fn both_stores_remember_the_signature_of_every_attempt() {
+    remembers_every_attempts_signature(&MemoryDedupStore::default()).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("d.db");
+    remembers_every_attempts_signature(
+        &SqliteDedupStore::open(&path, DedupPolicy::default()).expect("open"),
+    )
+    .await;
+    // And the SQLite store still knows them, and each id's state, after a reopen.
+    let store = SqliteDedupStore::open(&path, DedupPolicy::default()).expect("reopen");
+    for n in 1..=6 {
+        assert_eq!(
+            store
+                .claim(&id(&format!("wh_later_{n}")), &sig(n), 530)
+                .await
+                .expect("c"),
+            Claim::Replayed,
+            "signature {n} after a reopen"
+        );
+    }
+    assert_eq!(
+        store
+            .claim(&id("wh_attempts"), &sig(1), 531)
+            .await
+            .expect("c"),
+        Claim::Duplicate
+    );
+    assert_eq!(
+        // Its claim at 502 holds its lease until 562.
+        store
+            .claim(&id("wh_released"), &sig(6), 532)
+            .await
+            .expect("c"),
+        Claim::InFlight
+    );
+    assert_eq!(store.completed_count().await.expect("count"), 1);
 }
 
 #[tokio::test]

@@ -202,6 +202,53 @@ async fn two_inboxes_on_one_file_agree_on_duplicates_and_replays() {
 }
 
 #[tokio::test]
+async fn a_later_attempts_signature_is_remembered_so_its_replay_is_caught() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("inbox.db");
+    let policy = InboxPolicy {
+        retention: std::time::Duration::from_secs(100),
+        ..InboxPolicy::default()
+    };
+    let inbox = SqliteInbox::open(&path, policy).expect("open");
+    let id = |text: &str| svc_receiver::dedup::WebhookId::parse(text.as_bytes()).expect("id");
+    let body = event_body("svc_call_attempts");
+    let accept = |inbox: SqliteInbox, name: &'static str, signature: u8, at: i64| {
+        let body = body.clone();
+        async move {
+            inbox
+                .accept(&id(name), &[signature; 32], &body, at)
+                .await
+                .expect("accept")
+        }
+    };
+    assert_eq!(accept(inbox.clone(), "wh_a", 1, T).await, Accepted::Stored);
+    // The sender's retry of the same delivery, signed afresh: a duplicate, but its signature
+    // resent under another id is a replay.
+    assert_eq!(
+        accept(inbox.clone(), "wh_a", 2, T + 1).await,
+        Accepted::Duplicate
+    );
+    assert_eq!(
+        accept(inbox.clone(), "wh_b", 2, T + 2).await,
+        Accepted::Replayed
+    );
+    assert_eq!(inbox.counts().await.expect("counts"), (1, 0, 0));
+
+    // A store opened afresh on the file knows it too.
+    drop(inbox);
+    let reopened = SqliteInbox::open(&path, policy).expect("reopen");
+    assert_eq!(
+        accept(reopened.clone(), "wh_c", 2, T + 3).await,
+        Accepted::Replayed
+    );
+    // It is forgotten with the retention, like the signatures of stored entries.
+    assert_eq!(
+        accept(reopened.clone(), "wh_d", 2, T + 1 + 161).await,
+        Accepted::Stored
+    );
+}
+
+#[tokio::test]
 async fn processed_entries_are_forgotten_after_retention_and_pending_ones_are_kept() {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("inbox.db");
