@@ -116,7 +116,10 @@ impl CallScored {
 /// Where a call came from. Open set: an unknown value is kept as [`CallSource::Other`].
 ///
 /// The contract advises treating an unknown source like `roleplay` when branching.
+/// Non-exhaustive: a later version may name more values, so a match needs a wildcard arm, and
+/// a value matched today as `Other("…")` may move to a variant of its own.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum CallSource {
     /// A practice call with a persona (`roleplay`).
     Roleplay,
@@ -148,8 +151,10 @@ impl From<&str> for CallSource {
 }
 
 /// Why a call was not scored. Open set (append-only in the contract): an unknown code is kept as
-/// [`FailureReason::Other`], never rejected. Log unknown codes.
+/// [`FailureReason::Other`], never rejected. Log unknown codes. Non-exhaustive, as
+/// [`CallSource`] is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FailureReason {
     /// `SCORING_INCOMPLETE`: processing did not finish.
     ScoringIncomplete,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use subtle::ConstantTimeEq;
 
 use crate::error::{MismatchHint, VerifyError};
-use crate::event::{CallScored, CallSource, FailureReason};
+use crate::event::{CALL_SCORED, CallScored, CallSource, FailureReason};
 use crate::secret::Keyring;
 use crate::signature::{SignatureHeader, mac_of};
 
@@ -212,12 +212,20 @@ impl<'b> VerifiedDelivery<'b> {
     /// `source` and `reason` values are kept, and logged (`tracing` warn) as the contract asks.
     ///
     /// # Errors
-    /// [`VerifyError::InvalidEvent`] when the body is not a `call.scored` object.
+    /// [`VerifyError::InvalidEvent`] when the body is not a `call.scored` object, its `event`
+    /// included: v1 sends no other, and an event this version does not know is refused (the
+    /// integrations answer 400) rather than read as a `call.scored`.
     pub fn decode(&self) -> Result<CallScored, VerifyError> {
         let event: CallScored =
             serde_json::from_slice(self.body).map_err(|err| VerifyError::InvalidEvent {
                 reason: err.to_string(),
             })?;
+        if event.event != CALL_SCORED {
+            let named: String = event.event.chars().take(64).collect();
+            return Err(VerifyError::InvalidEvent {
+                reason: format!("the event is {:?}, not {CALL_SCORED}", named),
+            });
+        }
         if let Some(FailureReason::Other(code)) = &event.reason {
             tracing::warn!(call_id = %event.call_id, reason = %code, "unknown call.scored reason code");
         }
