@@ -21,59 +21,74 @@
 //!
 //! # Receiving webhooks in axum
 //!
-//! ```no_run
-//! use axum::Router;
-//! use svc_receiver::axum::{WebhookReceiver, webhook_route};
-//! use svc_receiver::dedup::DedupPolicy;
-//! use svc_receiver::sqlite::SqliteDedupStore;
-//! use svc_receiver::{CallSource, Keyring, Received, SigningSecret, Verifier};
-//!
-//! #[tokio::main]
-//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//!     // The current secret, plus the previous one for an hour after a rotation.
-//!     let keyring = Keyring::new()
-//!         .with_key("current", SigningSecret::new(&std::env::var("SVC_SIGNING_SECRET")?)?)
-//!         .with_expiring_key("previous", SigningSecret::new("whsec_previous")?, 1_767_229_200);
-//!     let verifier = Verifier::new(keyring);
-//!     // Durable dedup: claims survive restarts.
-//!     let store = SqliteDedupStore::open("webhooks.db", DedupPolicy::default())?;
-//!     // User code: any async closure; an Err makes the sender's retry be processed.
-//!     let handler = |received: Received| async move {
-//!         let event = received.event;
-//!         match (event.success, &event.source) {
-//!             (true, CallSource::RealCall) => println!("real call {} scored", event.call_id),
-//!             (true, _) => println!("practice call {} scored", event.call_id),
-//!             (false, _) => println!("call {} not scored: {:?}", event.call_id, event.reason),
-//!         }
-//!         Ok::<(), std::io::Error>(())
-//!     };
-//!     let app = Router::new()
-//!         .route("/webhooks/svc", webhook_route(WebhookReceiver::new(verifier, store, handler)));
-//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-//!     axum::serve(listener, app).await?;
-//!     Ok(())
-//! }
-//! ```
+#![cfg_attr(
+    all(feature = "axum", feature = "sqlite"),
+    doc = r#"
+```no_run
+use axum::Router;
+use svc_receiver::axum::{WebhookReceiver, webhook_route};
+use svc_receiver::dedup::DedupPolicy;
+use svc_receiver::sqlite::SqliteDedupStore;
+use svc_receiver::{CallSource, Keyring, Received, SigningSecret, Verifier};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The current secret, plus the previous one for an hour after a rotation.
+    let keyring = Keyring::new()
+        .with_key("current", SigningSecret::new(&std::env::var("SVC_SIGNING_SECRET")?)?)
+        .with_expiring_key("previous", SigningSecret::new("whsec_previous")?, 1_767_229_200);
+    let verifier = Verifier::new(keyring);
+    // Durable dedup: claims survive restarts.
+    let store = SqliteDedupStore::open("webhooks.db", DedupPolicy::default())?;
+    // User code: any async closure; an Err makes the sender's retry be processed.
+    let handler = |received: Received| async move {
+        let event = received.event;
+        match (event.success, &event.source) {
+            (true, CallSource::RealCall) => println!("real call {} scored", event.call_id),
+            (true, _) => println!("practice call {} scored", event.call_id),
+            (false, _) => println!("call {} not scored: {:?}", event.call_id, event.reason),
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    let app = Router::new()
+        .route("/webhooks/svc", webhook_route(WebhookReceiver::new(verifier, store, handler)));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+    axum::serve(listener, app).await?;
+    Ok(())
+}
+```
+"#
+)]
 //!
 //! When user code may be slow or fail, use the durable inbox instead: the route commits the
 //! verified event to SQLite before the 200 and a worker hands it to user code, with retries:
 //!
-//! ```no_run
-//! # use svc_receiver::{Keyring, Received, SigningSecret, SystemClock, Verifier};
-//! use svc_receiver::axum::{InboxReceiver, inbox_route};
-//! use svc_receiver::sqlite::{InboxPolicy, SqliteInbox, run_inbox_worker};
-//!
-//! # async fn run(verifier: Verifier) -> Result<(), Box<dyn std::error::Error>> {
-//! let inbox = SqliteInbox::open("inbox.db", InboxPolicy::default())?;
-//! let handler = |received: Received| async move {
-//!     println!("processing {}", received.event.call_id);
-//!     Ok::<(), String>(())
-//! };
-//! tokio::spawn(run_inbox_worker(inbox.clone(), handler, SystemClock, std::future::pending()));
-//! let app: axum::Router =
-//!     axum::Router::new().route("/webhooks/svc", inbox_route(InboxReceiver::new(verifier, inbox)));
-//! # Ok(()) }
-//! ```
+#![cfg_attr(
+    all(feature = "axum", feature = "sqlite"),
+    doc = r#"
+```no_run
+# use svc_receiver::{Keyring, Received, SigningSecret, SystemClock, Verifier};
+use svc_receiver::axum::{InboxReceiver, inbox_route};
+use svc_receiver::sqlite::{InboxPolicy, SqliteInbox, run_inbox_worker};
+
+# async fn run(verifier: Verifier) -> Result<(), Box<dyn std::error::Error>> {
+let inbox = SqliteInbox::open("inbox.db", InboxPolicy::default())?;
+let handler = |received: Received| async move {
+    println!("processing {}", received.event.call_id);
+    Ok::<(), String>(())
+};
+tokio::spawn(run_inbox_worker(inbox.clone(), handler, SystemClock, std::future::pending()));
+let app: axum::Router =
+    axum::Router::new().route("/webhooks/svc", inbox_route(InboxReceiver::new(verifier, inbox)));
+# Ok(()) }
+```
+
+"#
+)]
+#![cfg_attr(
+    not(all(feature = "axum", feature = "sqlite")),
+    doc = "(The examples need the default features, `axum` and `sqlite`.)\n"
+)]
 //!
 //! One worker has one entry in hand at a time; `run_inbox_workers(inbox, handler, clock, n,
 //! shutdown)` keeps up to `n` in hand, for handlers that wait on I/O or bursts to drain.
@@ -99,10 +114,10 @@
 //! - `clock`: the injectable [`Clock`] every time rule reads.
 //! - [`dedup`]: the [`dedup::DedupStore`] trait (claim → new / duplicate / in flight / replayed,
 //!   complete, release) and the bounded, expiring in-memory store.
-//! - [`sqlite`] (feature `sqlite`): the durable dedup store and the durable inbox, written
+//! - `sqlite` (feature `sqlite`): the durable dedup store and the durable inbox, written
 //!   through one group-commit thread per file (`synchronous=FULL`).
 //! - `handler`: the [`EventHandler`] user code implements (any async closure) and [`Received`].
-//! - [`axum`] (feature `axum`): ready POST routes (direct mode, durable inbox mode) and the
+//! - `axum` (feature `axum`): ready POST routes (direct mode, durable inbox mode) and the
 //!   `VerifiedWebhook` extractor.
 //! - `event`: the typed [`CallScored`] body, with open [`CallSource`] and [`FailureReason`] sets.
 

@@ -5,8 +5,8 @@
 //! - [`direct`](webhook_route): user code runs inside the request (under a deadline well
 //!   inside the sender's 10 seconds); the claim is completed on success and released on
 //!   failure so the sender's single retry is processed.
-//! - [`inbox`](inbox_route) (feature `sqlite` too): the verified event is committed to a
-//!   SQLite inbox before the 2xx and handed to user code by [`crate::sqlite::run_inbox_worker`],
+//! - inbox, `inbox_route` (feature `sqlite` too): the verified event is committed to a
+//!   SQLite inbox before the 2xx and handed to user code by `sqlite::run_inbox_worker`,
 //!   with retries. Use it when user code may be slow or fail: nothing acknowledged is lost.
 //!
 //! Processing is at least once, never silently zero: a crash between user code finishing and
