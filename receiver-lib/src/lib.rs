@@ -33,7 +33,8 @@ use svc_receiver::{CallSource, Keyring, Received, SigningSecret, Verifier};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // The current secret, plus the previous one for an hour after a rotation.
+    // The current secret, plus the previous one for a few minutes after a rotation (build
+    // the verifier from a SharedKeyring to replace them without a restart).
     let keyring = Keyring::new()
         .with_key("current", SigningSecret::new(&std::env::var("SVC_SIGNING_SECRET")?)?)
         .with_expiring_key("previous", SigningSecret::new("whsec_previous")?, 1_767_229_200);
@@ -108,7 +109,8 @@ let app: axum::Router =
 //! # Layout
 //!
 //! - [`signature`]: [`sign`] and the strict `X-Service-Signature` parser (its policy is documented there).
-//! - `secret`: [`SigningSecret`] and the [`Keyring`] of accepted secrets (with expiry, for rotation).
+//! - `secret`: [`SigningSecret`] and the [`Keyring`] of accepted secrets (with expiry, for
+//!   rotation), replaceable at run time through a [`SharedKeyring`].
 //! - `verify`: the framework-agnostic [`Verifier`]: raw bytes + header + now → [`VerifiedDelivery`].
 //! - `error`: [`VerifyError`] and its mapping to HTTP statuses.
 //! - `clock`: the injectable [`Clock`] every time rule reads.
@@ -139,7 +141,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{MalformedHeader, MismatchHint, VerifyError};
 pub use event::{CALL_SCORED, CallScored, CallSource, FailureReason};
 pub use handler::{EventHandler, Received};
-pub use secret::{Keyring, SECRET_PREFIX, SecretError, SigningSecret};
+pub use secret::{Keyring, SECRET_PREFIX, SecretError, SharedKeyring, SigningSecret};
 pub use signature::sign;
 pub use verify::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_TOLERANCE, Tolerance, VerifiedDelivery, Verifier,

@@ -73,9 +73,12 @@ struct KeyEntry {
 
 /// The secrets a receiver accepts.
 ///
-/// The service rotates immediately (every later delivery, including a pending retry, uses the
-/// new secret), but deliveries signed with the old one can still be in flight. Keep the previous
-/// secret with an expiry some time after the rotation; verification reports which key matched.
+/// The service rotates immediately: every later delivery, including a pending retry, uses the
+/// new secret. So a running receiver must take the new secret as soon as the operator hands
+/// it over, without a restart: build its [`crate::Verifier`] from a [`SharedKeyring`] and
+/// [`SharedKeyring::replace`] the keyring then. Deliveries signed with the old secret before
+/// the rotation can still be in flight: keep the previous secret with an expiry a few minutes
+/// after the rotation. Verification reports which key matched.
 ///
 /// ```
 /// use svc_receiver::{Keyring, SigningSecret};
@@ -159,5 +162,68 @@ impl std::fmt::Debug for Keyring {
             ));
         }
         list.finish()
+    }
+}
+
+/// A [`Keyring`] that can be replaced while verifiers use it, for a secret rotation without a
+/// restart. Cheap to clone: every clone, and every [`crate::Verifier`] built from one, sees a
+/// replacement at its next verification.
+///
+/// ```
+/// use svc_receiver::{Keyring, SharedKeyring, SigningSecret, Verifier, sign};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let keys = SharedKeyring::new(Keyring::single(SigningSecret::new("whsec_old")?));
+/// let verifier = Verifier::with_shared_keyring(keys.clone());
+/// // The operator rotated the secret: accept the new one at once, the old one a while longer.
+/// keys.replace(
+///     Keyring::new()
+///         .with_key("current", SigningSecret::new("whsec_new")?)
+///         .with_expiring_key("previous", SigningSecret::new("whsec_old")?, 1_767_226_200),
+/// );
+/// let body = br#"{"event":"call.scored"}"#;
+/// let header = sign("whsec_new", 1_767_225_600, body);
+/// assert_eq!(verifier.verify(header.as_bytes(), body, 1_767_225_600)?.key(), "current");
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct SharedKeyring {
+    current: std::sync::Arc<std::sync::RwLock<std::sync::Arc<Keyring>>>,
+}
+
+impl SharedKeyring {
+    /// Shares `keyring`.
+    pub fn new(keyring: Keyring) -> Self {
+        Self {
+            current: std::sync::Arc::new(std::sync::RwLock::new(std::sync::Arc::new(keyring))),
+        }
+    }
+
+    /// Replaces the keyring; verifications that already started finish with the old one.
+    pub fn replace(&self, keyring: Keyring) {
+        let keyring = std::sync::Arc::new(keyring);
+        // A panic elsewhere cannot leave the Arc half-written, so a poisoned lock is still
+        // safe to use.
+        let mut current = self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *current = keyring;
+    }
+
+    /// The keyring in force now.
+    pub fn current(&self) -> std::sync::Arc<Keyring> {
+        let current = self
+            .current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        std::sync::Arc::clone(&current)
+    }
+}
+
+impl std::fmt::Debug for SharedKeyring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SharedKeyring")
+            .field(&self.current())
+            .finish()
     }
 }

@@ -7,7 +7,7 @@ use subtle::ConstantTimeEq;
 
 use crate::error::{MismatchHint, VerifyError};
 use crate::event::{CALL_SCORED, CallScored, CallSource, FailureReason};
-use crate::secret::Keyring;
+use crate::secret::{Keyring, SharedKeyring};
 use crate::signature::{SignatureHeader, mac_of};
 
 /// The default timestamp tolerance: 5 minutes either way (contract section 6).
@@ -47,16 +47,33 @@ impl Default for Tolerance {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Verifier {
-    keyring: Keyring,
+    keys: Keys,
     tolerance: Tolerance,
     max_body_bytes: usize,
+}
+
+/// Where a verifier's keys come from.
+#[derive(Debug, Clone)]
+enum Keys {
+    Fixed(Keyring),
+    Shared(SharedKeyring),
 }
 
 impl Verifier {
     /// A verifier with the default tolerance (5 minutes) and body limit (64 KiB).
     pub fn new(keyring: Keyring) -> Self {
+        Self::with_keys(Keys::Fixed(keyring))
+    }
+
+    /// A verifier reading its keys from `keyring` at every verification, so that replacing it
+    /// takes effect at once (a secret rotation without a restart: see [`SharedKeyring`]).
+    pub fn with_shared_keyring(keyring: SharedKeyring) -> Self {
+        Self::with_keys(Keys::Shared(keyring))
+    }
+
+    fn with_keys(keys: Keys) -> Self {
         Self {
-            keyring,
+            keys,
             tolerance: Tolerance::default(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
         }
@@ -103,8 +120,16 @@ impl Verifier {
         }
         let parsed = SignatureHeader::parse(header)?;
         self.check_timestamp(parsed.timestamp(), now)?;
+        let shared;
+        let keyring = match &self.keys {
+            Keys::Fixed(keyring) => keyring,
+            Keys::Shared(keys) => {
+                shared = keys.current();
+                &*shared
+            }
+        };
         let mut expired_match = None;
-        for (label, secret, active) in self.keyring.keys_at(now) {
+        for (label, secret, active) in keyring.keys_at(now) {
             let expected = mac_of(secret.keyed(), parsed.timestamp_text(), body);
             let expected_words = words(&expected);
             let matched = parsed

@@ -6,4 +6,5 @@ mod helpers;
 mod hostile;
 mod inbox;
 mod properties;
+mod rotation;
 mod vectors;
