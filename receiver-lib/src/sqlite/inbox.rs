@@ -98,8 +98,9 @@ impl Index for InboxIndex {
 pub struct InboxPolicy {
     /// How long processed entries are kept for dedup and replay protection (24 h by default).
     pub retention: Duration,
-    /// Attempts before an entry is set aside as dead (kept, never deleted, listed by
-    /// [`SqliteInbox::dead_letters`]).
+    /// Attempts before an entry is set aside as dead: kept, listed by
+    /// [`SqliteInbox::dead_letters`], until [`SqliteInbox::requeue_dead_letter`] hands it out
+    /// again or [`SqliteInbox::discard_dead_letter`] gives up on it.
     pub max_attempts: u32,
     /// Delay before the first retry; doubles on each failure, capped at one hour.
     pub first_backoff: Duration,
@@ -327,22 +328,122 @@ impl SqliteInbox {
             .await
     }
 
-    /// The ids and last errors of dead entries, oldest first.
+    /// The dead entries (failed on their last attempt), oldest first.
     ///
     /// # Errors
     /// [`StoreError`] when the database fails.
-    pub async fn dead_letters(&self) -> Result<Vec<(String, String)>, StoreError> {
-        self.writer
+    pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
+        let rows: Vec<(String, i64, String, i64)> = self
+            .writer
             .run(|conn, _| {
                 let mut stmt = conn.prepare(
-                    "SELECT id, COALESCE(last_error, '') FROM webhook_inbox
-                     WHERE state = 'dead' ORDER BY received_at",
+                    "SELECT id, attempts, COALESCE(last_error, ''), received_at FROM webhook_inbox
+                     WHERE state = 'dead' ORDER BY rowid",
                 )?;
-                let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                let rows =
+                    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
                 rows.collect()
             })
-            .await
+            .await?;
+        Ok(rows
+            .into_iter()
+            // Every stored id was a valid webhook id when it was accepted.
+            .filter_map(|(id, attempts, last_error, received_at)| {
+                Some(DeadLetter {
+                    webhook_id: WebhookId::parse(id.as_bytes()).ok()?,
+                    attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+                    last_error,
+                    received_at,
+                })
+            })
+            .collect())
     }
+
+    /// Hands a dead entry out again, as a new entry due at `now` with its attempts reset (after
+    /// the cause of its failures was fixed). Returns false when `id` is not a dead entry.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails.
+    pub async fn requeue_dead_letter(&self, id: &WebhookId, now: i64) -> Result<bool, StoreError> {
+        let id = id.as_str().to_owned();
+        let requeued = self
+            .writer
+            .run(move |conn, index| {
+                let Some(&seq) = index.rows.get(id.as_str()) else {
+                    return Ok(0);
+                };
+                conn.prepare_cached(
+                    "UPDATE webhook_inbox SET state = 'pending', attempts = 0, due_at = ?2
+                     WHERE rowid = ?1 AND state = 'dead'",
+                )?
+                .execute(params![seq, now])
+            })
+            .await?;
+        if requeued > 0 {
+            self.arrived.notify_one();
+        }
+        Ok(requeued > 0)
+    }
+
+    /// Hands every dead entry out again (see [`SqliteInbox::requeue_dead_letter`]); returns
+    /// how many.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails.
+    pub async fn requeue_all_dead_letters(&self, now: i64) -> Result<u64, StoreError> {
+        let requeued = self
+            .writer
+            .run(move |conn, _| {
+                conn.prepare_cached(
+                    "UPDATE webhook_inbox SET state = 'pending', attempts = 0, due_at = ?1
+                     WHERE state = 'dead'",
+                )?
+                .execute([now])
+            })
+            .await?;
+        if requeued > 0 {
+            self.arrived.notify_waiters();
+            self.arrived.notify_one();
+        }
+        Ok(u64::try_from(requeued).unwrap_or(u64::MAX))
+    }
+
+    /// Gives up on a dead entry: it counts as done from now on (kept, like any processed
+    /// entry, for the retention, so its id stays a duplicate). Returns false when `id` is not
+    /// a dead entry.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails.
+    pub async fn discard_dead_letter(&self, id: &WebhookId) -> Result<bool, StoreError> {
+        let id = id.as_str().to_owned();
+        let discarded = self
+            .writer
+            .run(move |conn, index| {
+                let Some(&seq) = index.rows.get(id.as_str()) else {
+                    return Ok(0);
+                };
+                conn.prepare_cached(
+                    "UPDATE webhook_inbox SET state = 'done' WHERE rowid = ?1 AND state = 'dead'",
+                )?
+                .execute([seq])
+            })
+            .await?;
+        Ok(discarded > 0)
+    }
+}
+
+/// An inbox entry set aside after its last attempt failed; kept until it is requeued or
+/// discarded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The delivery's `X-Service-Webhook-Id`.
+    pub webhook_id: WebhookId,
+    /// How many times it was handed to user code.
+    pub attempts: u32,
+    /// The handler's error on the last attempt.
+    pub last_error: String,
+    /// When it was received (unix seconds).
+    pub received_at: i64,
 }
 
 fn accept_in(

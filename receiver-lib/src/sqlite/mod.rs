@@ -21,5 +21,5 @@ mod worker;
 mod writer;
 
 pub use dedup::SqliteDedupStore;
-pub use inbox::{Accepted, InboxEntry, InboxPolicy, Settled, SqliteInbox};
+pub use inbox::{Accepted, DeadLetter, InboxEntry, InboxPolicy, Settled, SqliteInbox};
 pub use worker::{Step, process_next, run_inbox_worker, run_inbox_workers};

@@ -114,11 +114,102 @@ async fn an_event_that_keeps_failing_becomes_a_dead_letter_and_is_kept() {
         process_next(&inbox, &handler, T + 9_999).await.expect("s"),
         Step::Empty
     );
-    assert_eq!(
-        inbox.dead_letters().await.expect("dead"),
-        vec![("wh_dead".to_owned(), "always fails".to_owned())]
-    );
+    let dead = inbox.dead_letters().await.expect("dead");
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].webhook_id, id);
+    assert_eq!(dead[0].last_error, "always fails");
+    assert_eq!((dead[0].attempts, dead[0].received_at), (2, T));
     assert!(inbox.contains(&id).await.expect("contains"));
+
+    // Once the cause is fixed, the dead letter is handed out again with fresh attempts.
+    assert!(
+        inbox
+            .requeue_dead_letter(&id, T + 10_000)
+            .await
+            .expect("requeue")
+    );
+    assert!(
+        !inbox
+            .requeue_dead_letter(&id, T + 10_000)
+            .await
+            .expect("not dead any more")
+    );
+    assert_eq!(inbox.counts().await.expect("counts"), (1, 0, 0));
+    let ok = |_: Received| async { Ok::<(), String>(()) };
+    let entry = inbox
+        .next_due(T + 10_000)
+        .await
+        .expect("due")
+        .expect("requeued entry");
+    assert_eq!((entry.webhook_id.as_str(), entry.attempt), ("wh_dead", 1));
+    assert_eq!(
+        inbox
+            .settle(&entry, Ok(()), T + 10_000)
+            .await
+            .expect("settle"),
+        Settled::Done
+    );
+    assert_eq!(
+        process_next(&inbox, &ok, T + 10_001).await.expect("s"),
+        Step::Empty
+    );
+    assert_eq!(inbox.counts().await.expect("counts"), (0, 1, 0));
+}
+
+#[tokio::test]
+async fn dead_letters_can_be_discarded_or_all_requeued() {
+    let dir = tempfile::tempdir().expect("dir");
+    let policy = InboxPolicy {
+        max_attempts: 1,
+        ..InboxPolicy::default()
+    };
+    let inbox = SqliteInbox::open(dir.path().join("inbox.db"), policy).expect("open");
+    let fails = |_: Received| async { Err::<(), _>("downstream rejected it") };
+    let id = |text: &str| svc_receiver::dedup::WebhookId::parse(text.as_bytes()).expect("id");
+    for (n, name) in ["wh_1", "wh_2", "wh_3"].into_iter().enumerate() {
+        let signature = [u8::try_from(n).expect("small"); 32];
+        let body = event_body(name);
+        inbox
+            .accept(&id(name), &signature, &body, T)
+            .await
+            .expect("accept");
+        assert_eq!(
+            process_next(&inbox, &fails, T).await.expect("s"),
+            Step::Settled(Settled::Dead)
+        );
+    }
+    assert_eq!(inbox.counts().await.expect("counts"), (0, 0, 3));
+    // Giving up on one: it counts as done, and its id stays a duplicate.
+    assert!(
+        inbox
+            .discard_dead_letter(&id("wh_2"))
+            .await
+            .expect("discard")
+    );
+    assert!(
+        !inbox
+            .discard_dead_letter(&id("wh_unknown"))
+            .await
+            .expect("unknown")
+    );
+    assert_eq!(inbox.counts().await.expect("counts"), (0, 1, 2));
+    assert_eq!(
+        inbox
+            .accept(&id("wh_2"), &[1; 32], &event_body("wh_2"), T + 1)
+            .await
+            .expect("again"),
+        Accepted::Duplicate
+    );
+    // The rest go back to the queue together.
+    assert_eq!(
+        inbox
+            .requeue_all_dead_letters(T + 2)
+            .await
+            .expect("requeue"),
+        2
+    );
+    assert_eq!(inbox.counts().await.expect("counts"), (2, 1, 0));
+    assert!(inbox.dead_letters().await.expect("dead").is_empty());
 }
 
 #[tokio::test]
