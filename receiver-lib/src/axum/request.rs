@@ -80,10 +80,18 @@ impl ReceiveError {
 
 impl IntoResponse for ReceiveError {
     fn into_response(self) -> Response {
+        // The whole chain, so that the cause of a store of one's own reaches the log.
+        let mut error = self.to_string();
+        let mut source = std::error::Error::source(&self);
+        while let Some(cause) = source {
+            error.push_str(": ");
+            error.push_str(&cause.to_string());
+            source = cause.source();
+        }
         if self.http_status().is_server_error() {
-            tracing::error!(error = %self, "webhook delivery not processed");
+            tracing::error!(%error, "webhook delivery not processed");
         } else {
-            tracing::warn!(error = %self, "webhook delivery rejected");
+            tracing::warn!(%error, "webhook delivery rejected");
         }
         let body = ::axum::Json(serde_json::json!({ "error": self.public_message() }));
         (self.http_status(), body).into_response()

@@ -116,6 +116,10 @@ pub enum StoreError {
     /// The store's writer has stopped (the store was shut down or its thread died).
     #[error("webhook store is unavailable")]
     Unavailable,
+    /// A store of your own failed (a [`DedupStore`] over another database, say); the cause is
+    /// kept as the error's source.
+    #[error("webhook store failed")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Remembers webhook ids and verified signatures. Implementations make `claim` atomic: of any

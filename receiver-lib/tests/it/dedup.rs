@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use svc_receiver::dedup::{Claim, DedupPolicy, DedupStore, MemoryDedupStore, WebhookId};
+use svc_receiver::dedup::{
+    Claim, DedupPolicy, DedupStore, MemoryDedupStore, StoreError, WebhookId,
+};
 use svc_receiver::sqlite::SqliteDedupStore;
 
 fn id(text: &str) -> WebhookId {
@@ -351,4 +353,50 @@ async fn a_file_written_before_the_append_layout_keeps_its_claims() {
     );
     store.complete(&id("wh_new"), 200).await.expect("complete");
     assert_eq!(store.completed_count().await.expect("count"), 2);
+}
+
+/// A store of one's own over another database, down for the moment.
+struct DownStore;
+
+impl DedupStore for DownStore {
+    async fn claim(&self, _: &WebhookId, _: &[u8; 32], _: i64) -> Result<Claim, StoreError> {
+        Err(StoreError::Backend(Box::new(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "dedup database refused the connection",
+        ))))
+    }
+
+    async fn complete(&self, _: &WebhookId, _: i64) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn release(&self, _: &WebhookId) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_failing_store_of_ones_own_answers_503_and_keeps_its_cause() {
+    use crate::helpers::{SECRET, T, client, event_body, post, spawn, verifier};
+    use svc_receiver::axum::{WebhookReceiver, webhook_route};
+
+    let err = DownStore
+        .claim(&id("wh_x"), &sig(1), T)
+        .await
+        .expect_err("down");
+    let cause = std::error::Error::source(&err).expect("the cause is kept");
+    assert_eq!(cause.to_string(), "dedup database refused the connection");
+
+    let handler = |_: svc_receiver::Received| async { Ok::<(), String>(()) };
+    let receiver = WebhookReceiver::new(verifier(), DownStore, handler)
+        .with_clock(Arc::new(svc_receiver::ManualClock::new(T)));
+    let addr = spawn(axum::Router::new().route("/webhooks", webhook_route(receiver))).await;
+    let body = event_body("svc_call_down");
+    let header = svc_receiver::sign(SECRET, T, &body);
+    let answer = post(&client(), addr, Some("wh_down"), Some(&header), body).await;
+    // 503 so the sender retries; the cause goes to the log, never to the sender.
+    assert_eq!(
+        answer,
+        (503, r#"{"error":"temporarily unavailable"}"#.to_owned())
+    );
 }
