@@ -32,17 +32,20 @@ pub struct SigningSecret {
 }
 
 impl SigningSecret {
-    /// Checks the form (`whsec_` then at least one character, no whitespace) and keeps it.
+    /// Checks the form (no whitespace, then `whsec_` and at least one character) and keeps it.
+    ///
+    /// Whitespace is checked first: a secret pasted with a leading space or newline is reported
+    /// as such, not as lacking its prefix.
     ///
     /// # Errors
     /// [`SecretError`] naming the problem, never the secret.
     pub fn new(secret: &str) -> Result<Self, SecretError> {
-        let rest = secret
-            .strip_prefix(SECRET_PREFIX)
-            .ok_or(SecretError::MissingPrefix)?;
         if secret.chars().any(char::is_whitespace) {
             return Err(SecretError::Whitespace);
         }
+        let rest = secret
+            .strip_prefix(SECRET_PREFIX)
+            .ok_or(SecretError::MissingPrefix)?;
         if rest.is_empty() {
             return Err(SecretError::Empty);
         }
@@ -225,5 +228,27 @@ impl std::fmt::Debug for SharedKeyring {
         f.debug_tuple("SharedKeyring")
             .field(&self.current())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SecretError, SigningSecret};
+
+    #[test]
+    fn a_secret_pasted_with_surrounding_whitespace_is_reported_as_whitespace() {
+        for pasted in [
+            " whsec_abc",
+            "\nwhsec_abc",
+            "\twhsec_abc",
+            "whsec_abc\n",
+            "whsec_a bc",
+        ] {
+            assert_eq!(
+                SigningSecret::new(pasted).map(drop),
+                Err(SecretError::Whitespace),
+                "{pasted:?}"
+            );
+        }
     }
 }

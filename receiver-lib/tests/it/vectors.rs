@@ -195,7 +195,8 @@ fn secrets_of_the_wrong_form_are_refused_with_a_reason() {
         ("fixture", "starts with"),
         ("whsec_", "empty"),
         ("whsec_abc\n", "whitespace"),
-        (" whsec_abc", "starts with"),
+        // Whitespace is reported before the prefix, so a pasted leading newline says so.
+        (" whsec_abc", "whitespace"),
     ] {
         let err = SigningSecret::new(bad).expect_err(bad);
         assert!(err.to_string().contains(why), "{bad:?}: {err}");
