@@ -159,3 +159,28 @@ pub trait DedupStore: Send + Sync + 'static {
     /// [`StoreError`] when the store cannot record it.
     fn release(&self, id: &WebhookId) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
+
+/// A shared store is a store: one `Arc` can serve several routes and still be read elsewhere
+/// (for example [`MemoryDedupStore::len`] for metrics).
+impl<T: DedupStore + ?Sized> DedupStore for std::sync::Arc<T> {
+    fn claim(
+        &self,
+        id: &WebhookId,
+        signature: &[u8; 32],
+        now: i64,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
+        (**self).claim(id, signature, now)
+    }
+
+    fn complete(
+        &self,
+        id: &WebhookId,
+        now: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).complete(id, now)
+    }
+
+    fn release(&self, id: &WebhookId) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).release(id)
+    }
+}

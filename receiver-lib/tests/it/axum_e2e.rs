@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::Router;
 use svc_receiver::axum::{WebhookReceiver, webhook_route};
-use svc_receiver::dedup::MemoryDedupStore;
+use svc_receiver::dedup::{Claim, DedupStore, MemoryDedupStore, WebhookId};
 use svc_receiver::{ManualClock, Received, sign};
 use tokio::sync::{Notify, mpsc};
 
@@ -254,4 +254,28 @@ async fn the_extractor_hands_a_verified_event_to_a_handler_of_ones_own() {
     )
     .await;
     assert_eq!(status, 413);
+}
+
+#[tokio::test]
+async fn a_store_shared_through_an_arc_sees_the_claims_the_route_makes() {
+    let store = Arc::new(MemoryDedupStore::default());
+    let handler = |_: Received| async { Ok::<(), String>(()) };
+    let receiver = WebhookReceiver::new(verifier(), Arc::clone(&store), handler)
+        .with_clock(Arc::new(ManualClock::new(T)));
+    let addr = spawn(Router::new().route("/webhooks", webhook_route(receiver))).await;
+    let body = event_body("svc_call_shared");
+    let header = sign(SECRET, T, &body);
+    assert_eq!(
+        post(&client(), addr, Some("wh_shared"), Some(&header), body)
+            .await
+            .0,
+        200
+    );
+    // The same store, read outside the route: for metrics, and by another route sharing it.
+    assert_eq!(store.len(), 1);
+    let id = WebhookId::parse(b"wh_shared").expect("id");
+    assert_eq!(
+        store.claim(&id, &[0; 32], T).await.expect("claim"),
+        Claim::Duplicate
+    );
 }
