@@ -39,3 +39,35 @@ where
         self(received)
     }
 }
+
+/// Runs `handler` on one event the way both integrations do, turning every way it can fail
+/// into the text that is logged (and, in inbox mode, stored as the entry's last error):
+/// - an `Err` is formatted with `{:#}`, the alternate form in which `anyhow` and `eyre` print
+///   the whole chain of context (other types ignore the flag);
+/// - a panic is caught and reported as a failure of this event, so it neither unwinds into
+///   the caller (a worker loop, a request task) nor leaves the event unsettled. The handler is
+///   called again for later events: state it shares must stay usable after a panic.
+#[cfg(feature = "sqlite")]
+pub(crate) async fn run_handler<H: EventHandler>(
+    handler: &H,
+    received: Received,
+) -> Result<(), String> {
+    use futures_util::FutureExt;
+    // Calling `handle` inside the future catches a panic before its first await too.
+    let run = std::panic::AssertUnwindSafe(async { handler.handle(received).await });
+    match run.catch_unwind().await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(err)) => Err(format!("{err:#}")),
+        Err(panic) => Err(format!("handler panicked: {}", panic_message(&*panic))),
+    }
+}
+
+/// The text a panic was raised with, when it was a string (as with `panic!` and `expect`).
+#[cfg(feature = "sqlite")]
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}

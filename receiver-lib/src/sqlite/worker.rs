@@ -10,13 +10,19 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::inbox::{Settled, SqliteInbox};
+use super::inbox::{InboxPolicy, Settled, SqliteInbox};
 use crate::clock::Clock;
 use crate::dedup::StoreError;
-use crate::handler::{EventHandler, Received};
+use crate::handler::{EventHandler, Received, run_handler};
 
 /// How long an idle worker waits for an arrival before looking for due retries again.
 const IDLE_POLL: Duration = Duration::from_secs(1);
+
+/// How long one handler run may take before [`process_next`] cancels it and settles the entry
+/// as a failure: 90% of the lease, so the entry is settled before it is due again.
+fn handler_deadline(policy: &InboxPolicy) -> Duration {
+    policy.lease / 10 * 9
+}
 
 /// What one worker step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +35,16 @@ pub enum Step {
 }
 
 /// Hands the oldest due entry to `handler` and records the outcome.
+///
+/// Besides an `Err` (logged and stored with `{:#}`, so an `anyhow` error keeps its whole chain),
+/// two more outcomes count as a failure of the entry, retried after a backoff and dead after
+/// [`InboxPolicy::max_attempts`], so that neither stops the caller:
+/// - a panic in the handler, caught here ("handler panicked: …");
+/// - a run longer than 90% of the inbox's [`InboxPolicy::lease`] (270 s by default), cancelled
+///   at that point ("handler did not finish within …"). The entry is thus settled before its
+///   lease runs out and another loop is handed it, so a handler that hangs holds one loop for
+///   at most that long, not every loop in turn. Cancelling drops the handler's future at its
+///   current await; a handler that blocks its thread without awaiting cannot be cancelled.
 ///
 /// # Errors
 /// [`StoreError`] when the inbox cannot be read or updated.
@@ -49,10 +65,10 @@ pub async fn process_next<H: EventHandler>(
                 event,
                 attempt: entry.attempt,
             };
-            handler
-                .handle(received)
+            let deadline = handler_deadline(&inbox.policy());
+            tokio::time::timeout(deadline, run_handler(handler, received))
                 .await
-                .map_err(|err| err.to_string())
+                .unwrap_or_else(|_| Err(format!("handler did not finish within {deadline:?}")))
         }
         Err(err) => Err(format!("stored body does not decode: {err}")),
     };
@@ -63,9 +79,11 @@ pub async fn process_next<H: EventHandler>(
     Ok(Step::Settled(inbox.settle(&entry, outcome, now).await?))
 }
 
-/// Runs [`process_next`] until `shutdown` resolves, sleeping while nothing is due. Shutdown is
-/// graceful: the entry in hand is finished and settled first, so a stop never leaves a handled
-/// entry unrecorded (an entry interrupted by a crash is handed out again after its lease).
+/// Runs [`process_next`] until `shutdown` resolves, sleeping while nothing is due. A handler
+/// that fails, panics or overruns its deadline fails only its entry; the loop goes on. Shutdown
+/// is graceful: the entry in hand is finished (or reaches its deadline) and settled first, so a
+/// stop never leaves a handled entry unrecorded (an entry interrupted by a crash is handed out
+/// again after its lease).
 pub async fn run_inbox_worker<H: EventHandler>(
     inbox: SqliteInbox,
     handler: H,

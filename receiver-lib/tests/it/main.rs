@@ -8,3 +8,4 @@ mod inbox;
 mod properties;
 mod rotation;
 mod vectors;
+mod worker;

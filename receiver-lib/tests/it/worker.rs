@@ -1,0 +1,189 @@
+//! Inbox workers facing user code that fails badly: an error with a chain of context, a
+//! panic, a handler that never finishes. Each fails its own entry; the loops go on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use svc_receiver::dedup::WebhookId;
+use svc_receiver::sqlite::{
+    InboxPolicy, Settled, SqliteInbox, Step, process_next, run_inbox_workers,
+};
+use svc_receiver::{ManualClock, Received};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::helpers::{T, event_body};
+
+/// An inbox in a temp dir holding one pending delivery per call id, in that order.
+async fn inbox_with(policy: InboxPolicy, call_ids: &[&str]) -> (tempfile::TempDir, SqliteInbox) {
+    let dir = tempfile::tempdir().expect("dir");
+    let inbox = SqliteInbox::open(dir.path().join("inbox.db"), policy).expect("open");
+    for (n, call_id) in call_ids.iter().enumerate() {
+        let id = WebhookId::parse(format!("wh_{call_id}").as_bytes()).expect("id");
+        let signature = [u8::try_from(n).expect("few"); 32];
+        inbox
+            .accept(&id, &signature, &event_body(call_id), T)
+            .await
+            .expect("accept");
+    }
+    (dir, inbox)
+}
+
+/// The dead letters as (webhook id, last error).
+async fn dead_letters(inbox: &SqliteInbox) -> Vec<(String, String)> {
+    let dead = inbox.dead_letters().await.expect("dead letters");
+    dead.into_iter()
+        .map(|letter| (letter.webhook_id.as_str().to_owned(), letter.last_error))
+        .collect()
+}
+
+/// A bound on what a test waits for, so a regression fails instead of hanging.
+async fn within<F: std::future::Future>(what: &str, future: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(10), future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not happen within 10 s"))
+}
+
+#[tokio::test]
+async fn a_failed_entry_keeps_the_whole_error_chain_as_its_last_error() {
+    let policy = InboxPolicy {
+        max_attempts: 1,
+        ..InboxPolicy::default()
+    };
+    let (_dir, inbox) = inbox_with(policy, &["chain"]).await;
+    let handler = |_: Received| async {
+        Err::<(), _>(anyhow::anyhow!("connection refused").context("saving the score"))
+    };
+    assert_eq!(
+        process_next(&inbox, &handler, T).await.expect("step"),
+        Step::Settled(Settled::Dead)
+    );
+    assert_eq!(
+        dead_letters(&inbox).await,
+        [(
+            "wh_chain".to_owned(),
+            "saving the score: connection refused".to_owned()
+        )]
+    );
+}
+
+async fn panics(received: Received) -> Result<(), String> {
+    panic!("no score for {}", received.event.call_id)
+}
+
+#[tokio::test]
+async fn a_panicking_handler_fails_its_entry_which_is_retried_then_dead() {
+    let policy = InboxPolicy {
+        max_attempts: 2,
+        ..InboxPolicy::default()
+    };
+    let (_dir, inbox) = inbox_with(policy, &["panics"]).await;
+    let handler = panics;
+    assert_eq!(
+        process_next(&inbox, &handler, T).await.expect("step"),
+        Step::Settled(Settled::Retrying)
+    );
+    assert_eq!(
+        process_next(&inbox, &handler, T + 5).await.expect("step"),
+        Step::Settled(Settled::Dead)
+    );
+    assert_eq!(
+        dead_letters(&inbox).await,
+        [(
+            "wh_panics".to_owned(),
+            "handler panicked: no score for panics".to_owned()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn a_panic_in_one_worker_stops_neither_it_nor_the_others() {
+    let (_dir, inbox) = inbox_with(InboxPolicy::default(), &["first", "second", "third"]).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    // The first delivery panics on its first attempt only; every success is reported.
+    let handler = move |received: Received| {
+        let tx = tx.clone();
+        async move {
+            assert!(
+                received.event.call_id != "first" || received.attempt > 1,
+                "first attempt panics"
+            );
+            let _ = tx.send((received.event.call_id, received.attempt));
+            Ok::<(), String>(())
+        }
+    };
+    let clock = Arc::new(ManualClock::new(T));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let workers = tokio::spawn(run_inbox_workers(
+        inbox.clone(),
+        handler,
+        Arc::clone(&clock),
+        2,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let mut seen = vec![
+        within("a delivery", rx.recv()).await.expect("worker alive"),
+        within("a delivery", rx.recv()).await.expect("worker alive"),
+    ];
+    seen.sort();
+    assert_eq!(seen, [("second".to_owned(), 1), ("third".to_owned(), 1)]);
+    // The panicked entry is retried after its backoff (5 s), by loops still running.
+    clock.advance(5);
+    assert_eq!(
+        within("the retry", rx.recv()).await.expect("worker alive"),
+        ("first".to_owned(), 2)
+    );
+    stop.send(()).expect("stop");
+    within("shutdown", workers).await.expect("workers stop");
+    assert_eq!(inbox.counts().await.expect("counts"), (0, 3, 0));
+}
+
+#[tokio::test]
+async fn a_handler_that_never_finishes_is_cancelled_before_its_lease_and_the_loop_goes_on() {
+    // A one-second lease: the handler gets 90% of it, 900 ms.
+    let policy = InboxPolicy {
+        lease: Duration::from_secs(1),
+        max_attempts: 1,
+        ..InboxPolicy::default()
+    };
+    let (_dir, inbox) = inbox_with(policy, &["stuck", "next"]).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let handler = move |received: Received| {
+        let tx = tx.clone();
+        async move {
+            if received.event.call_id == "stuck" {
+                std::future::pending::<()>().await;
+            }
+            let _ = tx.send(received.event.call_id);
+            Ok::<(), String>(())
+        }
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    // One loop: the stuck entry comes first, and the next one is reached only once it is cut.
+    let worker = tokio::spawn(run_inbox_workers(
+        inbox.clone(),
+        handler,
+        Arc::new(ManualClock::new(T)),
+        1,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    assert_eq!(
+        within("the entry after the stuck one", rx.recv())
+            .await
+            .expect("worker alive"),
+        "next"
+    );
+    stop.send(()).expect("stop");
+    within("shutdown", worker).await.expect("worker stops");
+    assert_eq!(
+        dead_letters(&inbox).await,
+        [(
+            "wh_stuck".to_owned(),
+            "handler did not finish within 900ms".to_owned()
+        )]
+    );
+    assert_eq!(inbox.counts().await.expect("counts"), (0, 1, 1));
+}
