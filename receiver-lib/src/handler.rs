@@ -47,7 +47,7 @@ where
 /// - a panic is caught and reported as a failure of this event, so it neither unwinds into
 ///   the caller (a worker loop, a request task) nor leaves the event unsettled. The handler is
 ///   called again for later events: state it shares must stay usable after a panic.
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "axum"))]
 pub(crate) async fn run_handler<H: EventHandler>(
     handler: &H,
     received: Received,
@@ -63,7 +63,7 @@ pub(crate) async fn run_handler<H: EventHandler>(
 }
 
 /// The text a panic was raised with, when it was a string (as with `panic!` and `expect`).
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "axum"))]
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
     payload
         .downcast_ref::<&str>()

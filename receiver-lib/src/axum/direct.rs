@@ -12,7 +12,7 @@ use ::axum::routing::{MethodRouter, post};
 use super::request::{ReceiveError, check};
 use crate::clock::{Clock, SystemClock};
 use crate::dedup::{Claim, DedupStore};
-use crate::handler::{EventHandler, Received};
+use crate::handler::{EventHandler, Received, run_handler};
 use crate::verify::Verifier;
 
 /// Default time user code gets before the request answers 503: well inside the sender's
@@ -85,16 +85,23 @@ impl<S: DedupStore, H: EventHandler> WebhookReceiver<S, H> {
             event: checked.event,
             attempt: 1,
         };
-        // User code runs in its own task so that a deadline (or the sender hanging up) does
-        // not cancel it half-way; its outcome settles the claim either way.
-        let this = Arc::clone(&self);
+        self.run_claimed(received, self.deadline)
+            .await
+            .map(|()| StatusCode::OK)
+    }
+
+    /// Runs user code on a claimed event in a task of its own, so that the deadline (or the
+    /// sender hanging up) does not cancel it half-way: its outcome, a panic included, completes
+    /// or releases the claim whenever it comes. Waits for that outcome at most `left`.
+    async fn run_claimed(
+        self: &Arc<Self>,
+        received: Received,
+        left: Duration,
+    ) -> Result<(), ReceiveError> {
+        let this = Arc::clone(self);
         let task = tokio::spawn(async move {
             let id = received.webhook_id.clone();
-            let outcome = this
-                .handler
-                .handle(received)
-                .await
-                .map_err(|err| err.to_string());
+            let outcome = run_handler(&*this.handler, received).await;
             let settled = match &outcome {
                 Ok(()) => this.store.complete(&id, this.clock.now()).await,
                 Err(_) => this.store.release(&id).await,
@@ -104,9 +111,11 @@ impl<S: DedupStore, H: EventHandler> WebhookReceiver<S, H> {
                 Err(err) => Err(ReceiveError::Store(err)),
             }
         });
-        match tokio::time::timeout(self.deadline, task).await {
-            Ok(Ok(result)) => result.map(|()| StatusCode::OK),
-            Ok(Err(join)) => Err(ReceiveError::Handler(format!("handler panicked: {join}"))),
+        match tokio::time::timeout(left, task).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(join)) => Err(ReceiveError::Handler(format!(
+                "handler task failed: {join}"
+            ))),
             Err(_) => Err(ReceiveError::HandlerTimedOut),
         }
     }

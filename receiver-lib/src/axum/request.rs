@@ -39,7 +39,7 @@ pub enum ReceiveError {
     /// The store failed: 503, so the sender retries.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// User code failed: 500, so the sender retries.
+    /// User code failed or panicked: 500, so the sender retries (the claim is released).
     #[error("webhook handler failed: {0}")]
     Handler(String),
     /// User code did not finish within the deadline: 503 (it keeps running; its result still

@@ -2,6 +2,7 @@
 
 mod axum_e2e;
 mod dedup;
+mod direct;
 mod helpers;
 mod hostile;
 mod inbox;

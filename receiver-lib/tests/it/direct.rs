@@ -1,0 +1,112 @@
+//! Direct mode when user code misbehaves: a panic, an error with a chain of context. The
+//! sender's single retry must still be processed.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use svc_receiver::axum::{WebhookReceiver, webhook_route};
+use svc_receiver::dedup::{DedupStore, MemoryDedupStore};
+use svc_receiver::{EventHandler, ManualClock, Received, sign};
+
+use crate::helpers::{SECRET, T, client, event_body, post, spawn};
+
+/// Serves direct mode over `store` and `handler` at the fixed clock `T`.
+async fn serve<S: DedupStore, H: EventHandler>(
+    store: S,
+    handler: H,
+    deadline: Duration,
+) -> std::net::SocketAddr {
+    let receiver = WebhookReceiver::new(crate::helpers::verifier(), store, handler)
+        .with_clock(Arc::new(ManualClock::new(T)))
+        .with_deadline(deadline);
+    spawn(Router::new().route("/webhooks", webhook_route(receiver))).await
+}
+
+/// Delivers `call_id` under `id`, signed at `t` (the retry is signed afresh, later).
+async fn deliver(addr: std::net::SocketAddr, id: &str, call_id: &str, t: i64) -> (u16, String) {
+    let body = event_body(call_id);
+    post(
+        &client(),
+        addr,
+        Some(id),
+        Some(&sign(SECRET, t, &body)),
+        body,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_panicking_handler_answers_500_and_the_retry_is_processed() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let runs = Arc::clone(&runs);
+        move |_: Received| {
+            let first = runs.fetch_add(1, Ordering::SeqCst) == 0;
+            async move {
+                assert!(!first, "the first run panics");
+                Ok::<(), String>(())
+            }
+        }
+    };
+    let addr = serve(MemoryDedupStore::default(), handler, Duration::from_secs(8)).await;
+    assert_eq!(
+        deliver(addr, "wh_panic", "svc_call_p", T).await,
+        (500, r#"{"error":"processing failed"}"#.to_owned())
+    );
+    // The claim was released, so the sender's retry runs user code again (not 409).
+    assert_eq!(deliver(addr, "wh_panic", "svc_call_p", T + 1).await.0, 200);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(deliver(addr, "wh_panic", "svc_call_p", T + 2).await.0, 200);
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "later copies are duplicates"
+    );
+}
+
+/// Log lines written while a test runs, for the few facts only the log carries.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Logs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("logs")).into_owned()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("logs").extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_failed_delivery_is_logged_with_the_whole_error_chain() {
+    let logs = Logs::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer({
+            let logs = logs.clone();
+            move || logs.clone()
+        })
+        .with_ansi(false)
+        .finish();
+    // The test's runtime is single-threaded: the route runs on this thread, under this log.
+    let _logging = tracing::subscriber::set_default(subscriber);
+    let handler = |_: Received| async {
+        Err::<(), _>(anyhow::anyhow!("connection refused").context("saving the score"))
+    };
+    let addr = serve(MemoryDedupStore::default(), handler, Duration::from_secs(8)).await;
+    assert_eq!(deliver(addr, "wh_chain", "svc_call_c", T).await.0, 500);
+    let text = logs.text();
+    assert!(
+        text.contains("webhook handler failed: saving the score: connection refused"),
+        "{text}"
+    );
+}
