@@ -8,6 +8,7 @@ use ::axum::extract::rejection::BytesRejection;
 use ::axum::extract::{DefaultBodyLimit, State};
 use ::axum::http::{HeaderMap, StatusCode};
 use ::axum::routing::{MethodRouter, post};
+use tokio::time::Instant;
 
 use super::request::{ReceiveError, check};
 use crate::clock::{Clock, SystemClock};
@@ -15,8 +16,9 @@ use crate::dedup::{Claim, DedupStore};
 use crate::handler::{EventHandler, Received, run_handler};
 use crate::verify::Verifier;
 
-/// Default time user code gets before the request answers 503: well inside the sender's
-/// 10-second deadline.
+/// Default time from a request's arrival to a 503 if user code has not finished by then: well
+/// inside the sender's 10-second deadline, with 2 s left for what happens before the route
+/// sees the request (connecting, uploading the body, queueing).
 pub const DEFAULT_HANDLER_DEADLINE: Duration = Duration::from_secs(8);
 
 /// Everything the direct-mode handler needs: verifier, dedup store, user code and clock.
@@ -55,9 +57,13 @@ impl<S: DedupStore, H: EventHandler> WebhookReceiver<S, H> {
         self
     }
 
-    /// Sets how long user code may run before the request answers 503. The code keeps running
-    /// and its outcome still completes or releases the claim; keep the store's in-flight lease
-    /// longer than the slowest run.
+    /// Sets how long a request may take, from its arrival, before it answers 503 (8 s by
+    /// default). Arrival is when the route is called with the whole body read; verifying and
+    /// claiming the id (which may wait on the store) count against the deadline, and user code
+    /// gets what is left. Past the deadline the code keeps running and its outcome still
+    /// completes or releases the claim; keep the store's in-flight lease longer than the slowest
+    /// run. If claiming alone used the whole deadline, the claim is released without running
+    /// the code, so the sender's retry is processed.
     pub fn with_deadline(mut self, deadline: Duration) -> Self {
         self.deadline = deadline;
         self
@@ -68,6 +74,7 @@ impl<S: DedupStore, H: EventHandler> WebhookReceiver<S, H> {
         headers: HeaderMap,
         body: Result<Bytes, BytesRejection>,
     ) -> Result<StatusCode, ReceiveError> {
+        let arrived = Instant::now();
         let now = self.clock.now();
         let (checked, _) = check(&self.verifier, &headers, body, now)?;
         match self
@@ -80,12 +87,19 @@ impl<S: DedupStore, H: EventHandler> WebhookReceiver<S, H> {
             Claim::InFlight => return Err(ReceiveError::InFlight),
             Claim::Replayed => return Err(ReceiveError::Replayed),
         }
+        let left = self.deadline.saturating_sub(arrived.elapsed());
+        if left.is_zero() {
+            tracing::warn!(webhook_id = %checked.webhook_id,
+                "claiming the webhook id used the whole deadline; released without processing");
+            self.store.release(&checked.webhook_id).await?;
+            return Err(ReceiveError::HandlerTimedOut);
+        }
         let received = Received {
             webhook_id: checked.webhook_id,
             event: checked.event,
             attempt: 1,
         };
-        self.run_claimed(received, self.deadline)
+        self.run_claimed(received, left)
             .await
             .map(|()| StatusCode::OK)
     }

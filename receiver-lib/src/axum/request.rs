@@ -42,8 +42,9 @@ pub enum ReceiveError {
     /// User code failed or panicked: 500, so the sender retries (the claim is released).
     #[error("webhook handler failed: {0}")]
     Handler(String),
-    /// User code did not finish within the deadline: 503 (it keeps running; its result still
-    /// completes or releases the claim).
+    /// The deadline, counted from the request's arrival, passed: 503. Either user code did not
+    /// finish (it keeps running; its result still completes or releases the claim) or claiming
+    /// the id used the whole deadline (the claim was released without running user code).
     #[error("webhook handler did not finish within the deadline")]
     HandlerTimedOut,
 }

@@ -1,16 +1,45 @@
-//! Direct mode when user code misbehaves: a panic, an error with a chain of context. The
-//! sender's single retry must still be processed.
+//! Direct mode when user code or the store misbehaves: a panic, a claim that eats into the
+//! deadline, an error with a chain of context. The sender's single retry must still be
+//! processed, and the answer must come within its 10 seconds.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
 use svc_receiver::axum::{WebhookReceiver, webhook_route};
-use svc_receiver::dedup::{DedupStore, MemoryDedupStore};
+use svc_receiver::dedup::{Claim, DedupStore, MemoryDedupStore, StoreError, WebhookId};
 use svc_receiver::{EventHandler, ManualClock, Received, sign};
 
 use crate::helpers::{SECRET, T, client, event_body, post, spawn};
+
+/// A memory store whose claims take `claim_ms` milliseconds, like a busy database.
+#[derive(Default)]
+struct SlowClaims {
+    inner: MemoryDedupStore,
+    claim_ms: AtomicU64,
+}
+
+impl DedupStore for SlowClaims {
+    async fn claim(
+        &self,
+        id: &WebhookId,
+        signature: &[u8; 32],
+        now: i64,
+    ) -> Result<Claim, StoreError> {
+        let delay = Duration::from_millis(self.claim_ms.load(Ordering::SeqCst));
+        tokio::time::sleep(delay).await;
+        self.inner.claim(id, signature, now).await
+    }
+
+    async fn complete(&self, id: &WebhookId, now: i64) -> Result<(), StoreError> {
+        self.inner.complete(id, now).await
+    }
+
+    async fn release(&self, id: &WebhookId) -> Result<(), StoreError> {
+        self.inner.release(id).await
+    }
+}
 
 /// Serves direct mode over `store` and `handler` at the fixed clock `T`.
 async fn serve<S: DedupStore, H: EventHandler>(
@@ -64,6 +93,44 @@ async fn a_panicking_handler_answers_500_and_the_retry_is_processed() {
         2,
         "later copies are duplicates"
     );
+}
+
+#[tokio::test]
+async fn a_slow_claim_counts_against_the_deadline_and_user_code_gets_what_is_left() {
+    // 150 ms claiming plus 250 ms of user code: past a 300 ms deadline from arrival, though
+    // user code alone would fit in it.
+    let store = SlowClaims::default();
+    store.claim_ms.store(150, Ordering::SeqCst);
+    let handler = |_: Received| async {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        Ok::<(), String>(())
+    };
+    let addr = serve(store, handler, Duration::from_millis(300)).await;
+    assert_eq!(
+        deliver(addr, "wh_slow", "svc_call_s", T).await,
+        (503, r#"{"error":"processing timed out"}"#.to_owned())
+    );
+}
+
+#[tokio::test]
+async fn a_claim_that_uses_the_whole_deadline_is_released_unprocessed_and_the_retry_runs() {
+    let store = Arc::new(SlowClaims::default());
+    store.claim_ms.store(300, Ordering::SeqCst);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let runs = Arc::clone(&runs);
+        move |_: Received| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<(), String>(()) }
+        }
+    };
+    let addr = serve(Arc::clone(&store), handler, Duration::from_millis(200)).await;
+    assert_eq!(deliver(addr, "wh_late", "svc_call_l", T).await.0, 503);
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "no time was left to run it");
+    // The store is quick again by the retry, which finds the claim released.
+    store.claim_ms.store(0, Ordering::SeqCst);
+    assert_eq!(deliver(addr, "wh_late", "svc_call_l", T + 1).await.0, 200);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
 /// Log lines written while a test runs, for the few facts only the log carries.
