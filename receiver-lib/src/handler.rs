@@ -12,7 +12,10 @@ pub struct Received {
     pub webhook_id: WebhookId,
     /// The decoded body.
     pub event: CallScored,
-    /// Which attempt this is at handing the event to user code, from 1 (inbox mode retries).
+    /// Which attempt this is at handing the event to user code, from 1. Only inbox mode counts
+    /// attempts (durably, across its retries and restarts). Direct mode always says 1, the
+    /// sender's retry included: a [`DedupStore`](crate::dedup::DedupStore) answers a released
+    /// claim's next claim with a plain `Claim::New`, so a retry looks like a first delivery.
     pub attempt: u32,
 }
 

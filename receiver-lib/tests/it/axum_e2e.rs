@@ -91,10 +91,10 @@ async fn a_failing_handler_answers_500_and_the_retry_is_processed() {
     )
     .await;
     assert_eq!(retry.0, 200);
-    assert_eq!(
-        events.recv().await.expect("event").event.call_id,
-        "svc_call_2"
-    );
+    let received = events.recv().await.expect("event");
+    assert_eq!(received.event.call_id, "svc_call_2");
+    // Direct mode does not count attempts: the retry says 1, as `Received::attempt` documents.
+    assert_eq!(received.attempt, 1);
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
