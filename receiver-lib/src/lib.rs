@@ -104,7 +104,7 @@ let app: axum::Router =
 //! | same id being processed right now | 409 |
 //! | body over the limit | 413 |
 //! | user code failed | 500 |
-//! | store unavailable, user code past the deadline (8 s) | 503 |
+//! | store unavailable, user code past the deadline (8 s from arrival) | 503 |
 //!
 //! # Layout
 //!
