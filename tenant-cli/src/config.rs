@@ -40,6 +40,10 @@ pub enum ConfigError {
     /// No base URL anywhere.
     #[error("no base URL configured (use --base-url, SVC_BASE_URL or a config profile)")]
     MissingBaseUrl,
+    /// The API key that takes precedence is empty (an unset variable expanded in a script,
+    /// say); it is never sent.
+    #[error("the API key from the {0} is empty")]
+    EmptyApiKey(Source),
     /// No place to keep the config file.
     #[error("cannot find a config directory (set --config or SVC_CONFIG)")]
     NoConfigPath,
@@ -301,6 +305,11 @@ impl Inputs {
             .map(|k| (k, Source::Flag))
             .or_else(|| env("SVC_API_KEY").map(|v| (ApiKey::new(v), Source::Env)))
             .or_else(|| from_profile(profile.api_key.clone()).map(|(k, s)| (ApiKey::new(k), s)));
+        if let Some((key, source)) = &api_key {
+            if key.expose().trim().is_empty() {
+                return Err(ConfigError::EmptyApiKey(source.clone()));
+            }
+        }
         Ok(Settings {
             base_url,
             api_key,

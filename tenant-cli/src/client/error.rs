@@ -30,6 +30,9 @@ impl std::fmt::Display for ApiError {
         if let Some(id) = &self.request_id {
             write!(f, " [requestId {id}]")?;
         }
+        if let Some(wait) = self.retry_after {
+            write!(f, " (the service asks to retry after {} s)", wait.as_secs())?;
+        }
         Ok(())
     }
 }

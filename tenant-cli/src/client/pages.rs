@@ -9,6 +9,16 @@ use futures_util::{Stream, TryStreamExt, stream};
 use super::error::ClientError;
 use super::types::{HasId, Page};
 
+/// What the page stream does next.
+enum Next {
+    /// Fetch the page at this cursor (`None`: the first page).
+    Fetch(Option<String>),
+    /// The last page was read.
+    Done,
+    /// The service handed back a cursor already followed: fail with this message.
+    Loop(String),
+}
+
 /// Turns a page fetcher into a stream of rows.
 pub(super) fn paginate<T, F, Fut>(
     fetch: F,
@@ -18,19 +28,28 @@ where
     F: FnMut(Option<String>) -> Fut + Send + 'static,
     Fut: Future<Output = Result<Page<T>, ClientError>> + Send + 'static,
 {
-    // State: the fetcher and the cursor to fetch next (`None` once the last page was read).
+    // State: the fetcher, what to do next, and every cursor followed so far (a cursor handed
+    // back again would loop for ever).
     let pages = stream::try_unfold(
-        (fetch, Some(None::<String>)),
-        |(mut fetch, next)| async move {
-            let Some(cursor) = next else { return Ok(None) };
-            let page = fetch(cursor.clone()).await?;
-            if page.next_cursor.is_some() && page.next_cursor == cursor {
-                return Err(ClientError::Decode(
-                    "the service handed back the same cursor twice".into(),
-                ));
-            }
-            let next = page.next_cursor.map(Some);
-            Ok(Some((page.data, (fetch, next))))
+        (fetch, Next::Fetch(None), HashSet::new()),
+        |(mut fetch, next, mut followed)| async move {
+            let cursor = match next {
+                Next::Fetch(cursor) => cursor,
+                Next::Done => return Ok(None),
+                Next::Loop(message) => return Err(ClientError::Decode(message)),
+            };
+            let page = fetch(cursor).await?;
+            let next = match page.next_cursor {
+                None => Next::Done,
+                Some(next) if followed.insert(next.clone()) => Next::Fetch(Some(next)),
+                // This page's rows are good; the stream fails after them.
+                Some(_) => Next::Loop(format!(
+                    "the service handed back a cursor already followed (after {} cursors); \
+                     stopping",
+                    followed.len()
+                )),
+            };
+            Ok(Some((page.data, (fetch, next, followed))))
         },
     );
     let mut seen = HashSet::new();
@@ -38,4 +57,53 @@ where
         .map_ok(|rows| stream::iter(rows.into_iter().map(Ok)))
         .try_flatten()
         .try_filter(move |row| ready(seen.insert(row.id().to_owned())))
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt;
+
+    use super::*;
+
+    struct Row(String);
+
+    impl HasId for Row {
+        fn id(&self) -> &str {
+            &self.0
+        }
+    }
+
+    /// Pages whose cursors run A, B, then back to A, as a broken server might hand them.
+    fn cycling(cursor: Option<String>) -> Page<Row> {
+        let (row, next) = match cursor.as_deref() {
+            None => ("r1", "A"),
+            Some("A") => ("r2", "B"),
+            _ => ("r3", "A"),
+        };
+        Page {
+            data: vec![Row(row.to_owned())],
+            next_cursor: Some(next.to_owned()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cursor_handed_back_again_ends_the_stream_with_an_error_instead_of_looping() {
+        let stream = paginate(|cursor| ready(Ok::<_, ClientError>(cycling(cursor))));
+        let items: Vec<Result<Row, ClientError>> = stream.take(10).collect().await;
+        let ids: Vec<&str> = items
+            .iter()
+            .filter_map(|r| r.as_ref().ok())
+            .map(Row::id)
+            .collect();
+        assert_eq!(
+            ids,
+            ["r1", "r2", "r3"],
+            "every page before the loop is yielded"
+        );
+        assert!(
+            matches!(items.last(), Some(Err(ClientError::Decode(message))) if message.contains("already followed")),
+            "then the loop is an error"
+        );
+        assert_eq!(items.len(), 4, "and the stream ends there");
+    }
 }

@@ -100,7 +100,14 @@ impl Client {
         };
         let mut retry = 0;
         loop {
+            let started = std::time::Instant::now();
             let outcome = self.attempt(&call, &url, &bearer).await;
+            let status = match &outcome {
+                Ok((status, _)) => status.to_string(),
+                Err(ClientError::Api(api)) => api.status.to_string(),
+                Err(_) => "no response".to_owned(),
+            };
+            tracing::debug!(method = %call.method, path = url.path(), %status, elapsed = ?started.elapsed(), "request");
             let error = match outcome {
                 Ok((status, bytes)) => {
                     let value = serde_json::from_slice(&bytes)

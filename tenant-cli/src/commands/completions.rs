@@ -1,5 +1,7 @@
 //! `svc-cli completions <shell>`: shell completion scripts on stdout.
 
+use std::io::Write;
+
 use clap::{Args, CommandFactory};
 use clap_complete::Shell;
 
@@ -16,14 +18,12 @@ impl CompletionsArgs {
     /// Prints the completion script.
     ///
     /// # Errors
-    /// None in practice; the signature matches the other commands.
+    /// When stdout is closed (`svc-cli completions bash | head -1`).
     pub async fn exec(self, _ctx: &Ctx) -> anyhow::Result<()> {
-        clap_complete::generate(
-            self.shell,
-            &mut Cli::command(),
-            "svc-cli",
-            &mut std::io::stdout(),
-        );
+        // Generated into memory first: written straight to a closed pipe, the generator panics.
+        let mut script = Vec::new();
+        clap_complete::generate(self.shell, &mut Cli::command(), "svc-cli", &mut script);
+        std::io::stdout().lock().write_all(&script)?;
         Ok(())
     }
 }

@@ -8,9 +8,25 @@ use std::time::Duration;
 use clap::{ArgGroup, Args};
 
 use super::Ctx;
-use crate::client::{PersonaFilters, RedeemRequest};
+use crate::client::{ClientError, PersonaFilters, RedeemRequest};
 use crate::exit::CliError;
 use crate::output;
+
+/// Redeem errors raised before the token is consumed (contract section 7, "Token spending on
+/// redeem"); after any other answer the token is spent.
+const TOKEN_KEPT: [&str; 3] = ["INVALID_TOKEN", "TOKEN_EXPIRED", "INVALID_REQUEST"];
+
+/// What to do once the single-use token is spent.
+const MINT_AGAIN: &str = "mint a new one with `svc-cli session mint` and run again";
+
+/// A failure after the token was consumed: running the same command again cannot succeed (the
+/// service answers `TOKEN_ALREADY_USED`), so it exits 1 with what to do, not 75 ("retry").
+fn token_spent(err: impl std::fmt::Display) -> anyhow::Error {
+    CliError::Failed(format!(
+        "{err}; the session token is now spent: {MINT_AGAIN}"
+    ))
+    .into()
+}
 
 /// `practice` flags.
 #[derive(Args)]
@@ -57,7 +73,10 @@ impl PracticeArgs {
     ///
     /// # Errors
     /// Redeem errors (`INVALID_TOKEN`, `TOKEN_EXPIRED`, `TOKEN_ALREADY_USED`, `DRILL_NOT_FOUND`,
-    /// `SERVICE_UNAVAILABLE`, …) and live transport errors, with their contract codes.
+    /// `SERVICE_UNAVAILABLE`, …) and live transport errors, with their contract codes. A
+    /// failure that left the token spent (any redeem error but the three raised before
+    /// redemption, and every live transport error) is a plain failure (exit 1) that says to
+    /// mint a new token, since the same command cannot succeed again.
     pub async fn exec(self, ctx: &Ctx) -> anyhow::Result<()> {
         let script = match &self.script {
             Some(path) => {
@@ -76,14 +95,26 @@ impl PracticeArgs {
                 .state
                 .map(|state| PersonaFilters { state: Some(state) }),
         };
-        let session = client.redeem(&self.token, &request).await?;
+        let session = match client.redeem(&self.token, &request).await {
+            Ok(session) => session,
+            Err(ClientError::Api(api)) if api.code == "TOKEN_ALREADY_USED" => {
+                let err = ClientError::Api(api);
+                return Err(anyhow::Error::new(err)
+                    .context(format!("the session token was already used: {MINT_AGAIN}")));
+            }
+            Err(ClientError::Api(api)) if !TOKEN_KEPT.contains(&api.code.as_str()) => {
+                return Err(token_spent(api));
+            }
+            Err(err) => return Err(err.into()),
+        };
         ctx.out.note(&format!(
             "call {} with {}",
             session.call_id, session.persona.name
         ));
         let finished =
             crate::live::run_call(&session, &script, Duration::from_secs(self.reply_timeout))
-                .await?;
+                .await
+                .map_err(token_spent)?;
         if ctx.out.json {
             return ctx.out.json_data(&finished);
         }

@@ -4,6 +4,7 @@
 //! Exit codes: 0 valid (event as pretty JSON on stdout), 1 invalid or unreadable (one line on
 //! stderr saying why), 2 usage error (including a secret not of the `whsec_…` form).
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -21,7 +22,8 @@ pub enum WebhookCommand {
 /// Flags of `webhook verify`.
 #[derive(Args)]
 pub struct VerifyArgs {
-    /// The endpoint's signing secret (`whsec_…`), as issued.
+    /// The endpoint's signing secret (`whsec_…`), as issued. Prefer SVC_SIGNING_SECRET: a value
+    /// on the command line shows in `ps` and the shell's history
     #[arg(long, env = "SVC_SIGNING_SECRET", hide_env_values = true)]
     secret: String,
     /// The X-Service-Signature header value, e.g. 't=1767225600,v1=<64 hex>'.
@@ -126,7 +128,10 @@ pub fn exec(args: VerifyArgs) -> u8 {
     };
     match serde_json::to_string_pretty(&event) {
         Ok(json) => {
-            println!("{json}");
+            if let Err(err) = writeln!(std::io::stdout().lock(), "{json}") {
+                eprintln!("svc-cli: cannot print the event: {err}");
+                return 1;
+            }
             eprintln!(
                 "signature valid (t={}, matched key '{}')",
                 delivery.timestamp(),

@@ -120,6 +120,8 @@ async fn rate_limit_longer_than_the_cap_is_returned_as_a_temporary_error() {
     );
     assert_eq!(error.class(), ErrorClass::Temporary);
     assert!(waits.lock().expect("waits").is_empty());
+    // The message says how long to wait, so whoever reads it knows when to run again.
+    assert!(error.to_string().contains("retry after 3600 s"), "{error}");
 }
 
 #[tokio::test]

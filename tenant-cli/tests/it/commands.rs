@@ -565,6 +565,68 @@ async fn help_lists_the_exit_codes_and_completions_are_generated() {
     assert_eq!(bad.code, 2);
 }
 
+#[test]
+fn completions_into_a_closed_pipe_fail_cleanly_instead_of_panicking() {
+    // As `svc-cli completions bash | head -1` can: the reader is gone before the write.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_svc-cli"))
+        .args(["completions", "bash"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[tokio::test]
+async fn an_empty_api_key_is_a_usage_error_and_nothing_is_sent() {
+    let server = MockServer::start().await;
+    let sandbox = Sandbox::new().env("SVC_BASE_URL", &svc_fixtures::base_url(&server));
+    let run = sandbox
+        .run(&[
+            "--api-key",
+            "",
+            "agencies",
+            "upsert",
+            "--platform-agency-id",
+            "a1",
+            "--name",
+            "A",
+        ])
+        .await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("API key from the flag is empty"),
+        "{run:?}"
+    );
+    let run = Sandbox::new()
+        .env("SVC_BASE_URL", &svc_fixtures::base_url(&server))
+        .env("SVC_API_KEY", "  ")
+        .run(&[
+            "agencies",
+            "upsert",
+            "--platform-agency-id",
+            "a1",
+            "--name",
+            "A",
+        ])
+        .await;
+    assert_eq!(run.code, 2, "{run:?}");
+    // A blank variable counts as unset, as for every SVC_ variable.
+    assert!(run.stderr.contains("no API key configured"), "{run:?}");
+    assert!(
+        server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .is_empty(),
+        "nothing was sent"
+    );
+}
+
 #[tokio::test]
 async fn the_api_key_never_appears_in_trace_logs() {
     let server = happy_server().await;

@@ -197,7 +197,7 @@ async fn a_spent_token_is_token_already_used_with_exit_4() {
 }
 
 #[tokio::test]
-async fn a_rejected_ticket_is_invalid_token_with_exit_4() {
+async fn a_rejected_ticket_is_invalid_token_and_the_spent_token_must_be_minted_again() {
     let (url, _) = live_server(Behaviour::Normal).await;
     let server = MockServer::start().await;
     let mut session = bodies::roleplay_session();
@@ -212,12 +212,14 @@ async fn a_rejected_ticket_is_invalid_token_with_exit_4() {
     let run = practice_sandbox(&server)
         .run(&["practice", "--token", "t", "--silent"])
         .await;
-    assert_eq!(run.code, 4, "{run:?}");
+    // The session token was consumed by the redeem, so a rerun cannot succeed: exit 1.
+    assert_eq!(run.code, 1, "{run:?}");
     assert!(run.stderr.contains("INVALID_TOKEN"), "{run:?}");
+    assert!(run.stderr.contains("mint a new one"), "{run:?}");
 }
 
 #[tokio::test]
-async fn an_error_frame_mid_call_surfaces_its_code_and_is_temporary() {
+async fn an_error_frame_mid_call_surfaces_its_code_and_says_to_mint_a_new_token() {
     let (url, _) = live_server(Behaviour::ErrorOnFirstSay).await;
     let server = redeem_server(&url).await;
     let sandbox = practice_sandbox(&server);
@@ -231,11 +233,12 @@ async fn an_error_frame_mid_call_surfaces_its_code_and_is_temporary() {
             script.to_str().expect("path"),
         ])
         .await;
-    assert_eq!(run.code, 75, "{run:?}");
+    assert_eq!(run.code, 1, "{run:?}");
     assert!(
         run.stderr.contains("INTERNAL_ERROR: persona crashed"),
         "{run:?}"
     );
+    assert!(run.stderr.contains("mint a new one"), "{run:?}");
 }
 
 #[tokio::test]
@@ -244,8 +247,50 @@ async fn a_live_endpoint_that_is_not_there_is_service_unavailable() {
     let run = practice_sandbox(&server)
         .run(&["practice", "--token", "the.session.jwt", "--silent"])
         .await;
-    assert_eq!(run.code, 75, "{run:?}");
+    // The token was spent by the redeem: the same command cannot succeed again.
+    assert_eq!(run.code, 1, "{run:?}");
     assert!(run.stderr.contains("SERVICE_UNAVAILABLE"), "{run:?}");
+    assert!(run.stderr.contains("mint a new one"), "{run:?}");
+}
+
+/// A redeem server answering every redeem with `code`.
+async fn failing_redeem(code: &str) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/roleplay/session"))
+        .respond_with(respond::error(code))
+        .mount(&server)
+        .await;
+    server
+}
+
+#[tokio::test]
+async fn a_redeem_failure_after_the_token_was_spent_says_to_mint_a_new_one() {
+    for code in ["SERVICE_UNAVAILABLE", "INTERNAL_ERROR", "DRILL_NOT_FOUND"] {
+        let server = failing_redeem(code).await;
+        let run = practice_sandbox(&server)
+            .run(&["practice", "--token", "the.session.jwt", "--silent"])
+            .await;
+        assert_eq!(
+            run.code, 1,
+            "{code}: not 75, a rerun cannot succeed: {run:?}"
+        );
+        assert!(run.stderr.contains(code), "{run:?}");
+        assert!(run.stderr.contains("svc-cli session mint"), "{run:?}");
+    }
+    // Raised before redemption: the token is kept, the usual classes apply.
+    let server = failing_redeem("TOKEN_EXPIRED").await;
+    let run = practice_sandbox(&server)
+        .run(&["practice", "--token", "the.session.jwt", "--silent"])
+        .await;
+    assert_eq!(run.code, 4, "{run:?}");
+    assert!(!run.stderr.contains("spent"), "{run:?}");
+    let server = failing_redeem("TOKEN_ALREADY_USED").await;
+    let run = practice_sandbox(&server)
+        .run(&["practice", "--token", "the.session.jwt", "--silent"])
+        .await;
+    assert_eq!(run.code, 4, "{run:?}");
+    assert!(run.stderr.contains("svc-cli session mint"), "{run:?}");
 }
 
 #[tokio::test]
