@@ -132,7 +132,7 @@ pub struct ListAgentsQuery {
     /// Restrict to one of the tenant's agencies; combines with a handle by AND.
     pub agency_id: Option<String>,
     /// 1-100, default 50; not clamped.
-    #[param(value_type = Option<u32>)]
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
     pub limit: Option<String>,
     /// Opaque token from a previous `nextCursor`.
     pub cursor: Option<String>,

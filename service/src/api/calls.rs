@@ -47,10 +47,13 @@ pub struct CallsApi;
 #[into_params(parameter_in = Query)]
 pub struct ListCallsQuery {
     /// Inclusive lower bound (ISO 8601); required.
+    #[param(required = true, format = DateTime)]
     pub from: Option<String>,
     /// Inclusive upper bound (ISO 8601).
+    #[param(format = DateTime)]
     pub to: Option<String>,
     /// `roleplay` or `real_call`; required.
+    #[param(value_type = CallSource, inline, required = true)]
     pub source: Option<String>,
     /// Service agent id; another tenant's is `404 AGENT_NOT_FOUND`.
     pub agent_id: Option<String>,
@@ -65,9 +68,21 @@ pub struct ListCallsQuery {
     /// Earlier-form agency label.
     pub external_agency_id: Option<String>,
     /// 1–100, default 50.
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
     pub limit: Option<String>,
     /// Opaque cursor from `nextCursor`.
     pub cursor: Option<String>,
+}
+
+// Documentation type: the handler reads `source` as a string and checks it itself.
+/// Where a call came from.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CallSource {
+    /// A practice call run through the SDK.
+    Roleplay,
+    /// A real call made on an agency's dialer.
+    RealCall,
 }
 
 /// A page of calls.

@@ -16,6 +16,8 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use utoipa::openapi::schema::SchemaType;
+use utoipa::openapi::{Object, ObjectBuilder, Type};
 use utoipa::{OpenApi, ToSchema};
 
 use crate::api::openapi::ErrorEnvelope;
@@ -55,7 +57,22 @@ pub struct RedeemRequest {
     /// Best-effort persona filters.
     pub filters: Option<PersonaFilters>,
     /// `Beginner`, `Advanced` (default) or `Elite`.
+    #[schema(schema_with = difficulty_schema)]
     pub difficulty: Option<String>,
+}
+
+/// `difficulty` as documented: one of the contract spellings, or `null` for the default.
+fn difficulty_schema() -> Object {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .description(Some("`Beginner`, `Advanced` (default) or `Elite`."))
+        .enum_values(Some([
+            Some(Difficulty::Beginner.as_str()),
+            Some(Difficulty::Advanced.as_str()),
+            Some(Difficulty::Elite.as_str()),
+            None,
+        ]))
+        .build()
 }
 
 /// Persona filters.

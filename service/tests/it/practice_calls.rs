@@ -425,3 +425,50 @@ async fn the_openapi_document_describes_the_practice_endpoints() {
         json!([])
     );
 }
+
+/// The parameter `name` of the GET operation at `path` in the OpenAPI document.
+fn get_parameter<'a>(doc: &'a Value, path: &str, name: &str) -> &'a Value {
+    doc["paths"][path]["get"]["parameters"]
+        .as_array()
+        .and_then(|params| params.iter().find(|p| p["name"] == name))
+        .unwrap_or_else(|| panic!("{name} missing from GET {path}"))
+}
+
+#[tokio::test]
+async fn the_openapi_document_states_the_rules_the_service_enforces() {
+    let app = practice_app(|_| {}).await;
+    let (tenant, _) = tenant_with_rep(&app).await;
+    let doc = app
+        .send(reqwest::Method::GET, "/v1/openapi.json", None, None)
+        .await
+        .expect(200);
+    let from = get_parameter(&doc, "/calls", "from");
+    assert_eq!(from["required"], json!(true));
+    assert_eq!(from["schema"]["format"], json!("date-time"));
+    let source = get_parameter(&doc, "/calls", "source");
+    assert_eq!(source["required"], json!(true));
+    assert_eq!(source["schema"]["enum"], json!(["roleplay", "real_call"]));
+    assert_eq!(
+        doc["components"]["schemas"]["RedeemRequest"]["properties"]["difficulty"]["enum"],
+        json!(["Beginner", "Advanced", "Elite", null])
+    );
+    // The documented page-size bounds are the ones the service enforces (not clamped).
+    for (path, query) in [
+        ("/agents", "/v1/agents?"),
+        (
+            "/calls",
+            "/v1/calls?from=2026-01-01T00:00:00Z&source=roleplay&",
+        ),
+    ] {
+        let limit = &get_parameter(&doc, path, "limit")["schema"];
+        assert_eq!(limit["type"], json!("integer"), "{path}");
+        assert_eq!(
+            (&limit["minimum"], &limit["maximum"]),
+            (&json!(1), &json!(100))
+        );
+        for (value, status) in [("0", 400), ("1", 200), ("100", 200), ("101", 400)] {
+            let reply = app.get(&tenant, &format!("{query}limit={value}")).await;
+            assert_eq!(reply.status.as_u16(), status, "GET {path} limit={value}");
+        }
+    }
+}
