@@ -2,6 +2,7 @@
 //! The file is read and validated first ([`plan`]); then agencies and agents are sent ([`run`]);
 //! each row's outcome goes to the summary, the optional `--report` CSV and the exit code.
 
+mod existing;
 pub mod plan;
 pub mod run;
 

@@ -1,6 +1,7 @@
 //! Executing a validated roster plan: each agency upserted once, then each agent registered with
-//! bounded concurrency. Idempotent: `AGENT_ALREADY_EXISTS` whose details name the same agency is
-//! "already registered"; naming another agency is a conflict. A failing row never stops others.
+//! bounded concurrency. Idempotent: `AGENT_ALREADY_EXISTS` for an agent that is the row's rep,
+//! every handle and the agency alike, is "already registered"; any other agent holding one of the
+//! row's handles is a conflict ([`existing`](super::existing)). A failing row never stops others.
 
 use std::collections::HashMap;
 
@@ -8,9 +9,11 @@ use futures_util::{StreamExt, stream};
 use indicatif::ProgressBar;
 use serde::Serialize;
 
+use super::existing::{self, Verdict};
 use super::plan::{Plan, Row};
 use crate::client::{
-    AgencyId, AgencyRef, AgentId, Client, ClientError, ErrorClass, RegisterAgent, UpsertAgency,
+    AgencyId, AgencyRef, Agent, AgentHandle, AgentId, AgentQuery, ApiError, Client, ClientError,
+    ErrorClass, RegisterAgent, UpsertAgency,
 };
 
 /// What happened to one row.
@@ -19,9 +22,9 @@ use crate::client::{
 pub enum Outcome {
     /// Registered now.
     Registered,
-    /// Already registered in the same agency (a rerun).
+    /// Already registered, every handle of the row, in the same agency (a rerun).
     AlreadyRegistered,
-    /// A handle belongs to an agent of another agency.
+    /// A handle of the row belongs to another agent, or to this rep in another agency.
     Conflict,
     /// Not sent: the row failed validation.
     Invalid,
@@ -151,31 +154,81 @@ async fn register(client: &Client, row: Row, agency_id: AgencyId) -> RowResult {
             ..RowResult::new(row, Outcome::Registered, None)
         },
         Err(ClientError::Api(e)) if e.code == "AGENT_ALREADY_EXISTS" => {
-            let existing_agency = e.detail("agencyId").map(AgencyId::from_service);
-            let agent_id = e.detail("agentId").map(AgentId::from_service);
-            let matched_on = e.detail("matchedOn").unwrap_or("a handle").to_owned();
-            if existing_agency.as_ref() == Some(&agency_id) {
-                RowResult {
-                    agent_id,
-                    agency_id: existing_agency,
-                    ..RowResult::new(row, Outcome::AlreadyRegistered, None)
-                }
-            } else {
-                let message = format!(
-                    "{matched_on} already registered as {} in agency {}",
-                    agent_id.as_ref().map_or("?", AgentId::as_str),
-                    existing_agency.as_ref().map_or("?", AgencyId::as_str)
-                );
-                RowResult {
-                    agent_id,
-                    agency_id: existing_agency,
-                    ..RowResult::new(row, Outcome::Conflict, Some(message))
-                }
-            }
+            already_exists(client, row, agency_id, &e).await
         }
-        Err(e) => RowResult {
-            agency_id: Some(agency_id),
-            ..RowResult::new(row, Outcome::Failed, Some(e.to_string()))
-        },
+        Err(e) => failed(row, agency_id, e.to_string()),
+    }
+}
+
+/// A row the service already holds a handle of: `already_registered` when the agent holding it
+/// is the row's rep, else a conflict naming that agent. The 409 names only the first handle that
+/// matched, so the agent is looked up unless the row has no other handle.
+async fn already_exists(
+    client: &Client,
+    row: Row,
+    agency_id: AgencyId,
+    error: &ApiError,
+) -> RowResult {
+    let matched_on = error.detail("matchedOn");
+    let Some(agent_id) = error.detail("agentId").map(AgentId::from_service) else {
+        let message = "AGENT_ALREADY_EXISTS without details.agentId: cannot tell whether it is \
+                       this rep";
+        return failed(row, agency_id, message.into());
+    };
+    let (verdict, existing_agency) = if existing::settled_by_matched_on(&row, matched_on) {
+        let existing_agency = error.detail("agencyId").map(AgencyId::from_service);
+        let verdict = existing::by_agency(
+            &row,
+            matched_on,
+            &agent_id,
+            existing_agency.as_ref(),
+            &agency_id,
+        );
+        (verdict, existing_agency)
+    } else {
+        match existing_agent(client, &agent_id).await {
+            Ok(agent) => (
+                existing::compare(&row, matched_on, &agent, &agency_id),
+                Some(agent.agency_id),
+            ),
+            Err(message) => return failed(row, agency_id, message),
+        }
+    };
+    let (outcome, message) = match verdict {
+        Verdict::SameRep => (Outcome::AlreadyRegistered, None),
+        Verdict::Conflict(message) => (Outcome::Conflict, Some(message)),
+    };
+    RowResult {
+        agent_id: Some(agent_id),
+        agency_id: existing_agency,
+        ..RowResult::new(row, outcome, message)
+    }
+}
+
+/// The agent an `AGENT_ALREADY_EXISTS` named, as the service stores it (`GET /agents?agentId=`).
+async fn existing_agent(client: &Client, agent_id: &AgentId) -> Result<Agent, String> {
+    let query = AgentQuery {
+        handle: Some(AgentHandle::AgentId(agent_id.clone())),
+        ..AgentQuery::default()
+    };
+    let page = client
+        .agents_page(&query, None)
+        .await
+        .map_err(|e| format!("cannot look up {agent_id}, which holds a handle of this row: {e}"))?;
+    page.data
+        .into_iter()
+        .find(|a| &a.id == agent_id)
+        .ok_or_else(|| {
+            format!(
+                "the service names {agent_id} as holding a handle of this row but does not list it"
+            )
+        })
+}
+
+/// A row that was sent and failed.
+fn failed(row: Row, agency_id: AgencyId, message: String) -> RowResult {
+    RowResult {
+        agency_id: Some(agency_id),
+        ..RowResult::new(row, Outcome::Failed, Some(message))
     }
 }

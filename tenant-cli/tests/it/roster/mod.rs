@@ -1,5 +1,8 @@
 //! `roster import` against the stateful fake roster: validation before any request, bad rows
 //! never stopping good ones, each agency upserted once, idempotent reruns, conflicts, reports.
+//! Submodules: [`already_exists`] (telling a rerun from another rep holding a handle).
+
+mod already_exists;
 
 use serde_json::json;
 use svc_fixtures::roster::Roster;
@@ -16,7 +19,7 @@ npn,firstName,lastName,platformAgencyId,agencyName,email,platformAgentId,notes
 ";
 
 /// The stateful fake roster, and a sandbox pointed at it.
-async fn roster_sandbox() -> (MockServer, Roster, Sandbox) {
+pub(super) async fn roster_sandbox() -> (MockServer, Roster, Sandbox) {
     let server = MockServer::start().await;
     let roster = Roster::mount(&server).await;
     let sandbox = Sandbox::for_server(&server);
@@ -24,7 +27,7 @@ async fn roster_sandbox() -> (MockServer, Roster, Sandbox) {
 }
 
 /// Writes `csv` to `roster.csv` in the sandbox and runs `roster import` on it with `flags`.
-async fn import(sandbox: &Sandbox, csv: impl AsRef<[u8]>, flags: &[&str]) -> Run {
+pub(super) async fn import(sandbox: &Sandbox, csv: impl AsRef<[u8]>, flags: &[&str]) -> Run {
     let file = sandbox.write("roster.csv", csv);
     let mut args = vec!["roster", "import", file.to_str().expect("path")];
     args.extend_from_slice(flags);
@@ -32,9 +35,20 @@ async fn import(sandbox: &Sandbox, csv: impl AsRef<[u8]>, flags: &[&str]) -> Run
 }
 
 /// How many lines of a `--report` file have this outcome.
-fn report_lines_with(report: &str, outcome: &str) -> usize {
+pub(super) fn report_lines_with(report: &str, outcome: &str) -> usize {
     let column = format!(",{outcome},");
     report.lines().filter(|l| l.contains(&column)).count()
+}
+
+/// The `--json` output's row for a line of the file.
+pub(super) fn row_at(out: &serde_json::Value, line: u64) -> serde_json::Value {
+    out["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["line"] == json!(line))
+        .unwrap_or_else(|| panic!("no row for line {line} in {out}"))
+        .clone()
 }
 
 #[tokio::test]
