@@ -4,17 +4,18 @@
 
 mod existing;
 pub mod plan;
+mod report;
 pub mod run;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::Ctx;
-use crate::client::{AgencyId, AgentId};
 use crate::exit::CliError;
 use crate::output;
+use report::Report;
 use run::{Outcome, RowResult};
 
 /// Roster commands.
@@ -37,7 +38,8 @@ pub struct ImportArgs {
     /// Validate and show the plan; send nothing
     #[arg(long)]
     pub dry_run: bool,
-    /// Write each row's outcome to this CSV file
+    /// Write each row's outcome to this CSV file (created before anything is sent; a path that
+    /// cannot be written is a usage error, exit 2)
     #[arg(long, value_name = "OUT.csv")]
     pub report: Option<PathBuf>,
 }
@@ -50,6 +52,7 @@ impl RosterCommand {
     pub async fn exec(self, ctx: &Ctx) -> anyhow::Result<()> {
         let Self::Import(args) = self;
         let plan = plan::read(&args.file).map_err(|e| CliError::Usage(e.to_string()))?;
+        let report = args.report.as_deref().map(Report::create).transpose()?;
         for (row, reason) in &plan.invalid {
             ctx.out.note(&format!("line {}: {reason}", row.line));
         }
@@ -90,12 +93,13 @@ impl RosterCommand {
                 r.message.as_deref().unwrap_or("")
             ));
         }
-        if let Some(path) = &args.report {
-            write_report(path, &results)?;
+        // The rows were sent: the summary is printed whatever happens to the report.
+        let written = report.map(|report| report.write(&results));
+        print_summary(ctx, &results)?;
+        if let Some(path) = written.transpose()? {
             ctx.out
                 .note(&format!("report written to {}", path.display()));
         }
-        print_summary(ctx, &results)?;
         let failed = results.iter().filter(|r| r.outcome.is_failure()).count();
         if failed > 0 {
             return Err(
@@ -136,37 +140,4 @@ fn print_summary(ctx: &Ctx, results: &[RowResult]) -> anyhow::Result<()> {
     }
     table.add_row(vec!["total".to_owned(), results.len().to_string()]);
     ctx.out.table(&table)
-}
-
-fn write_report(path: &Path, results: &[RowResult]) -> anyhow::Result<()> {
-    let mut writer = csv::Writer::from_path(path)
-        .map_err(|e| CliError::Failed(format!("cannot write report {}: {e}", path.display())))?;
-    writer.write_record([
-        "line",
-        "platformAgencyId",
-        "platformAgentId",
-        "npn",
-        "email",
-        "outcome",
-        "agentId",
-        "agencyId",
-        "message",
-    ])?;
-    for r in results {
-        let o = |v: &Option<String>| v.clone().unwrap_or_default();
-        let id = |v: Option<&str>| v.unwrap_or_default().to_owned();
-        writer.write_record([
-            r.row.line.to_string(),
-            o(&r.row.platform_agency_id),
-            o(&r.row.platform_agent_id),
-            o(&r.row.npn),
-            o(&r.row.email),
-            r.outcome.as_str().to_owned(),
-            id(r.agent_id.as_ref().map(AgentId::as_str)),
-            id(r.agency_id.as_ref().map(AgencyId::as_str)),
-            o(&r.message),
-        ])?;
-    }
-    writer.flush()?;
-    Ok(())
 }

@@ -1,8 +1,10 @@
 //! `roster import` against the stateful fake roster: validation before any request, bad rows
 //! never stopping good ones, each agency upserted once, idempotent reruns, conflicts, reports.
-//! Submodules: [`already_exists`] (telling a rerun from another rep holding a handle).
+//! Submodules: [`already_exists`] (telling a rerun from another rep holding a handle),
+//! [`failures`] (report path, refused key and temporary failures: summary and exit code).
 
 mod already_exists;
+mod failures;
 
 use serde_json::json;
 use svc_fixtures::roster::Roster;
@@ -10,7 +12,7 @@ use wiremock::MockServer;
 
 use crate::helpers::{Run, Sandbox, read, received, requests_to};
 
-const GOOD: &str = "\
+pub(super) const GOOD: &str = "\
 npn,firstName,lastName,platformAgencyId,agencyName,email,platformAgentId,notes
 11110001,Dana,Reyes,acme-1,Acme Insurance,dana@acme.example,rep-1,first
 11110002,Sam,Okafor,acme-1,,sam@acme.example,,
