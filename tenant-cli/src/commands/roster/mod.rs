@@ -4,6 +4,7 @@
 
 mod existing;
 pub mod plan;
+mod refusal;
 mod report;
 pub mod run;
 
@@ -13,6 +14,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::Ctx;
+use crate::client::ClientError;
 use crate::exit::CliError;
 use crate::output;
 use report::Report;
@@ -48,37 +50,25 @@ impl RosterCommand {
     /// Runs the import.
     ///
     /// # Errors
-    /// A file that cannot be imported, an authentication error, or any failed row (exit 1).
+    /// A file that cannot be imported or a report that cannot be created (exit 2), a refused key
+    /// (exit 4), or any failed row (exit 1).
     pub async fn exec(self, ctx: &Ctx) -> anyhow::Result<()> {
         let Self::Import(args) = self;
         let plan = plan::read(&args.file).map_err(|e| CliError::Usage(e.to_string()))?;
         let report = args.report.as_deref().map(Report::create).transpose()?;
+        let mut invalid = Vec::with_capacity(plan.invalid.len());
         for (row, reason) in &plan.invalid {
             ctx.out.note(&format!("line {}: {reason}", row.line));
-        }
-        let invalid: Vec<RowResult> = plan
-            .invalid
-            .iter()
-            .map(|(row, reason)| {
-                RowResult::new(row.clone(), Outcome::Invalid, Some(reason.clone()))
-            })
-            .collect();
-        let mut results = if args.dry_run {
-            ctx.out.note(&format!(
-                "dry run: {} agencies to create or rename, {} agents to register; nothing sent",
-                plan.agencies.len(),
-                plan.valid.len()
+            invalid.push(RowResult::new(
+                row.clone(),
+                Outcome::Invalid,
+                Some(reason.clone()),
             ));
-            plan.valid
-                .iter()
-                .map(|row| RowResult::new(row.clone(), Outcome::WouldRegister, None))
-                .collect()
+        }
+        let (mut results, refused) = if args.dry_run {
+            (dry_run(ctx, &plan), None)
         } else {
-            let client = ctx.client()?;
-            let bar = ctx.out.progress_bar(plan.valid.len() as u64, "registering");
-            let done = run::execute(&client, plan, usize::from(args.jobs), &bar).await?;
-            bar.finish_and_clear();
-            done
+            send(ctx, plan, args.jobs).await?
         };
         results.extend(invalid);
         results.sort_by_key(|r| r.row.line);
@@ -94,11 +84,22 @@ impl RosterCommand {
             ));
         }
         // The rows were sent: the summary is printed whatever happens to the report.
-        let written = report.map(|report| report.write(&results));
+        let written = report.map(|report| report.write(&results)).transpose();
         print_summary(ctx, &results)?;
-        if let Some(path) = written.transpose()? {
-            ctx.out
-                .note(&format!("report written to {}", path.display()));
+        match written {
+            Ok(Some(path)) => ctx
+                .out
+                .note(&format!("report written to {}", path.display())),
+            Ok(None) => {}
+            // A refused key decides the exit code; the report's failure is still said.
+            Err(e) if refused.is_some() => ctx.out.note(&e.to_string()),
+            Err(e) => return Err(e.into()),
+        }
+        if let Some(cause) = refused {
+            let not_sent = count(&results, &Outcome::NotSent);
+            return Err(anyhow::Error::new(cause).context(format!(
+                "the import stopped when the API key was refused; {not_sent} row(s) not sent"
+            )));
         }
         let failed = results.iter().filter(|r| r.outcome.is_failure()).count();
         if failed > 0 {
@@ -110,17 +111,52 @@ impl RosterCommand {
     }
 }
 
-const ORDER: [Outcome; 6] = [
+/// `--dry-run`: every valid row would be registered; nothing is sent.
+fn dry_run(ctx: &Ctx, plan: &plan::Plan) -> Vec<RowResult> {
+    ctx.out.note(&format!(
+        "dry run: {} agencies to create or rename, {} agents to register; nothing sent",
+        plan.agencies.len(),
+        plan.valid.len()
+    ));
+    plan.valid
+        .iter()
+        .map(|row| RowResult::new(row.clone(), Outcome::WouldRegister, None))
+        .collect()
+}
+
+/// Sends the plan: every valid row's result, and the refusal that stopped the import, if any.
+async fn send(
+    ctx: &Ctx,
+    plan: plan::Plan,
+    jobs: u16,
+) -> anyhow::Result<(Vec<RowResult>, Option<ClientError>)> {
+    let client = ctx.client()?;
+    let bar = ctx.out.progress_bar(plan.valid.len() as u64, "registering");
+    let done = run::execute(&client, plan, usize::from(jobs), &bar).await;
+    bar.finish_and_clear();
+    Ok(match done {
+        Ok(results) => (results, None),
+        Err(stopped) => (stopped.results, Some(stopped.cause)),
+    })
+}
+
+/// How many rows have this outcome.
+fn count(results: &[RowResult], outcome: &Outcome) -> usize {
+    results.iter().filter(|r| &r.outcome == outcome).count()
+}
+
+const ORDER: [Outcome; 7] = [
     Outcome::Registered,
     Outcome::AlreadyRegistered,
     Outcome::WouldRegister,
     Outcome::Conflict,
     Outcome::Invalid,
     Outcome::Failed,
+    Outcome::NotSent,
 ];
 
 fn print_summary(ctx: &Ctx, results: &[RowResult]) -> anyhow::Result<()> {
-    let count = |o: &Outcome| results.iter().filter(|r| &r.outcome == o).count();
+    let count = |o: &Outcome| count(results, o);
     if ctx.out.json {
         let summary: serde_json::Map<String, serde_json::Value> = ORDER
             .iter()

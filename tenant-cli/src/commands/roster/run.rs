@@ -1,7 +1,8 @@
 //! Executing a validated roster plan: each agency upserted once, then each agent registered with
 //! bounded concurrency. Idempotent: `AGENT_ALREADY_EXISTS` for an agent that is the row's rep,
 //! every handle and the agency alike, is "already registered"; any other agent holding one of the
-//! row's handles is a conflict ([`existing`](super::existing)). A failing row never stops others.
+//! row's handles is a conflict ([`existing`](super::existing)). A failing row never stops others;
+//! a refused key stops the import ([`refusal`](super::refusal)).
 
 use std::collections::HashMap;
 
@@ -11,9 +12,10 @@ use serde::Serialize;
 
 use super::existing::{self, Verdict};
 use super::plan::{Plan, Row};
+use super::refusal::Refusal;
 use crate::client::{
     AgencyId, AgencyRef, Agent, AgentHandle, AgentId, AgentQuery, ApiError, Client, ClientError,
-    ErrorClass, RegisterAgent, UpsertAgency,
+    RegisterAgent, UpsertAgency,
 };
 
 /// What happened to one row.
@@ -30,6 +32,8 @@ pub enum Outcome {
     Invalid,
     /// Sent and rejected, or the agency could not be upserted.
     Failed,
+    /// Valid but not sent: the import stopped when the key was refused.
+    NotSent,
     /// `--dry-run`: valid and would be sent.
     WouldRegister,
 }
@@ -43,13 +47,17 @@ impl Outcome {
             Self::Conflict => "conflict",
             Self::Invalid => "invalid",
             Self::Failed => "failed",
+            Self::NotSent => "not_sent",
             Self::WouldRegister => "would_register",
         }
     }
 
     /// Whether the row counts as a failure for the exit code.
     pub fn is_failure(&self) -> bool {
-        matches!(self, Self::Conflict | Self::Invalid | Self::Failed)
+        matches!(
+            self,
+            Self::Conflict | Self::Invalid | Self::Failed | Self::NotSent
+        )
     }
 }
 
@@ -80,39 +88,29 @@ impl RowResult {
     }
 }
 
-/// Upserts the agencies, then registers the rows. An authentication error on the agencies
-/// aborts the import (nothing else can succeed with that credential).
+/// An import stopped by the key being refused: the refusal, and every row's result (rows not sent
+/// are [`Outcome::NotSent`]).
+#[derive(Debug)]
+pub struct Stopped {
+    /// The first authentication or authorisation error.
+    pub cause: ClientError,
+    /// Every valid row's result.
+    pub results: Vec<RowResult>,
+}
+
+/// Upserts the agencies, then registers the rows. A failing row never stops the others, but a
+/// refused key (401/403) stops the import: nothing more is sent once a request is refused.
 ///
 /// # Errors
-/// The first authentication/authorisation error.
+/// [`Stopped`] when the key was refused, with the results so far.
 pub async fn execute(
     client: &Client,
     plan: Plan,
     jobs: usize,
     bar: &ProgressBar,
-) -> Result<Vec<RowResult>, ClientError> {
-    let upserts = stream::iter(plan.agencies.clone())
-        .map(|(platform_agency_id, name)| async move {
-            let result = client
-                .upsert_agency(&UpsertAgency {
-                    platform_agency_id: platform_agency_id.clone(),
-                    name,
-                })
-                .await;
-            (platform_agency_id, result)
-        })
-        .buffer_unordered(jobs)
-        .collect::<Vec<_>>()
-        .await;
-    let mut agencies: HashMap<String, Result<AgencyId, String>> = HashMap::new();
-    for (platform_agency_id, result) in upserts {
-        match result {
-            Ok(upserted) => agencies.insert(platform_agency_id, Ok(upserted.agency.id)),
-            Err(e) if e.class() == ErrorClass::Auth => return Err(e),
-            Err(e) => agencies.insert(platform_agency_id, Err(e.to_string())),
-        };
-    }
-    let agencies = &agencies;
+) -> Result<Vec<RowResult>, Stopped> {
+    let refusal = &Refusal::default();
+    let agencies = &upsert_agencies(client, plan.agencies, jobs, refusal).await;
     let results = stream::iter(plan.valid)
         .map(|row| async move {
             let agency = row
@@ -121,7 +119,8 @@ pub async fn execute(
                 .and_then(|p| agencies.get(p))
                 .cloned();
             let result = match agency {
-                Some(Ok(agency_id)) => register(client, row, agency_id).await,
+                _ if refusal.happened() => not_sent(row),
+                Some(Ok(agency_id)) => register(client, row, agency_id, refusal).await,
                 Some(Err(e)) => RowResult::new(
                     row,
                     Outcome::Failed,
@@ -135,10 +134,51 @@ pub async fn execute(
         .buffer_unordered(jobs)
         .collect::<Vec<_>>()
         .await;
-    Ok(results)
+    match refusal.take() {
+        None => Ok(results),
+        Some(cause) => Err(Stopped { cause, results }),
+    }
 }
 
-async fn register(client: &Client, row: Row, agency_id: AgencyId) -> RowResult {
+/// Creates or renames each agency once: its service id, or why it failed. Nothing is sent once
+/// the key is refused.
+async fn upsert_agencies(
+    client: &Client,
+    agencies: Vec<(String, String)>,
+    jobs: usize,
+    refusal: &Refusal,
+) -> HashMap<String, Result<AgencyId, String>> {
+    stream::iter(agencies)
+        .map(|(platform_agency_id, name)| async move {
+            if refusal.happened() {
+                return (platform_agency_id, Err("not sent".to_owned()));
+            }
+            let body = UpsertAgency {
+                platform_agency_id: platform_agency_id.clone(),
+                name,
+            };
+            let result = client.upsert_agency(&body).await.map_or_else(
+                |e| {
+                    let message = e.to_string();
+                    refusal.note(e);
+                    Err(message)
+                },
+                |upserted| Ok(upserted.agency.id),
+            );
+            (platform_agency_id, result)
+        })
+        .buffer_unordered(jobs)
+        .collect()
+        .await
+}
+
+/// A row left unsent because the key was refused.
+fn not_sent(row: Row) -> RowResult {
+    let message = "not sent: the import stopped when the API key was refused";
+    RowResult::new(row, Outcome::NotSent, Some(message.into()))
+}
+
+async fn register(client: &Client, row: Row, agency_id: AgencyId, refusal: &Refusal) -> RowResult {
     let body = RegisterAgent {
         first_name: row.first_name.clone(),
         last_name: row.last_name.clone(),
@@ -154,9 +194,13 @@ async fn register(client: &Client, row: Row, agency_id: AgencyId) -> RowResult {
             ..RowResult::new(row, Outcome::Registered, None)
         },
         Err(ClientError::Api(e)) if e.code == "AGENT_ALREADY_EXISTS" => {
-            already_exists(client, row, agency_id, &e).await
+            already_exists(client, row, agency_id, &e, refusal).await
         }
-        Err(e) => failed(row, agency_id, e.to_string()),
+        Err(e) => {
+            let message = e.to_string();
+            refusal.note(e);
+            failed(row, agency_id, message)
+        }
     }
 }
 
@@ -168,6 +212,7 @@ async fn already_exists(
     row: Row,
     agency_id: AgencyId,
     error: &ApiError,
+    refusal: &Refusal,
 ) -> RowResult {
     let matched_on = error.detail("matchedOn");
     let Some(agent_id) = error.detail("agentId").map(AgentId::from_service) else {
@@ -187,11 +232,23 @@ async fn already_exists(
         (verdict, existing_agency)
     } else {
         match existing_agent(client, &agent_id).await {
-            Ok(agent) => (
+            Ok(Some(agent)) => (
                 existing::compare(&row, matched_on, &agent, &agency_id),
                 Some(agent.agency_id),
             ),
-            Err(message) => return failed(row, agency_id, message),
+            Ok(None) => {
+                let message = format!(
+                    "the service names {agent_id} as holding a handle of this row but does not \
+                     list it"
+                );
+                return failed(row, agency_id, message);
+            }
+            Err(e) => {
+                let message =
+                    format!("cannot look up {agent_id}, which holds a handle of this row: {e}");
+                refusal.note(e);
+                return failed(row, agency_id, message);
+            }
         }
     };
     let (outcome, message) = match verdict {
@@ -206,23 +263,13 @@ async fn already_exists(
 }
 
 /// The agent an `AGENT_ALREADY_EXISTS` named, as the service stores it (`GET /agents?agentId=`).
-async fn existing_agent(client: &Client, agent_id: &AgentId) -> Result<Agent, String> {
+async fn existing_agent(client: &Client, agent_id: &AgentId) -> Result<Option<Agent>, ClientError> {
     let query = AgentQuery {
         handle: Some(AgentHandle::AgentId(agent_id.clone())),
         ..AgentQuery::default()
     };
-    let page = client
-        .agents_page(&query, None)
-        .await
-        .map_err(|e| format!("cannot look up {agent_id}, which holds a handle of this row: {e}"))?;
-    page.data
-        .into_iter()
-        .find(|a| &a.id == agent_id)
-        .ok_or_else(|| {
-            format!(
-                "the service names {agent_id} as holding a handle of this row but does not list it"
-            )
-        })
+    let page = client.agents_page(&query, None).await?;
+    Ok(page.data.into_iter().find(|a| &a.id == agent_id))
 }
 
 /// A row that was sent and failed.

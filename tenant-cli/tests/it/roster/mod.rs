@@ -236,7 +236,12 @@ async fn a_revoked_key_stops_the_import_with_exit_4() {
     let sandbox = Sandbox::new()
         .env("SVC_BASE_URL", &svc_fixtures::base_url(&server))
         .env("SVC_API_KEY", "svc_live_revoked");
-    let run = import(&sandbox, GOOD, &[]).await;
+    let run = import(&sandbox, GOOD, &["--json"]).await;
     assert_eq!(run.code, 4, "{run:?}");
     assert!(requests_to(&server, "POST", "/v1/agents").await.is_empty());
+    assert_eq!(
+        run.json()["summary"]["not_sent"],
+        json!(4),
+        "the summary is printed: {run:?}"
+    );
 }
