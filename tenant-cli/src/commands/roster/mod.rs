@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::Ctx;
 use crate::client::ClientError;
-use crate::exit::CliError;
+use crate::exit::{self, CliError};
 use crate::output;
 use report::Report;
 use run::{Outcome, RowResult};
@@ -26,8 +26,20 @@ pub enum RosterCommand {
     /// Import agents from a CSV file (header: platformAgencyId, agencyName, firstName, lastName,
     /// email, npn, platformAgentId, any order; extra columns ignored; empty cell = absent).
     /// Rerunning the same file changes nothing.
+    #[command(after_help = IMPORT_EXIT_CODES)]
     Import(ImportArgs),
 }
+
+/// The exit codes of `roster import`, shown after its `--help` (and in the README).
+const IMPORT_EXIT_CODES: &str = "\
+Exit codes:
+  0   every row registered or already registered (--dry-run: every row valid)
+  1   a row is invalid, in conflict or failed (not all for a temporary reason), or the report
+      could not be written after the rows were sent
+  2   the file cannot be imported, or the --report file cannot be created; nothing is sent
+  4   the API key was refused (401/403); nothing more is sent, the rest of the rows are not_sent
+  75  every failed row failed for a temporary reason (429, 5xx, timeout, connection error):
+      rerun the same file later";
 
 /// `roster import` flags.
 #[derive(Debug, Args)]
@@ -51,7 +63,8 @@ impl RosterCommand {
     ///
     /// # Errors
     /// A file that cannot be imported or a report that cannot be created (exit 2), a refused key
-    /// (exit 4), or any failed row (exit 1).
+    /// (exit 4), rows that failed only for a temporary reason (exit 75), any other failed row
+    /// (exit 1).
     pub async fn exec(self, ctx: &Ctx) -> anyhow::Result<()> {
         let Self::Import(args) = self;
         let plan = plan::read(&args.file).map_err(|e| CliError::Usage(e.to_string()))?;
@@ -101,13 +114,7 @@ impl RosterCommand {
                 "the import stopped when the API key was refused; {not_sent} row(s) not sent"
             )));
         }
-        let failed = results.iter().filter(|r| r.outcome.is_failure()).count();
-        if failed > 0 {
-            return Err(
-                CliError::Failed(format!("{failed} of {} row(s) failed", results.len())).into(),
-            );
-        }
-        Ok(())
+        rows_verdict(ctx, &results)
     }
 }
 
@@ -138,6 +145,25 @@ async fn send(
         Ok(results) => (results, None),
         Err(stopped) => (stopped.results, Some(stopped.cause)),
     })
+}
+
+/// The exit for the rows once nothing stopped the import: 0 when none failed, 75 when every
+/// failed row failed for a temporary reason (a rerun later can succeed), else 1.
+fn rows_verdict(ctx: &Ctx, results: &[RowResult]) -> anyhow::Result<()> {
+    let failed: Vec<&RowResult> = results.iter().filter(|r| r.outcome.is_failure()).collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let message = format!("{} of {} row(s) failed", failed.len(), results.len());
+    if failed.iter().all(|r| r.failed_temporarily()) {
+        // Reported here, as main would, because the exit code is not a single error's.
+        ctx.out.note(&format!(
+            "svc-cli: error: {message}, all for a temporary reason (429, 5xx, timeout or \
+             connection error); rerun the same file later"
+        ));
+        return Err(CliError::Reported(exit::TEMPORARY).into());
+    }
+    Err(CliError::Failed(message).into())
 }
 
 /// How many rows have this outcome.

@@ -15,7 +15,7 @@ use super::plan::{Plan, Row};
 use super::refusal::Refusal;
 use crate::client::{
     AgencyId, AgencyRef, Agent, AgentHandle, AgentId, AgentQuery, ApiError, Client, ClientError,
-    RegisterAgent, UpsertAgency,
+    ErrorClass, RegisterAgent, UpsertAgency,
 };
 
 /// What happened to one row.
@@ -74,6 +74,9 @@ pub struct RowResult {
     pub agency_id: Option<AgencyId>,
     /// Why, for anything but success.
     pub message: Option<String>,
+    /// For a row failed by a request: how that error is classed ([`ErrorClass::Temporary`] is
+    /// worth a rerun later).
+    pub error_class: Option<ErrorClass>,
 }
 
 impl RowResult {
@@ -84,7 +87,13 @@ impl RowResult {
             agent_id: None,
             agency_id: None,
             message,
+            error_class: None,
         }
+    }
+
+    /// Whether the row failed only for a reason a later rerun can clear.
+    pub fn failed_temporarily(&self) -> bool {
+        self.outcome == Outcome::Failed && self.error_class == Some(ErrorClass::Temporary)
     }
 }
 
@@ -121,11 +130,14 @@ pub async fn execute(
             let result = match agency {
                 _ if refusal.happened() => not_sent(row),
                 Some(Ok(agency_id)) => register(client, row, agency_id, refusal).await,
-                Some(Err(e)) => RowResult::new(
-                    row,
-                    Outcome::Failed,
-                    Some(format!("agency not upserted: {e}")),
-                ),
+                Some(Err((e, class))) => RowResult {
+                    error_class: Some(class),
+                    ..RowResult::new(
+                        row,
+                        Outcome::Failed,
+                        Some(format!("agency not upserted: {e}")),
+                    )
+                },
                 None => RowResult::new(row, Outcome::Failed, Some("agency not upserted".into())),
             };
             bar.inc(1);
@@ -140,18 +152,19 @@ pub async fn execute(
     }
 }
 
-/// Creates or renames each agency once: its service id, or why it failed. Nothing is sent once
-/// the key is refused.
+/// Creates or renames each agency once: its service id, or why it failed and how that error is
+/// classed. Nothing is sent once the key is refused.
 async fn upsert_agencies(
     client: &Client,
     agencies: Vec<(String, String)>,
     jobs: usize,
     refusal: &Refusal,
-) -> HashMap<String, Result<AgencyId, String>> {
+) -> HashMap<String, Result<AgencyId, (String, ErrorClass)>> {
     stream::iter(agencies)
         .map(|(platform_agency_id, name)| async move {
             if refusal.happened() {
-                return (platform_agency_id, Err("not sent".to_owned()));
+                let not_sent = ("not sent".to_owned(), ErrorClass::Auth);
+                return (platform_agency_id, Err(not_sent));
             }
             let body = UpsertAgency {
                 platform_agency_id: platform_agency_id.clone(),
@@ -159,9 +172,9 @@ async fn upsert_agencies(
             };
             let result = client.upsert_agency(&body).await.map_or_else(
                 |e| {
-                    let message = e.to_string();
+                    let failure = (e.to_string(), e.class());
                     refusal.note(e);
-                    Err(message)
+                    Err(failure)
                 },
                 |upserted| Ok(upserted.agency.id),
             );
@@ -196,11 +209,7 @@ async fn register(client: &Client, row: Row, agency_id: AgencyId, refusal: &Refu
         Err(ClientError::Api(e)) if e.code == "AGENT_ALREADY_EXISTS" => {
             already_exists(client, row, agency_id, &e, refusal).await
         }
-        Err(e) => {
-            let message = e.to_string();
-            refusal.note(e);
-            failed(row, agency_id, message)
-        }
+        Err(e) => failed_by(row, agency_id, e.to_string(), e, refusal),
     }
 }
 
@@ -246,8 +255,7 @@ async fn already_exists(
             Err(e) => {
                 let message =
                     format!("cannot look up {agent_id}, which holds a handle of this row: {e}");
-                refusal.note(e);
-                return failed(row, agency_id, message);
+                return failed_by(row, agency_id, message, e, refusal);
             }
         }
     };
@@ -270,6 +278,22 @@ async fn existing_agent(client: &Client, agent_id: &AgentId) -> Result<Option<Ag
     };
     let page = client.agents_page(&query, None).await?;
     Ok(page.data.into_iter().find(|a| &a.id == agent_id))
+}
+
+/// A row that was sent and failed with `error`, which the import stops at if it is a refusal.
+fn failed_by(
+    row: Row,
+    agency_id: AgencyId,
+    message: String,
+    error: ClientError,
+    refusal: &Refusal,
+) -> RowResult {
+    let error_class = Some(error.class());
+    refusal.note(error);
+    RowResult {
+        error_class,
+        ..failed(row, agency_id, message)
+    }
 }
 
 /// A row that was sent and failed.
