@@ -3,6 +3,7 @@
 //! each row's outcome goes to the summary, the optional `--report` CSV and the exit code.
 
 mod existing;
+mod lines;
 pub mod plan;
 mod refusal;
 mod report;

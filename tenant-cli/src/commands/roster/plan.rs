@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use super::lines::{self, LineCounter};
 use crate::client::{AgencyId, AgentId};
 
 /// The columns a roster file must name in its header.
@@ -37,7 +38,7 @@ pub enum FileError {
         /// The file.
         path: PathBuf,
         /// First bad line.
-        line: usize,
+        line: u64,
     },
     /// No header row.
     #[error("{0}: the file is empty (expected a header row)")]
@@ -111,11 +112,7 @@ pub fn read(path: &Path) -> Result<Plan, FileError> {
     })?;
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
     if let Err(e) = std::str::from_utf8(bytes) {
-        let line = bytes[..e.valid_up_to()]
-            .iter()
-            .filter(|b| **b == b'\n')
-            .count()
-            + 1;
+        let line = lines::line_ends(&bytes[..e.valid_up_to()]) + 1;
         return Err(FileError::Encoding {
             path: path.to_owned(),
             line,
@@ -137,10 +134,13 @@ pub fn read(path: &Path) -> Result<Plan, FileError> {
     let index = column_index(path, &header)?;
     let mut rows = Vec::new();
     let mut broken = Vec::new();
+    let mut lines = LineCounter::new(bytes);
+    let mut line_of =
+        |position: Option<&csv::Position>| position.map_or(0, |p| lines.record_line(p.byte()));
     for record in reader.records() {
         match record {
             Ok(record) => {
-                let line = record.position().map_or(0, csv::Position::line);
+                let line = line_of(record.position());
                 let cell = |i: usize| {
                     record
                         .get(i)
@@ -160,7 +160,7 @@ pub fn read(path: &Path) -> Result<Plan, FileError> {
                 });
             }
             Err(e) => {
-                let line = e.position().map_or(0, csv::Position::line);
+                let line = line_of(e.position());
                 let message = match e.kind() {
                     csv::ErrorKind::UnequalLengths {
                         expected_len, len, ..

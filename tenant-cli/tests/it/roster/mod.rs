@@ -1,9 +1,11 @@
 //! `roster import` against the stateful fake roster: validation before any request, bad rows
 //! never stopping good ones, each agency upserted once, idempotent reruns, conflicts, reports.
 //! Submodules: [`already_exists`] (telling a rerun from another rep holding a handle),
-//! [`failures`] (report path, refused key and temporary failures: summary and exit code).
+//! [`failures`] (report path, refused key and temporary failures: summary and exit code),
+//! [`csv_file`] (line numbers, quotes and cell counts of the file itself).
 
 mod already_exists;
+mod csv_file;
 mod failures;
 
 use serde_json::json;

@@ -1,0 +1,51 @@
+//! Reading the roster file: every row is accounted for at its real line, whatever the line
+//! endings; a quote left open is never allowed to swallow rows silently; cells past the header
+//! are ignored while missing cells make the row invalid.
+
+use serde_json::Value;
+
+use super::import;
+use crate::helpers::Sandbox;
+
+const HEADER: &str = "platformAgencyId,agencyName,firstName,lastName,email,npn,platformAgentId";
+
+/// `--dry-run --json` of `csv`: the exit code, each row's (line, outcome), and stderr.
+async fn dry_run(csv: &str) -> (i32, Vec<(u64, String)>, String) {
+    let sandbox = Sandbox::new();
+    let run = import(&sandbox, csv, &["--dry-run", "--json"]).await;
+    let rows = match serde_json::from_str::<Value>(&run.stdout) {
+        Ok(out) => out["rows"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .map(|r| {
+                let line = r["line"].as_u64().expect("line");
+                (line, r["outcome"].as_str().unwrap_or_default().to_owned())
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    (run.code, rows, run.stderr)
+}
+
+fn lines(rows: &[(u64, String)]) -> Vec<u64> {
+    rows.iter().map(|(line, _)| *line).collect()
+}
+
+#[tokio::test]
+async fn crlf_and_lf_files_report_the_same_real_line_numbers() {
+    let lf = format!(
+        "{HEADER}\nacme-1,Acme,Dana,Reyes,dana@acme.example,,\nacme-1,Acme,No,Handle,,,\n\n\
+         acme-1,Acme,Sam,Okafor,sam@acme.example,,\n"
+    );
+    let crlf = lf.replace('\n', "\r\n");
+    for (endings, text) in [("LF", lf), ("CRLF", crlf)] {
+        let (code, rows, stderr) = dry_run(&text).await;
+        assert_eq!(code, 1, "{endings}: {stderr}");
+        assert_eq!(lines(&rows), [2, 3, 5], "{endings}: {rows:?}");
+        assert!(
+            stderr.contains("line 3: missing handle"),
+            "{endings}: {stderr}"
+        );
+    }
+}
