@@ -25,7 +25,8 @@ use run::{Outcome, RowResult};
 #[derive(Debug, Subcommand)]
 pub enum RosterCommand {
     /// Import agents from a CSV file (header: platformAgencyId, agencyName, firstName, lastName,
-    /// email, npn, platformAgentId, any order; extra columns ignored; empty cell = absent).
+    /// email, npn, platformAgentId, any order; extra columns and cells past the header ignored;
+    /// empty cell = absent).
     /// Rerunning the same file changes nothing.
     #[command(after_help = IMPORT_EXIT_CODES)]
     Import(ImportArgs),

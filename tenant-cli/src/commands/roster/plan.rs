@@ -1,5 +1,6 @@
 //! Reading and validating a roster CSV before anything is sent: header columns in any order
-//! (extra columns ignored, names matched case-insensitively), an empty cell is an absent value,
+//! (extra columns ignored, names matched case-insensitively), cells past the header ignored and
+//! a row with fewer cells than the header invalid, an empty cell is an absent value,
 //! file-level problems (bad encoding, missing columns) are errors, and row-level problems
 //! (missing fields or handle, bad NPN or email, reserved prefixes, duplicate handles inside the
 //! file, conflicting or missing agency names) mark the row invalid with its line number.
@@ -118,8 +119,11 @@ pub fn read(path: &Path) -> Result<Plan, FileError> {
             line,
         });
     }
+    // Flexible: a row may have more cells than the header (they are ignored); one with fewer is
+    // reported below.
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
+        .flexible(true)
         .from_reader(bytes);
     let header = reader
         .headers()
@@ -138,51 +142,60 @@ pub fn read(path: &Path) -> Result<Plan, FileError> {
     let mut line_of =
         |position: Option<&csv::Position>| position.map_or(0, |p| lines.record_line(p.byte()));
     for record in reader.records() {
-        match record {
-            Ok(record) => {
-                let line = line_of(record.position());
-                let cell = |i: usize| {
-                    record
-                        .get(i)
-                        .map(str::trim)
-                        .filter(|c| !c.is_empty())
-                        .map(str::to_owned)
-                };
-                rows.push(Row {
+        let (line, row) = match record {
+            Ok(record) => (
+                line_of(record.position()),
+                row_of(&record, &index, header.len()),
+            ),
+            Err(e) => (line_of(e.position()), Err(e.to_string())),
+        };
+        match row {
+            Ok(row) => rows.push(Row { line, ..row }),
+            Err(reason) => broken.push((
+                Row {
                     line,
-                    platform_agency_id: cell(index[0]),
-                    agency_name: cell(index[1]),
-                    first_name: cell(index[2]),
-                    last_name: cell(index[3]),
-                    email: cell(index[4]),
-                    npn: cell(index[5]),
-                    platform_agent_id: cell(index[6]),
-                });
-            }
-            Err(e) => {
-                let line = line_of(e.position());
-                let message = match e.kind() {
-                    csv::ErrorKind::UnequalLengths {
-                        expected_len, len, ..
-                    } => {
-                        format!("has {len} fields but the header has {expected_len}")
-                    }
-                    _ => e.to_string(),
-                };
-                broken.push((
-                    Row {
-                        line,
-                        ..Row::default()
-                    },
-                    message,
-                ));
-            }
+                    ..Row::default()
+                },
+                reason,
+            )),
         }
     }
     let mut plan = validate(rows);
     plan.invalid.extend(broken);
     plan.invalid.sort_by_key(|(row, _)| row.line);
     Ok(plan)
+}
+
+/// The row of a record (its line not set), or why the record is not one: fewer cells than the
+/// header. Cells past the header are ignored.
+fn row_of(
+    record: &csv::StringRecord,
+    index: &[usize; 7],
+    header_len: usize,
+) -> Result<Row, String> {
+    if record.len() < header_len {
+        return Err(format!(
+            "has {} fields but the header has {header_len}",
+            record.len()
+        ));
+    }
+    let cell = |i: usize| {
+        record
+            .get(i)
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+    };
+    Ok(Row {
+        line: 0,
+        platform_agency_id: cell(index[0]),
+        agency_name: cell(index[1]),
+        first_name: cell(index[2]),
+        last_name: cell(index[3]),
+        email: cell(index[4]),
+        npn: cell(index[5]),
+        platform_agent_id: cell(index[6]),
+    })
 }
 
 /// Position of each of [`COLUMNS`] in the header.

@@ -49,3 +49,24 @@ async fn crlf_and_lf_files_report_the_same_real_line_numbers() {
         );
     }
 }
+
+#[tokio::test]
+async fn cells_past_the_header_are_ignored_and_missing_cells_make_the_row_invalid() {
+    let csv = format!(
+        "{HEADER}\nacme-1,Acme,Dana,Reyes,dana@acme.example,,rep-1,left by the export\n\
+         acme-1,Acme,Sam,Okafor,sam@acme.example,\n\
+         acme-1,Acme,Lee,Park,lee@acme.example,,rep-3\n"
+    );
+    let (code, rows, stderr) = dry_run(&csv).await;
+    assert_eq!(code, 1, "{stderr}");
+    let expected = [(2, "would_register"), (3, "invalid"), (4, "would_register")];
+    let expected: Vec<(u64, String)> = expected
+        .iter()
+        .map(|(line, outcome)| (*line, (*outcome).to_owned()))
+        .collect();
+    assert_eq!(rows, expected, "{stderr}");
+    assert!(
+        stderr.contains("line 3: has 6 fields but the header has 7"),
+        "{stderr}"
+    );
+}
