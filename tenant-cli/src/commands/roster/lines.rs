@@ -1,6 +1,7 @@
 //! Where things are in a roster file, by line: the real line of a byte offset whatever the line
-//! endings (`\n`, `\r\n` or a lone `\r` each end one line). The csv reader's own line count is
-//! one short on CRLF files.
+//! endings (`\n`, `\r\n` or a lone `\r` each end one line), and a quote left open to the end of
+//! the file. The csv reader's own line count is one short on CRLF files, and an unclosed quote is
+//! not an error to it: it silently reads the rest of the file into one cell.
 
 /// How many lines end in `bytes` (`\r\n` counts once).
 pub(super) fn line_ends(bytes: &[u8]) -> u64 {
@@ -58,6 +59,37 @@ impl<'a> LineCounter<'a> {
     }
 }
 
+/// The line where a quoted cell opens and is never closed, if one does. The scan follows the csv
+/// reader's rules: a quote opens a quoted cell only as a cell's first character, `""` inside it
+/// is a literal quote, and a quote elsewhere in an unquoted cell is literal.
+pub(super) fn unclosed_quote(bytes: &[u8]) -> Option<u64> {
+    #[derive(Clone, Copy)]
+    enum State {
+        CellStart,
+        Unquoted,
+        Quoted,
+        QuoteInQuoted,
+    }
+    let (mut state, mut line, mut opened) = (State::CellStart, 1, 1);
+    for (i, &b) in bytes.iter().enumerate() {
+        state = match (state, b) {
+            (State::CellStart, b'"') => {
+                opened = line;
+                State::Quoted
+            }
+            (State::Quoted, b'"') => State::QuoteInQuoted,
+            (State::Quoted, _) => State::Quoted,
+            (State::QuoteInQuoted, b'"') => State::Quoted,
+            (_, b',' | b'\n' | b'\r') => State::CellStart,
+            (_, _) => State::Unquoted,
+        };
+        if ends_line(bytes, i) {
+            line += 1;
+        }
+    }
+    matches!(state, State::Quoted).then_some(opened)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,5 +107,27 @@ mod tests {
         assert_eq!(lines.record_line(3), 2);
         // The reader's position for r2 is where r1's line ends, before the blank line.
         assert_eq!(lines.record_line(6), 4);
+    }
+
+    #[test]
+    fn only_a_quote_open_at_the_end_of_the_file_is_unclosed() {
+        assert_eq!(unclosed_quote(b"a,b\n\"c,d\ne,f\n"), Some(2));
+        assert_eq!(unclosed_quote(b"a,b\r\nx,\"c\r\ne\r\n"), Some(2));
+        assert_eq!(
+            unclosed_quote(b"a,\"b\nc\",d\n"),
+            None,
+            "a closed multi-line cell"
+        );
+        assert_eq!(
+            unclosed_quote(b"a,\"say \"\"hi\"\"\",b\n"),
+            None,
+            "escaped quotes"
+        );
+        assert_eq!(
+            unclosed_quote(b"a,5\" tall,b\n"),
+            None,
+            "a quote inside a cell"
+        );
+        assert_eq!(unclosed_quote(b"a,\"b\"c,\"d\n"), Some(1));
     }
 }

@@ -4,6 +4,8 @@
 //! file-level problems (bad encoding, missing columns) are errors, and row-level problems
 //! (missing fields or handle, bad NPN or email, reserved prefixes, duplicate handles inside the
 //! file, conflicting or missing agency names) mark the row invalid with its line number.
+//! A quote is never allowed to swallow rows silently: one left open to the end of the file is a
+//! file-level error, and a row with a line break where none belongs is invalid, naming the lines.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -59,6 +61,17 @@ pub enum FileError {
         path: PathBuf,
         /// Which column.
         column: String,
+    },
+    /// A quote opens a cell and is never closed, so the rest of the file would be one cell.
+    #[error(
+        "{path}: the quote that opens a cell on line {line} is never closed, so every line after \
+         it would be read into that one cell; close or remove the quote"
+    )]
+    UnclosedQuote {
+        /// The file.
+        path: PathBuf,
+        /// Where the quote opens.
+        line: u64,
     },
     /// Malformed CSV in the header.
     #[error("{path}: {message}")]
@@ -119,6 +132,12 @@ pub fn read(path: &Path) -> Result<Plan, FileError> {
             line,
         });
     }
+    if let Some(line) = lines::unclosed_quote(bytes) {
+        return Err(FileError::UnclosedQuote {
+            path: path.to_owned(),
+            line,
+        });
+    }
     // Flexible: a row may have more cells than the header (they are ignored); one with fewer is
     // reported below.
     let mut reader = csv::ReaderBuilder::new()
@@ -143,14 +162,14 @@ pub fn read(path: &Path) -> Result<Plan, FileError> {
         |position: Option<&csv::Position>| position.map_or(0, |p| lines.record_line(p.byte()));
     for record in reader.records() {
         let (line, row) = match record {
-            Ok(record) => (
-                line_of(record.position()),
-                row_of(&record, &index, header.len()),
-            ),
+            Ok(record) => {
+                let line = line_of(record.position());
+                (line, row_of(&record, line, &index, header.len()))
+            }
             Err(e) => (line_of(e.position()), Err(e.to_string())),
         };
         match row {
-            Ok(row) => rows.push(Row { line, ..row }),
+            Ok(row) => rows.push(row),
             Err(reason) => broken.push((
                 Row {
                     line,
@@ -166,10 +185,13 @@ pub fn read(path: &Path) -> Result<Plan, FileError> {
     Ok(plan)
 }
 
-/// The row of a record (its line not set), or why the record is not one: fewer cells than the
-/// header. Cells past the header are ignored.
+/// The row of the record that starts on `line`, or why the record is not one: fewer cells than
+/// the header, or a cell that runs over several lines where no line break belongs (a column of
+/// the roster, or past the header), which means a stray quote took the lines after it into one
+/// cell. Cells past the header are otherwise ignored.
 fn row_of(
     record: &csv::StringRecord,
+    line: u64,
     index: &[usize; 7],
     header_len: usize,
 ) -> Result<Row, String> {
@@ -177,6 +199,24 @@ fn row_of(
         return Err(format!(
             "has {} fields but the header has {header_len}",
             record.len()
+        ));
+    }
+    let breaks = |i: usize| record.get(i).map_or(0, |c| lines::line_ends(c.as_bytes()));
+    let checked = index.iter().copied().chain(header_len..record.len());
+    if let Some(i) = checked.into_iter().find(|&i| breaks(i) > 0) {
+        let cell = COLUMNS
+            .iter()
+            .zip(index)
+            .find(|(_, c)| **c == i)
+            .map_or_else(
+                || "a cell past the header".to_owned(),
+                |(name, _)| format!("its {name} cell"),
+            );
+        let last = line + (0..record.len()).map(breaks).sum::<u64>();
+        return Err(format!(
+            "runs over lines {line}-{last}: {cell} holds line breaks (a stray quote?), so lines \
+             {}-{last} are not read as rows",
+            line + 1
         ));
     }
     let cell = |i: usize| {
@@ -187,7 +227,7 @@ fn row_of(
             .map(str::to_owned)
     };
     Ok(Row {
-        line: 0,
+        line,
         platform_agency_id: cell(index[0]),
         agency_name: cell(index[1]),
         first_name: cell(index[2]),

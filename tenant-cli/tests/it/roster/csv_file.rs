@@ -4,8 +4,8 @@
 
 use serde_json::Value;
 
-use super::import;
-use crate::helpers::Sandbox;
+use super::{import, roster_sandbox};
+use crate::helpers::{Sandbox, received};
 
 const HEADER: &str = "platformAgencyId,agencyName,firstName,lastName,email,npn,platformAgentId";
 
@@ -69,4 +69,55 @@ async fn cells_past_the_header_are_ignored_and_missing_cells_make_the_row_invali
         stderr.contains("line 3: has 6 fields but the header has 7"),
         "{stderr}"
     );
+}
+
+#[tokio::test]
+async fn a_quote_left_open_refuses_the_file_naming_its_line_and_sends_nothing() {
+    let (server, roster, sandbox) = roster_sandbox().await;
+    let csv = format!(
+        "{HEADER}\nacme-1,Acme,Dana,Reyes,dana@acme.example,,rep-1\n\
+         acme-1,Acme,\"Sam,Okafor,sam@acme.example,,rep-2\n\
+         acme-1,Acme,Lee,Park,lee@acme.example,,rep-3\n\
+         acme-1,Acme,Ann,Lee,ann@acme.example,,rep-4\n"
+    );
+    let run = import(&sandbox, csv, &[]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("the quote that opens a cell on line 3 is never closed"),
+        "{run:?}"
+    );
+    assert!(received(&server).await.is_empty(), "nothing was sent");
+    assert!(roster.agents().is_empty());
+}
+
+#[tokio::test]
+async fn a_stray_quote_closed_lines_later_makes_its_row_invalid_naming_the_lines_it_took() {
+    let csv = format!(
+        "{HEADER}\nacme-1,Acme,Dana,Reyes,dana@acme.example,,rep-1\n\
+         acme-1,Acme,\"Sam,Okafor,sam@acme.example,,rep-2\n\
+         acme-1,Acme,Lee,Park,lee@acme.example,,rep-3\n\
+         acme-1,Acme,Ann\",Lee,ann@acme.example,,rep-4\n\
+         acme-1,Acme,Bo,Diaz,bo@acme.example,,rep-5\n"
+    );
+    let (code, rows, stderr) = dry_run(&csv).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(lines(&rows), [2, 3, 6], "{rows:?}");
+    assert_eq!(rows[1].1, "invalid", "{rows:?}");
+    assert!(
+        stderr.contains("line 3: runs over lines 3-5: its firstName cell holds line breaks")
+            && stderr.contains("lines 4-5 are not read as rows"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_quoted_cell_of_another_column_may_hold_line_breaks() {
+    let csv = format!(
+        "{HEADER},notes\nacme-1,Acme,Dana,Reyes,dana@acme.example,,rep-1,\"two\nlines\"\n\
+         acme-1,Acme,Sam,Okafor,sam@acme.example,,rep-2,\n"
+    );
+    let (code, rows, stderr) = dry_run(&csv).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(lines(&rows), [2, 4], "{rows:?}");
 }
