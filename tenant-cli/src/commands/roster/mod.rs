@@ -15,7 +15,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::Ctx;
-use crate::client::ClientError;
+use crate::client::{Client, ClientError};
 use crate::exit::{self, CliError};
 use crate::output;
 use report::Report;
@@ -70,6 +70,8 @@ impl RosterCommand {
     pub async fn exec(self, ctx: &Ctx) -> anyhow::Result<()> {
         let Self::Import(args) = self;
         let plan = plan::read(&args.file).map_err(|e| CliError::Usage(e.to_string()))?;
+        // Settings first: a missing key must not truncate the report of an earlier run.
+        let client = (!args.dry_run).then(|| ctx.client()).transpose()?;
         let report = args.report.as_deref().map(Report::create).transpose()?;
         let mut invalid = Vec::with_capacity(plan.invalid.len());
         for (row, reason) in &plan.invalid {
@@ -80,10 +82,9 @@ impl RosterCommand {
                 Some(reason.clone()),
             ));
         }
-        let (mut results, refused) = if args.dry_run {
-            (dry_run(ctx, &plan), None)
-        } else {
-            send(ctx, plan, args.jobs).await?
+        let (mut results, refused) = match &client {
+            None => (dry_run(ctx, &plan), None),
+            Some(client) => send(ctx, client, plan, args.jobs).await,
         };
         results.extend(invalid);
         results.sort_by_key(|r| r.row.line);
@@ -136,17 +137,17 @@ fn dry_run(ctx: &Ctx, plan: &plan::Plan) -> Vec<RowResult> {
 /// Sends the plan: every valid row's result, and the refusal that stopped the import, if any.
 async fn send(
     ctx: &Ctx,
+    client: &Client,
     plan: plan::Plan,
     jobs: u16,
-) -> anyhow::Result<(Vec<RowResult>, Option<ClientError>)> {
-    let client = ctx.client()?;
+) -> (Vec<RowResult>, Option<ClientError>) {
     let bar = ctx.out.progress_bar(plan.valid.len() as u64, "registering");
-    let done = run::execute(&client, plan, usize::from(jobs), &bar).await;
+    let done = run::execute(client, plan, usize::from(jobs), &bar).await;
     bar.finish_and_clear();
-    Ok(match done {
+    match done {
         Ok(results) => (results, None),
         Err(stopped) => (stopped.results, Some(stopped.cause)),
-    })
+    }
 }
 
 /// The exit for the rows once nothing stopped the import: 0 when none failed, 75 when every

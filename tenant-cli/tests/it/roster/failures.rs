@@ -40,6 +40,21 @@ async fn a_report_path_that_cannot_be_written_fails_with_exit_2_before_anything_
     assert!(roster.agents().is_empty());
 }
 
+#[tokio::test]
+async fn missing_settings_fail_before_the_report_of_an_earlier_run_is_touched() {
+    let sandbox = crate::helpers::Sandbox::new();
+    let earlier = "line,outcome\n2,registered\n";
+    let report = sandbox.write("out.csv", earlier);
+    let run = import(
+        &sandbox,
+        GOOD,
+        &["--report", report.to_str().expect("path")],
+    )
+    .await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(read(&report), earlier);
+}
+
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn a_report_that_fails_while_being_written_still_leaves_the_summary() {
