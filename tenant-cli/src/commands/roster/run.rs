@@ -1,8 +1,8 @@
 //! Executing a validated roster plan: each agency upserted once, then each agent registered with
 //! bounded concurrency. Idempotent: `AGENT_ALREADY_EXISTS` for an agent that is the row's rep,
 //! every handle and the agency alike, is "already registered"; any other agent holding one of the
-//! row's handles is a conflict ([`existing`](super::existing)). A failing row never stops others;
-//! a refused key stops the import ([`refusal`](super::refusal)).
+//! row's handles is a conflict (see `existing.rs`). A failing row never stops others;
+//! a refused key stops the import (see `refusal.rs`).
 
 use std::collections::HashMap;
 
