@@ -2,28 +2,46 @@
 //! The file is read and validated first ([`plan`]); then agencies and agents are sent ([`run`]);
 //! each row's outcome goes to the summary, the optional `--report` CSV and the exit code.
 
+mod existing;
+mod lines;
 pub mod plan;
+mod refusal;
+mod report;
 pub mod run;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::Ctx;
-use crate::client::{AgencyId, AgentId};
-use crate::exit::CliError;
+use crate::client::{Client, ClientError};
+use crate::exit::{self, CliError};
 use crate::output;
+use report::Report;
 use run::{Outcome, RowResult};
 
 /// Roster commands.
 #[derive(Debug, Subcommand)]
 pub enum RosterCommand {
     /// Import agents from a CSV file (header: platformAgencyId, agencyName, firstName, lastName,
-    /// email, npn, platformAgentId, any order; extra columns ignored; empty cell = absent).
+    /// email, npn, platformAgentId, any order; extra columns and cells past the header ignored;
+    /// empty cell = absent).
     /// Rerunning the same file changes nothing.
+    #[command(after_help = IMPORT_EXIT_CODES)]
     Import(ImportArgs),
 }
+
+/// The exit codes of `roster import`, shown after its `--help` (and in the README).
+const IMPORT_EXIT_CODES: &str = "\
+Exit codes:
+  0   every row registered or already registered (--dry-run: every row valid)
+  1   a row is invalid, in conflict or failed (not all for a temporary reason), or the report
+      could not be written after the rows were sent
+  2   the file cannot be imported, or the --report file cannot be created; nothing is sent
+  4   the API key was refused (401/403); nothing more is sent, the rest of the rows are not_sent
+  75  every failed row failed for a temporary reason (429, 5xx, timeout, connection error):
+      rerun the same file later";
 
 /// `roster import` flags.
 #[derive(Debug, Args)]
@@ -36,7 +54,8 @@ pub struct ImportArgs {
     /// Validate and show the plan; send nothing
     #[arg(long)]
     pub dry_run: bool,
-    /// Write each row's outcome to this CSV file
+    /// Write each row's outcome to this CSV file (created before anything is sent; a path that
+    /// cannot be written is a usage error, exit 2)
     #[arg(long, value_name = "OUT.csv")]
     pub report: Option<PathBuf>,
 }
@@ -45,36 +64,27 @@ impl RosterCommand {
     /// Runs the import.
     ///
     /// # Errors
-    /// A file that cannot be imported, an authentication error, or any failed row (exit 1).
+    /// A file that cannot be imported or a report that cannot be created (exit 2), a refused key
+    /// (exit 4), rows that failed only for a temporary reason (exit 75), any other failed row
+    /// (exit 1).
     pub async fn exec(self, ctx: &Ctx) -> anyhow::Result<()> {
         let Self::Import(args) = self;
         let plan = plan::read(&args.file).map_err(|e| CliError::Usage(e.to_string()))?;
+        // Settings first: a missing key must not truncate the report of an earlier run.
+        let client = (!args.dry_run).then(|| ctx.client()).transpose()?;
+        let report = args.report.as_deref().map(Report::create).transpose()?;
+        let mut invalid = Vec::with_capacity(plan.invalid.len());
         for (row, reason) in &plan.invalid {
             ctx.out.note(&format!("line {}: {reason}", row.line));
-        }
-        let invalid: Vec<RowResult> = plan
-            .invalid
-            .iter()
-            .map(|(row, reason)| {
-                RowResult::new(row.clone(), Outcome::Invalid, Some(reason.clone()))
-            })
-            .collect();
-        let mut results = if args.dry_run {
-            ctx.out.note(&format!(
-                "dry run: {} agencies to create or rename, {} agents to register; nothing sent",
-                plan.agencies.len(),
-                plan.valid.len()
+            invalid.push(RowResult::new(
+                row.clone(),
+                Outcome::Invalid,
+                Some(reason.clone()),
             ));
-            plan.valid
-                .iter()
-                .map(|row| RowResult::new(row.clone(), Outcome::WouldRegister, None))
-                .collect()
-        } else {
-            let client = ctx.client()?;
-            let bar = ctx.out.progress_bar(plan.valid.len() as u64, "registering");
-            let done = run::execute(&client, plan, usize::from(args.jobs), &bar).await?;
-            bar.finish_and_clear();
-            done
+        }
+        let (mut results, refused) = match &client {
+            None => (dry_run(ctx, &plan), None),
+            Some(client) => send(ctx, client, plan, args.jobs).await,
         };
         results.extend(invalid);
         results.sort_by_key(|r| r.row.line);
@@ -89,33 +99,93 @@ impl RosterCommand {
                 r.message.as_deref().unwrap_or("")
             ));
         }
-        if let Some(path) = &args.report {
-            write_report(path, &results)?;
-            ctx.out
-                .note(&format!("report written to {}", path.display()));
-        }
+        // The rows were sent: the summary is printed whatever happens to the report.
+        let written = report.map(|report| report.write(&results)).transpose();
         print_summary(ctx, &results)?;
-        let failed = results.iter().filter(|r| r.outcome.is_failure()).count();
-        if failed > 0 {
-            return Err(
-                CliError::Failed(format!("{failed} of {} row(s) failed", results.len())).into(),
-            );
+        match written {
+            Ok(Some(path)) => ctx
+                .out
+                .note(&format!("report written to {}", path.display())),
+            Ok(None) => {}
+            // A refused key decides the exit code; the report's failure is still said.
+            Err(e) if refused.is_some() => ctx.out.note(&e.to_string()),
+            Err(e) => return Err(e.into()),
         }
-        Ok(())
+        if let Some(cause) = refused {
+            let not_sent = count(&results, &Outcome::NotSent);
+            return Err(anyhow::Error::new(cause).context(format!(
+                "the import stopped when the API key was refused; {not_sent} row(s) not sent"
+            )));
+        }
+        rows_verdict(ctx, &results)
     }
 }
 
-const ORDER: [Outcome; 6] = [
+/// `--dry-run`: every valid row would be registered; nothing is sent.
+fn dry_run(ctx: &Ctx, plan: &plan::Plan) -> Vec<RowResult> {
+    ctx.out.note(&format!(
+        "dry run: {} agencies to create or rename, {} agents to register; nothing sent",
+        plan.agencies.len(),
+        plan.valid.len()
+    ));
+    plan.valid
+        .iter()
+        .map(|row| RowResult::new(row.clone(), Outcome::WouldRegister, None))
+        .collect()
+}
+
+/// Sends the plan: every valid row's result, and the refusal that stopped the import, if any.
+async fn send(
+    ctx: &Ctx,
+    client: &Client,
+    plan: plan::Plan,
+    jobs: u16,
+) -> (Vec<RowResult>, Option<ClientError>) {
+    let bar = ctx.out.progress_bar(plan.valid.len() as u64, "registering");
+    let done = run::execute(client, plan, usize::from(jobs), &bar).await;
+    bar.finish_and_clear();
+    match done {
+        Ok(results) => (results, None),
+        Err(stopped) => (stopped.results, Some(stopped.cause)),
+    }
+}
+
+/// The exit for the rows once nothing stopped the import: 0 when none failed, 75 when every
+/// failed row failed for a temporary reason (a rerun later can succeed), else 1.
+fn rows_verdict(ctx: &Ctx, results: &[RowResult]) -> anyhow::Result<()> {
+    let failed: Vec<&RowResult> = results.iter().filter(|r| r.outcome.is_failure()).collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let message = format!("{} of {} row(s) failed", failed.len(), results.len());
+    if failed.iter().all(|r| r.failed_temporarily()) {
+        // Reported here, as main would, because the exit code is not a single error's.
+        ctx.out.note(&format!(
+            "svc-cli: error: {message}, all for a temporary reason (429, 5xx, timeout or \
+             connection error); rerun the same file later"
+        ));
+        return Err(CliError::Reported(exit::TEMPORARY).into());
+    }
+    Err(CliError::Failed(message).into())
+}
+
+/// How many rows have this outcome.
+fn count(results: &[RowResult], outcome: &Outcome) -> usize {
+    results.iter().filter(|r| &r.outcome == outcome).count()
+}
+
+const ORDER: [Outcome; 7] = [
     Outcome::Registered,
     Outcome::AlreadyRegistered,
     Outcome::WouldRegister,
     Outcome::Conflict,
     Outcome::Invalid,
     Outcome::Failed,
+    Outcome::NotSent,
 ];
 
 fn print_summary(ctx: &Ctx, results: &[RowResult]) -> anyhow::Result<()> {
-    let count = |o: &Outcome| results.iter().filter(|r| &r.outcome == o).count();
+    let count = |o: &Outcome| count(results, o);
     if ctx.out.json {
         let summary: serde_json::Map<String, serde_json::Value> = ORDER
             .iter()
@@ -135,37 +205,4 @@ fn print_summary(ctx: &Ctx, results: &[RowResult]) -> anyhow::Result<()> {
     }
     table.add_row(vec!["total".to_owned(), results.len().to_string()]);
     ctx.out.table(&table)
-}
-
-fn write_report(path: &Path, results: &[RowResult]) -> anyhow::Result<()> {
-    let mut writer = csv::Writer::from_path(path)
-        .map_err(|e| CliError::Failed(format!("cannot write report {}: {e}", path.display())))?;
-    writer.write_record([
-        "line",
-        "platformAgencyId",
-        "platformAgentId",
-        "npn",
-        "email",
-        "outcome",
-        "agentId",
-        "agencyId",
-        "message",
-    ])?;
-    for r in results {
-        let o = |v: &Option<String>| v.clone().unwrap_or_default();
-        let id = |v: Option<&str>| v.unwrap_or_default().to_owned();
-        writer.write_record([
-            r.row.line.to_string(),
-            o(&r.row.platform_agency_id),
-            o(&r.row.platform_agent_id),
-            o(&r.row.npn),
-            o(&r.row.email),
-            r.outcome.as_str().to_owned(),
-            id(r.agent_id.as_ref().map(AgentId::as_str)),
-            id(r.agency_id.as_ref().map(AgencyId::as_str)),
-            o(&r.message),
-        ])?;
-    }
-    writer.flush()?;
-    Ok(())
 }

@@ -1,12 +1,16 @@
 //! Reading and validating a roster CSV before anything is sent: header columns in any order
-//! (extra columns ignored, names matched case-insensitively), an empty cell is an absent value,
+//! (extra columns ignored, names matched case-insensitively), cells past the header ignored and
+//! a row with fewer cells than the header invalid, an empty cell is an absent value,
 //! file-level problems (bad encoding, missing columns) are errors, and row-level problems
 //! (missing fields or handle, bad NPN or email, reserved prefixes, duplicate handles inside the
 //! file, conflicting or missing agency names) mark the row invalid with its line number.
+//! A quote is never allowed to swallow rows silently: one left open to the end of the file is a
+//! file-level error, and a row with a line break where none belongs is invalid, naming the lines.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use super::lines::{self, LineCounter};
 use crate::client::{AgencyId, AgentId};
 
 /// The columns a roster file must name in its header.
@@ -37,7 +41,7 @@ pub enum FileError {
         /// The file.
         path: PathBuf,
         /// First bad line.
-        line: usize,
+        line: u64,
     },
     /// No header row.
     #[error("{0}: the file is empty (expected a header row)")]
@@ -57,6 +61,17 @@ pub enum FileError {
         path: PathBuf,
         /// Which column.
         column: String,
+    },
+    /// A quote opens a cell and is never closed, so the rest of the file would be one cell.
+    #[error(
+        "{path}: the quote that opens a cell on line {line} is never closed, so every line after \
+         it would be read into that one cell; close or remove the quote"
+    )]
+    UnclosedQuote {
+        /// The file.
+        path: PathBuf,
+        /// Where the quote opens.
+        line: u64,
     },
     /// Malformed CSV in the header.
     #[error("{path}: {message}")]
@@ -111,18 +126,23 @@ pub fn read(path: &Path) -> Result<Plan, FileError> {
     })?;
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
     if let Err(e) = std::str::from_utf8(bytes) {
-        let line = bytes[..e.valid_up_to()]
-            .iter()
-            .filter(|b| **b == b'\n')
-            .count()
-            + 1;
+        let line = lines::line_ends(&bytes[..e.valid_up_to()]) + 1;
         return Err(FileError::Encoding {
             path: path.to_owned(),
             line,
         });
     }
+    if let Some(line) = lines::unclosed_quote(bytes) {
+        return Err(FileError::UnclosedQuote {
+            path: path.to_owned(),
+            line,
+        });
+    }
+    // Flexible: a row may have more cells than the header (they are ignored); one with fewer is
+    // reported below.
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
+        .flexible(true)
         .from_reader(bytes);
     let header = reader
         .headers()
@@ -137,52 +157,85 @@ pub fn read(path: &Path) -> Result<Plan, FileError> {
     let index = column_index(path, &header)?;
     let mut rows = Vec::new();
     let mut broken = Vec::new();
+    let mut lines = LineCounter::new(bytes);
+    let mut line_of =
+        |position: Option<&csv::Position>| position.map_or(0, |p| lines.record_line(p.byte()));
     for record in reader.records() {
-        match record {
+        let (line, row) = match record {
             Ok(record) => {
-                let line = record.position().map_or(0, csv::Position::line);
-                let cell = |i: usize| {
-                    record
-                        .get(i)
-                        .map(str::trim)
-                        .filter(|c| !c.is_empty())
-                        .map(str::to_owned)
-                };
-                rows.push(Row {
+                let line = line_of(record.position());
+                (line, row_of(&record, line, &index, header.len()))
+            }
+            Err(e) => (line_of(e.position()), Err(e.to_string())),
+        };
+        match row {
+            Ok(row) => rows.push(row),
+            Err(reason) => broken.push((
+                Row {
                     line,
-                    platform_agency_id: cell(index[0]),
-                    agency_name: cell(index[1]),
-                    first_name: cell(index[2]),
-                    last_name: cell(index[3]),
-                    email: cell(index[4]),
-                    npn: cell(index[5]),
-                    platform_agent_id: cell(index[6]),
-                });
-            }
-            Err(e) => {
-                let line = e.position().map_or(0, csv::Position::line);
-                let message = match e.kind() {
-                    csv::ErrorKind::UnequalLengths {
-                        expected_len, len, ..
-                    } => {
-                        format!("has {len} fields but the header has {expected_len}")
-                    }
-                    _ => e.to_string(),
-                };
-                broken.push((
-                    Row {
-                        line,
-                        ..Row::default()
-                    },
-                    message,
-                ));
-            }
+                    ..Row::default()
+                },
+                reason,
+            )),
         }
     }
     let mut plan = validate(rows);
     plan.invalid.extend(broken);
     plan.invalid.sort_by_key(|(row, _)| row.line);
     Ok(plan)
+}
+
+/// The row of the record that starts on `line`, or why the record is not one: fewer cells than
+/// the header, or a cell that runs over several lines where no line break belongs (a column of
+/// the roster, or past the header), which means a stray quote took the lines after it into one
+/// cell. Cells past the header are otherwise ignored.
+fn row_of(
+    record: &csv::StringRecord,
+    line: u64,
+    index: &[usize; 7],
+    header_len: usize,
+) -> Result<Row, String> {
+    if record.len() < header_len {
+        return Err(format!(
+            "has {} fields but the header has {header_len}",
+            record.len()
+        ));
+    }
+    let breaks = |i: usize| record.get(i).map_or(0, |c| lines::line_ends(c.as_bytes()));
+    let checked = index.iter().copied().chain(header_len..record.len());
+    if let Some(i) = checked.into_iter().find(|&i| breaks(i) > 0) {
+        let cell = COLUMNS
+            .iter()
+            .zip(index)
+            .find(|(_, c)| **c == i)
+            .map_or_else(
+                || "a cell past the header".to_owned(),
+                |(name, _)| format!("its {name} cell"),
+            );
+        let last = line + (0..record.len()).map(breaks).sum::<u64>();
+        return Err(format!(
+            "runs over lines {line}-{last}: {cell} holds line breaks (a stray quote?), so lines \
+             {}-{last} are not read as rows",
+            line + 1
+        ));
+    }
+    let cell = |i: usize| {
+        record
+            .get(i)
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+    };
+    Ok(Row {
+        line,
+        platform_agency_id: cell(index[0]),
+        agency_name: cell(index[1]),
+        first_name: cell(index[2]),
+        last_name: cell(index[3]),
+        email: cell(index[4]),
+        npn: cell(index[5]),
+        platform_agent_id: cell(index[6]),
+    })
 }
 
 /// Position of each of [`COLUMNS`] in the header.

@@ -1,6 +1,8 @@
 //! Executing a validated roster plan: each agency upserted once, then each agent registered with
-//! bounded concurrency. Idempotent: `AGENT_ALREADY_EXISTS` whose details name the same agency is
-//! "already registered"; naming another agency is a conflict. A failing row never stops others.
+//! bounded concurrency. Idempotent: `AGENT_ALREADY_EXISTS` for an agent that is the row's rep,
+//! every handle and the agency alike, is "already registered"; any other agent holding one of the
+//! row's handles is a conflict (see `existing.rs`). A failing row never stops others;
+//! a refused key stops the import (see `refusal.rs`).
 
 use std::collections::HashMap;
 
@@ -8,9 +10,12 @@ use futures_util::{StreamExt, stream};
 use indicatif::ProgressBar;
 use serde::Serialize;
 
+use super::existing::{self, Verdict};
 use super::plan::{Plan, Row};
+use super::refusal::Refusal;
 use crate::client::{
-    AgencyId, AgencyRef, AgentId, Client, ClientError, ErrorClass, RegisterAgent, UpsertAgency,
+    AgencyId, AgencyRef, Agent, AgentHandle, AgentId, AgentQuery, ApiError, Client, ClientError,
+    ErrorClass, RegisterAgent, UpsertAgency,
 };
 
 /// What happened to one row.
@@ -19,14 +24,16 @@ use crate::client::{
 pub enum Outcome {
     /// Registered now.
     Registered,
-    /// Already registered in the same agency (a rerun).
+    /// Already registered, every handle of the row, in the same agency (a rerun).
     AlreadyRegistered,
-    /// A handle belongs to an agent of another agency.
+    /// A handle of the row belongs to another agent, or to this rep in another agency.
     Conflict,
     /// Not sent: the row failed validation.
     Invalid,
     /// Sent and rejected, or the agency could not be upserted.
     Failed,
+    /// Valid but not sent: the import stopped when the key was refused.
+    NotSent,
     /// `--dry-run`: valid and would be sent.
     WouldRegister,
 }
@@ -40,13 +47,17 @@ impl Outcome {
             Self::Conflict => "conflict",
             Self::Invalid => "invalid",
             Self::Failed => "failed",
+            Self::NotSent => "not_sent",
             Self::WouldRegister => "would_register",
         }
     }
 
     /// Whether the row counts as a failure for the exit code.
     pub fn is_failure(&self) -> bool {
-        matches!(self, Self::Conflict | Self::Invalid | Self::Failed)
+        matches!(
+            self,
+            Self::Conflict | Self::Invalid | Self::Failed | Self::NotSent
+        )
     }
 }
 
@@ -63,6 +74,9 @@ pub struct RowResult {
     pub agency_id: Option<AgencyId>,
     /// Why, for anything but success.
     pub message: Option<String>,
+    /// For a row failed by a request: how that error is classed ([`ErrorClass::Temporary`] is
+    /// worth a rerun later).
+    pub error_class: Option<ErrorClass>,
 }
 
 impl RowResult {
@@ -73,43 +87,39 @@ impl RowResult {
             agent_id: None,
             agency_id: None,
             message,
+            error_class: None,
         }
+    }
+
+    /// Whether the row failed only for a reason a later rerun can clear.
+    pub fn failed_temporarily(&self) -> bool {
+        self.outcome == Outcome::Failed && self.error_class == Some(ErrorClass::Temporary)
     }
 }
 
-/// Upserts the agencies, then registers the rows. An authentication error on the agencies
-/// aborts the import (nothing else can succeed with that credential).
+/// An import stopped by the key being refused: the refusal, and every row's result (rows not sent
+/// are [`Outcome::NotSent`]).
+#[derive(Debug)]
+pub struct Stopped {
+    /// The first authentication or authorisation error.
+    pub cause: ClientError,
+    /// Every valid row's result.
+    pub results: Vec<RowResult>,
+}
+
+/// Upserts the agencies, then registers the rows. A failing row never stops the others, but a
+/// refused key (401/403) stops the import: nothing more is sent once a request is refused.
 ///
 /// # Errors
-/// The first authentication/authorisation error.
+/// [`Stopped`] when the key was refused, with the results so far.
 pub async fn execute(
     client: &Client,
     plan: Plan,
     jobs: usize,
     bar: &ProgressBar,
-) -> Result<Vec<RowResult>, ClientError> {
-    let upserts = stream::iter(plan.agencies.clone())
-        .map(|(platform_agency_id, name)| async move {
-            let result = client
-                .upsert_agency(&UpsertAgency {
-                    platform_agency_id: platform_agency_id.clone(),
-                    name,
-                })
-                .await;
-            (platform_agency_id, result)
-        })
-        .buffer_unordered(jobs)
-        .collect::<Vec<_>>()
-        .await;
-    let mut agencies: HashMap<String, Result<AgencyId, String>> = HashMap::new();
-    for (platform_agency_id, result) in upserts {
-        match result {
-            Ok(upserted) => agencies.insert(platform_agency_id, Ok(upserted.agency.id)),
-            Err(e) if e.class() == ErrorClass::Auth => return Err(e),
-            Err(e) => agencies.insert(platform_agency_id, Err(e.to_string())),
-        };
-    }
-    let agencies = &agencies;
+) -> Result<Vec<RowResult>, Stopped> {
+    let refusal = &Refusal::default();
+    let agencies = &upsert_agencies(client, plan.agencies, jobs, refusal).await;
     let results = stream::iter(plan.valid)
         .map(|row| async move {
             let agency = row
@@ -118,12 +128,16 @@ pub async fn execute(
                 .and_then(|p| agencies.get(p))
                 .cloned();
             let result = match agency {
-                Some(Ok(agency_id)) => register(client, row, agency_id).await,
-                Some(Err(e)) => RowResult::new(
-                    row,
-                    Outcome::Failed,
-                    Some(format!("agency not upserted: {e}")),
-                ),
+                _ if refusal.happened() => not_sent(row),
+                Some(Ok(agency_id)) => register(client, row, agency_id, refusal).await,
+                Some(Err((e, class))) => RowResult {
+                    error_class: Some(class),
+                    ..RowResult::new(
+                        row,
+                        Outcome::Failed,
+                        Some(format!("agency not upserted: {e}")),
+                    )
+                },
                 None => RowResult::new(row, Outcome::Failed, Some("agency not upserted".into())),
             };
             bar.inc(1);
@@ -132,10 +146,52 @@ pub async fn execute(
         .buffer_unordered(jobs)
         .collect::<Vec<_>>()
         .await;
-    Ok(results)
+    match refusal.take() {
+        None => Ok(results),
+        Some(cause) => Err(Stopped { cause, results }),
+    }
 }
 
-async fn register(client: &Client, row: Row, agency_id: AgencyId) -> RowResult {
+/// Creates or renames each agency once: its service id, or why it failed and how that error is
+/// classed. Nothing is sent once the key is refused.
+async fn upsert_agencies(
+    client: &Client,
+    agencies: Vec<(String, String)>,
+    jobs: usize,
+    refusal: &Refusal,
+) -> HashMap<String, Result<AgencyId, (String, ErrorClass)>> {
+    stream::iter(agencies)
+        .map(|(platform_agency_id, name)| async move {
+            if refusal.happened() {
+                let not_sent = ("not sent".to_owned(), ErrorClass::Auth);
+                return (platform_agency_id, Err(not_sent));
+            }
+            let body = UpsertAgency {
+                platform_agency_id: platform_agency_id.clone(),
+                name,
+            };
+            let result = client.upsert_agency(&body).await.map_or_else(
+                |e| {
+                    let failure = (e.to_string(), e.class());
+                    refusal.note(e);
+                    Err(failure)
+                },
+                |upserted| Ok(upserted.agency.id),
+            );
+            (platform_agency_id, result)
+        })
+        .buffer_unordered(jobs)
+        .collect()
+        .await
+}
+
+/// A row left unsent because the key was refused.
+fn not_sent(row: Row) -> RowResult {
+    let message = "not sent: the import stopped when the API key was refused";
+    RowResult::new(row, Outcome::NotSent, Some(message.into()))
+}
+
+async fn register(client: &Client, row: Row, agency_id: AgencyId, refusal: &Refusal) -> RowResult {
     let body = RegisterAgent {
         first_name: row.first_name.clone(),
         last_name: row.last_name.clone(),
@@ -151,31 +207,99 @@ async fn register(client: &Client, row: Row, agency_id: AgencyId) -> RowResult {
             ..RowResult::new(row, Outcome::Registered, None)
         },
         Err(ClientError::Api(e)) if e.code == "AGENT_ALREADY_EXISTS" => {
-            let existing_agency = e.detail("agencyId").map(AgencyId::from_service);
-            let agent_id = e.detail("agentId").map(AgentId::from_service);
-            let matched_on = e.detail("matchedOn").unwrap_or("a handle").to_owned();
-            if existing_agency.as_ref() == Some(&agency_id) {
-                RowResult {
-                    agent_id,
-                    agency_id: existing_agency,
-                    ..RowResult::new(row, Outcome::AlreadyRegistered, None)
-                }
-            } else {
+            already_exists(client, row, agency_id, &e, refusal).await
+        }
+        Err(e) => failed_by(row, agency_id, e.to_string(), e, refusal),
+    }
+}
+
+/// A row the service already holds a handle of: `already_registered` when the agent holding it
+/// is the row's rep, else a conflict naming that agent. The 409 names only the first handle that
+/// matched, so the agent is looked up unless the row has no other handle.
+async fn already_exists(
+    client: &Client,
+    row: Row,
+    agency_id: AgencyId,
+    error: &ApiError,
+    refusal: &Refusal,
+) -> RowResult {
+    let matched_on = error.detail("matchedOn");
+    let Some(agent_id) = error.detail("agentId").map(AgentId::from_service) else {
+        let message = "AGENT_ALREADY_EXISTS without details.agentId: cannot tell whether it is \
+                       this rep";
+        return failed(row, agency_id, message.into());
+    };
+    let (verdict, existing_agency) = if existing::settled_by_matched_on(&row, matched_on) {
+        let existing_agency = error.detail("agencyId").map(AgencyId::from_service);
+        let verdict = existing::by_agency(
+            &row,
+            matched_on,
+            &agent_id,
+            existing_agency.as_ref(),
+            &agency_id,
+        );
+        (verdict, existing_agency)
+    } else {
+        match existing_agent(client, &agent_id).await {
+            Ok(Some(agent)) => (
+                existing::compare(&row, matched_on, &agent, &agency_id),
+                Some(agent.agency_id),
+            ),
+            Ok(None) => {
                 let message = format!(
-                    "{matched_on} already registered as {} in agency {}",
-                    agent_id.as_ref().map_or("?", AgentId::as_str),
-                    existing_agency.as_ref().map_or("?", AgencyId::as_str)
+                    "the service names {agent_id} as holding a handle of this row but does not \
+                     list it"
                 );
-                RowResult {
-                    agent_id,
-                    agency_id: existing_agency,
-                    ..RowResult::new(row, Outcome::Conflict, Some(message))
-                }
+                return failed(row, agency_id, message);
+            }
+            Err(e) => {
+                let message =
+                    format!("cannot look up {agent_id}, which holds a handle of this row: {e}");
+                return failed_by(row, agency_id, message, e, refusal);
             }
         }
-        Err(e) => RowResult {
-            agency_id: Some(agency_id),
-            ..RowResult::new(row, Outcome::Failed, Some(e.to_string()))
-        },
+    };
+    let (outcome, message) = match verdict {
+        Verdict::SameRep => (Outcome::AlreadyRegistered, None),
+        Verdict::Conflict(message) => (Outcome::Conflict, Some(message)),
+    };
+    RowResult {
+        agent_id: Some(agent_id),
+        agency_id: existing_agency,
+        ..RowResult::new(row, outcome, message)
+    }
+}
+
+/// The agent an `AGENT_ALREADY_EXISTS` named, as the service stores it (`GET /agents?agentId=`).
+async fn existing_agent(client: &Client, agent_id: &AgentId) -> Result<Option<Agent>, ClientError> {
+    let query = AgentQuery {
+        handle: Some(AgentHandle::AgentId(agent_id.clone())),
+        ..AgentQuery::default()
+    };
+    let page = client.agents_page(&query, None).await?;
+    Ok(page.data.into_iter().find(|a| &a.id == agent_id))
+}
+
+/// A row that was sent and failed with `error`, which the import stops at if it is a refusal.
+fn failed_by(
+    row: Row,
+    agency_id: AgencyId,
+    message: String,
+    error: ClientError,
+    refusal: &Refusal,
+) -> RowResult {
+    let error_class = Some(error.class());
+    refusal.note(error);
+    RowResult {
+        error_class,
+        ..failed(row, agency_id, message)
+    }
+}
+
+/// A row that was sent and failed.
+fn failed(row: Row, agency_id: AgencyId, message: String) -> RowResult {
+    RowResult {
+        agency_id: Some(agency_id),
+        ..RowResult::new(row, Outcome::Failed, Some(message))
     }
 }

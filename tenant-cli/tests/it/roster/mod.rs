@@ -1,5 +1,12 @@
 //! `roster import` against the stateful fake roster: validation before any request, bad rows
 //! never stopping good ones, each agency upserted once, idempotent reruns, conflicts, reports.
+//! Submodules: [`already_exists`] (telling a rerun from another rep holding a handle),
+//! [`failures`] (report path, refused key and temporary failures: summary and exit code),
+//! [`csv_file`] (line numbers, quotes and cell counts of the file itself).
+
+mod already_exists;
+mod csv_file;
+mod failures;
 
 use serde_json::json;
 use svc_fixtures::roster::Roster;
@@ -7,7 +14,7 @@ use wiremock::MockServer;
 
 use crate::helpers::{Run, Sandbox, read, received, requests_to};
 
-const GOOD: &str = "\
+pub(super) const GOOD: &str = "\
 npn,firstName,lastName,platformAgencyId,agencyName,email,platformAgentId,notes
 11110001,Dana,Reyes,acme-1,Acme Insurance,dana@acme.example,rep-1,first
 11110002,Sam,Okafor,acme-1,,sam@acme.example,,
@@ -16,7 +23,7 @@ npn,firstName,lastName,platformAgencyId,agencyName,email,platformAgentId,notes
 ";
 
 /// The stateful fake roster, and a sandbox pointed at it.
-async fn roster_sandbox() -> (MockServer, Roster, Sandbox) {
+pub(super) async fn roster_sandbox() -> (MockServer, Roster, Sandbox) {
     let server = MockServer::start().await;
     let roster = Roster::mount(&server).await;
     let sandbox = Sandbox::for_server(&server);
@@ -24,7 +31,7 @@ async fn roster_sandbox() -> (MockServer, Roster, Sandbox) {
 }
 
 /// Writes `csv` to `roster.csv` in the sandbox and runs `roster import` on it with `flags`.
-async fn import(sandbox: &Sandbox, csv: impl AsRef<[u8]>, flags: &[&str]) -> Run {
+pub(super) async fn import(sandbox: &Sandbox, csv: impl AsRef<[u8]>, flags: &[&str]) -> Run {
     let file = sandbox.write("roster.csv", csv);
     let mut args = vec!["roster", "import", file.to_str().expect("path")];
     args.extend_from_slice(flags);
@@ -32,9 +39,20 @@ async fn import(sandbox: &Sandbox, csv: impl AsRef<[u8]>, flags: &[&str]) -> Run
 }
 
 /// How many lines of a `--report` file have this outcome.
-fn report_lines_with(report: &str, outcome: &str) -> usize {
+pub(super) fn report_lines_with(report: &str, outcome: &str) -> usize {
     let column = format!(",{outcome},");
     report.lines().filter(|l| l.contains(&column)).count()
+}
+
+/// The `--json` output's row for a line of the file.
+pub(super) fn row_at(out: &serde_json::Value, line: u64) -> serde_json::Value {
+    out["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["line"] == json!(line))
+        .unwrap_or_else(|| panic!("no row for line {line} in {out}"))
+        .clone()
 }
 
 #[tokio::test]
@@ -220,7 +238,12 @@ async fn a_revoked_key_stops_the_import_with_exit_4() {
     let sandbox = Sandbox::new()
         .env("SVC_BASE_URL", &svc_fixtures::base_url(&server))
         .env("SVC_API_KEY", "svc_live_revoked");
-    let run = import(&sandbox, GOOD, &[]).await;
+    let run = import(&sandbox, GOOD, &["--json"]).await;
     assert_eq!(run.code, 4, "{run:?}");
     assert!(requests_to(&server, "POST", "/v1/agents").await.is_empty());
+    assert_eq!(
+        run.json()["summary"]["not_sent"],
+        json!(4),
+        "the summary is printed: {run:?}"
+    );
 }
