@@ -20,13 +20,14 @@ pub const TEMPORARY: u8 = 75;
 pub const HELP: &str = "\
 Exit codes:
   0   success
-  1   failure (bad request or data; any failed row of an import)
+  1   failure (bad request or data; a failed row of an import, unless every failed row
+      failed for a temporary reason; a practice run whose single-use token is now spent)
   2   usage error (bad flags or arguments, missing base URL or API key, a config file named
       by --config or SVC_CONFIG that does not exist)
   4   authentication or authorisation (INVALID_API_KEY, API_KEY_REVOKED, TENANT_INACTIVE,
       IP_NOT_ALLOWED, INVALID_TOKEN, TOKEN_EXPIRED, TOKEN_ALREADY_USED)
   75  temporary failure worth retrying (429, INTERNAL_ERROR, SERVICE_UNAVAILABLE, connection
-      errors, timeouts)
+      errors, timeouts; an import whose failed rows all failed so: rerun the same file later)
 
 Environment: SVC_BASE_URL, SVC_API_KEY, SVC_PROFILE, SVC_CONFIG, NO_COLOR, RUST_LOG.";
 
