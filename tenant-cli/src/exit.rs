@@ -40,6 +40,9 @@ pub enum CliError {
     /// A failure with its message (exit 1).
     #[error("{0}")]
     Failed(String),
+    /// A temporary failure with its message: rerunning later can succeed (exit 75).
+    #[error("{0}")]
+    Temporary(String),
     /// The command already printed why it failed; exit with this code and print nothing more.
     #[error("exit code {0}")]
     Reported(u8),
@@ -64,6 +67,7 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
             return match e {
                 CliError::Usage(_) => USAGE,
                 CliError::Failed(_) => FAILURE,
+                CliError::Temporary(_) => TEMPORARY,
                 CliError::Reported(code) => *code,
             };
         }

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::Ctx;
 use crate::client::{Client, ClientError};
-use crate::exit::{self, CliError};
+use crate::exit::CliError;
 use crate::output;
 use report::Report;
 use run::{Outcome, RowResult};
@@ -117,7 +117,7 @@ impl RosterCommand {
                 "the import stopped when the API key was refused; {not_sent} row(s) not sent"
             )));
         }
-        rows_verdict(ctx, &results)
+        rows_verdict(&results)
     }
 }
 
@@ -152,19 +152,18 @@ async fn send(
 
 /// The exit for the rows once nothing stopped the import: 0 when none failed, 75 when every
 /// failed row failed for a temporary reason (a rerun later can succeed), else 1.
-fn rows_verdict(ctx: &Ctx, results: &[RowResult]) -> anyhow::Result<()> {
+fn rows_verdict(results: &[RowResult]) -> anyhow::Result<()> {
     let failed: Vec<&RowResult> = results.iter().filter(|r| r.outcome.is_failure()).collect();
     if failed.is_empty() {
         return Ok(());
     }
     let message = format!("{} of {} row(s) failed", failed.len(), results.len());
     if failed.iter().all(|r| r.failed_temporarily()) {
-        // Reported here, as main would, because the exit code is not a single error's.
-        ctx.out.note(&format!(
-            "svc-cli: error: {message}, all for a temporary reason (429, 5xx, timeout or \
-             connection error); rerun the same file later"
-        ));
-        return Err(CliError::Reported(exit::TEMPORARY).into());
+        return Err(CliError::Temporary(format!(
+            "{message}, all for a temporary reason (429, 5xx, timeout or connection error); \
+             rerun the same file later"
+        ))
+        .into());
     }
     Err(CliError::Failed(message).into())
 }
