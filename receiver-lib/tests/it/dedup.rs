@@ -9,9 +9,7 @@ use svc_receiver::dedup::{
 };
 use svc_receiver::sqlite::SqliteDedupStore;
 
-fn id(text: &str) -> WebhookId {
-    WebhookId::parse(text.as_bytes()).expect("id")
-}
+use crate::helpers::webhook_id as id;
 
 fn sig(n: u8) -> [u8; 32] {
     [n; 32]

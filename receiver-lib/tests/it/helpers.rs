@@ -21,6 +21,11 @@ pub(crate) fn body_of(vector: &serde_json::Value) -> Vec<u8> {
     }
 }
 
+/// A webhook id from test text (always valid there).
+pub(crate) fn webhook_id(text: &str) -> svc_receiver::dedup::WebhookId {
+    svc_receiver::dedup::WebhookId::parse(text.as_bytes()).expect("id")
+}
+
 pub(crate) fn verifier() -> Verifier {
     Verifier::new(Keyring::single(SigningSecret::new(SECRET).expect("secret")))
 }

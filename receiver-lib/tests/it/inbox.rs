@@ -9,7 +9,7 @@ use svc_receiver::axum::{InboxReceiver, inbox_route};
 use svc_receiver::sqlite::{Accepted, InboxPolicy, Settled, SqliteInbox, Step, process_next};
 use svc_receiver::{ManualClock, Received, sign};
 
-use crate::helpers::{SECRET, T, client, event_body, post, spawn, verifier};
+use crate::helpers::{SECRET, T, client, event_body, post, spawn, verifier, webhook_id};
 
 #[tokio::test]
 async fn an_acknowledged_event_survives_a_restart_and_is_retried_until_user_code_succeeds() {
@@ -165,12 +165,11 @@ async fn dead_letters_can_be_discarded_or_all_requeued() {
     };
     let inbox = SqliteInbox::open(dir.path().join("inbox.db"), policy).expect("open");
     let fails = |_: Received| async { Err::<(), _>("downstream rejected it") };
-    let id = |text: &str| svc_receiver::dedup::WebhookId::parse(text.as_bytes()).expect("id");
     for (n, name) in ["wh_1", "wh_2", "wh_3"].into_iter().enumerate() {
         let signature = [u8::try_from(n).expect("small"); 32];
         let body = event_body(name);
         inbox
-            .accept(&id(name), &signature, &body, T)
+            .accept(&webhook_id(name), &signature, &body, T)
             .await
             .expect("accept");
         assert_eq!(
@@ -182,20 +181,20 @@ async fn dead_letters_can_be_discarded_or_all_requeued() {
     // Giving up on one: it counts as done, and its id stays a duplicate.
     assert!(
         inbox
-            .discard_dead_letter(&id("wh_2"))
+            .discard_dead_letter(&webhook_id("wh_2"))
             .await
             .expect("discard")
     );
     assert!(
         !inbox
-            .discard_dead_letter(&id("wh_unknown"))
+            .discard_dead_letter(&webhook_id("wh_unknown"))
             .await
             .expect("unknown")
     );
     assert_eq!(inbox.counts().await.expect("counts"), (0, 1, 2));
     assert_eq!(
         inbox
-            .accept(&id("wh_2"), &[1; 32], &event_body("wh_2"), T + 1)
+            .accept(&webhook_id("wh_2"), &[1; 32], &event_body("wh_2"), T + 1)
             .await
             .expect("again"),
         Accepted::Duplicate
@@ -255,36 +254,35 @@ async fn two_inboxes_on_one_file_agree_on_duplicates_and_replays() {
     let path = dir.path().join("inbox.db");
     let one = SqliteInbox::open(&path, InboxPolicy::default()).expect("open");
     let two = SqliteInbox::open(&path, InboxPolicy::default()).expect("open again");
-    let id = |text: &str| svc_receiver::dedup::WebhookId::parse(text.as_bytes()).expect("id");
     let body = event_body("svc_call_two");
     assert_eq!(
-        one.accept(&id("wh_a"), &[1; 32], &body, T)
+        one.accept(&webhook_id("wh_a"), &[1; 32], &body, T)
             .await
             .expect("a"),
         Accepted::Stored
     );
     // The second store learns of the first one's write although it never saw it happen.
     assert_eq!(
-        two.accept(&id("wh_a"), &[1; 32], &body, T)
+        two.accept(&webhook_id("wh_a"), &[1; 32], &body, T)
             .await
             .expect("a"),
         Accepted::Duplicate
     );
     assert_eq!(
-        two.accept(&id("wh_b"), &[1; 32], &body, T)
+        two.accept(&webhook_id("wh_b"), &[1; 32], &body, T)
             .await
             .expect("b"),
         Accepted::Replayed
     );
     assert_eq!(
-        two.accept(&id("wh_c"), &[2; 32], &body, T)
+        two.accept(&webhook_id("wh_c"), &[2; 32], &body, T)
             .await
             .expect("c"),
         Accepted::Stored
     );
-    assert!(one.contains(&id("wh_c")).await.expect("contains"));
+    assert!(one.contains(&webhook_id("wh_c")).await.expect("contains"));
     assert_eq!(
-        one.accept(&id("wh_d"), &[2; 32], &body, T)
+        one.accept(&webhook_id("wh_d"), &[2; 32], &body, T)
             .await
             .expect("d"),
         Accepted::Replayed
@@ -301,13 +299,12 @@ async fn a_later_attempts_signature_is_remembered_so_its_replay_is_caught() {
         ..InboxPolicy::default()
     };
     let inbox = SqliteInbox::open(&path, policy).expect("open");
-    let id = |text: &str| svc_receiver::dedup::WebhookId::parse(text.as_bytes()).expect("id");
     let body = event_body("svc_call_attempts");
     let accept = |inbox: SqliteInbox, name: &'static str, signature: u8, at: i64| {
         let body = body.clone();
         async move {
             inbox
-                .accept(&id(name), &[signature; 32], &body, at)
+                .accept(&webhook_id(name), &[signature; 32], &body, at)
                 .await
                 .expect("accept")
         }
@@ -348,13 +345,12 @@ async fn processed_entries_are_forgotten_after_retention_and_pending_ones_are_ke
         ..InboxPolicy::default()
     };
     let inbox = SqliteInbox::open(&path, policy).expect("open");
-    let id = |text: &str| svc_receiver::dedup::WebhookId::parse(text.as_bytes()).expect("id");
     let body = event_body("svc_call_ret");
     for (n, name) in ["wh_done", "wh_pending"].into_iter().enumerate() {
         let signature = [u8::try_from(n).expect("small"); 32];
         assert_eq!(
             inbox
-                .accept(&id(name), &signature, &body, T)
+                .accept(&webhook_id(name), &signature, &body, T)
                 .await
                 .expect("accept"),
             Accepted::Stored
@@ -370,14 +366,14 @@ async fn processed_entries_are_forgotten_after_retention_and_pending_ones_are_ke
     let later = T + 161;
     assert_eq!(
         inbox
-            .accept(&id("wh_done"), &[0; 32], &body, later)
+            .accept(&webhook_id("wh_done"), &[0; 32], &body, later)
             .await
             .expect("again"),
         Accepted::Stored
     );
     assert_eq!(
         inbox
-            .accept(&id("wh_pending"), &[1; 32], &body, later)
+            .accept(&webhook_id("wh_pending"), &[1; 32], &body, later)
             .await
             .expect("dup"),
         Accepted::Duplicate
@@ -414,17 +410,16 @@ async fn a_file_written_before_the_append_layout_keeps_its_pending_entries() {
         .expect("old entry");
     }
     let inbox = SqliteInbox::open(&path, InboxPolicy::default()).expect("open old file");
-    let id = |text: &str| svc_receiver::dedup::WebhookId::parse(text.as_bytes()).expect("id");
     assert_eq!(
         inbox
-            .accept(&id("wh_old"), &[1; 32], &body, T)
+            .accept(&webhook_id("wh_old"), &[1; 32], &body, T)
             .await
             .expect("dup"),
         Accepted::Duplicate
     );
     assert_eq!(
         inbox
-            .accept(&id("wh_x"), &[1; 32], &body, T)
+            .accept(&webhook_id("wh_x"), &[1; 32], &body, T)
             .await
             .expect("replay"),
         Accepted::Replayed
@@ -441,7 +436,7 @@ async fn a_file_written_before_the_append_layout_keeps_its_pending_entries() {
     );
     assert_eq!(
         inbox
-            .accept(&id("wh_new"), &[2; 32], &body, T)
+            .accept(&webhook_id("wh_new"), &[2; 32], &body, T)
             .await
             .expect("new"),
         Accepted::Stored
