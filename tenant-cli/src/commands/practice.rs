@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{ArgGroup, Args};
 
 use super::Ctx;
-use crate::client::{ClientError, PersonaFilters, RedeemRequest};
+use crate::client::{PersonaFilters, RedeemRequest};
 use crate::exit::CliError;
 use crate::output;
 
@@ -95,18 +95,14 @@ impl PracticeArgs {
                 .state
                 .map(|state| PersonaFilters { state: Some(state) }),
         };
-        let session = match client.redeem(&self.token, &request).await {
-            Ok(session) => session,
-            Err(ClientError::Api(api)) if api.code == "TOKEN_ALREADY_USED" => {
-                let err = ClientError::Api(api);
-                return Err(anyhow::Error::new(err)
-                    .context(format!("the session token was already used: {MINT_AGAIN}")));
+        let session = client.redeem(&self.token, &request).await.map_err(|err| {
+            match err.api().map(|api| api.code.as_str()) {
+                Some("TOKEN_ALREADY_USED") => anyhow::Error::new(err)
+                    .context(format!("the session token was already used: {MINT_AGAIN}")),
+                Some(code) if !TOKEN_KEPT.contains(&code) => token_spent(err),
+                _ => err.into(),
             }
-            Err(ClientError::Api(api)) if !TOKEN_KEPT.contains(&api.code.as_str()) => {
-                return Err(token_spent(api));
-            }
-            Err(err) => return Err(err.into()),
-        };
+        })?;
         ctx.out.note(&format!(
             "call {} with {}",
             session.call_id, session.persona.name
