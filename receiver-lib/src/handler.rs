@@ -1,12 +1,15 @@
 //! The user code a receiver hands verified events to, whichever integration runs it.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use crate::dedup::WebhookId;
 use crate::event::CallScored;
 
-/// A verified, deduplicated event handed to user code.
+/// A verified, deduplicated event handed to user code. Built by the integrations only, so
+/// that fields can be added.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Received {
     /// The delivery's `X-Service-Webhook-Id` (the idempotency key).
     pub webhook_id: WebhookId,
@@ -17,6 +20,12 @@ pub struct Received {
     /// sender's retry included: a [`DedupStore`](crate::dedup::DedupStore) answers a released
     /// claim's next claim with a plain `Claim::New`, so a retry looks like a first delivery.
     pub attempt: u32,
+    /// The raw body exactly as received and verified, for a ledger or an audit trail (the
+    /// signature covered these bytes).
+    pub body: Arc<[u8]>,
+    /// When the delivery was verified (unix seconds): in inbox mode when it was stored, before
+    /// the sender got its 2xx; in direct mode when the request arrived.
+    pub received_at: i64,
 }
 
 /// User code that processes events. Any `Fn(Received) -> impl Future<Output = Result<(), E>>`

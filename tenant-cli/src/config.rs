@@ -305,10 +305,10 @@ impl Inputs {
             .map(|k| (k, Source::Flag))
             .or_else(|| env("SVC_API_KEY").map(|v| (ApiKey::new(v), Source::Env)))
             .or_else(|| from_profile(profile.api_key.clone()).map(|(k, s)| (ApiKey::new(k), s)));
-        if let Some((key, source)) = &api_key {
-            if key.expose().trim().is_empty() {
-                return Err(ConfigError::EmptyApiKey(source.clone()));
-            }
+        if let Some((key, source)) = &api_key
+            && key.expose().trim().is_empty()
+        {
+            return Err(ConfigError::EmptyApiKey(source.clone()));
         }
         Ok(Settings {
             base_url,

@@ -3,11 +3,16 @@
 use crate::client::{ClientError, ErrorClass};
 use crate::config::ConfigError;
 use crate::live::LiveError;
+use crate::store::StoreError;
+use crate::store::lock::LockError;
 
 /// Success.
 pub const OK: u8 = 0;
 /// Failure: the request or the data needs fixing (or some rows of an import failed).
 pub const FAILURE: u8 = 1;
+/// Reconcile succeeded but found something cron should alert on: calls whose webhook never
+/// arrived (recovered), or calls whose score changed with no webhook.
+pub const FOUND: u8 = 3;
 /// Usage: bad flags or arguments, missing configuration.
 pub const USAGE: u8 = 2;
 /// Authentication or authorisation: bad or revoked key, inactive tenant, IP not allowed, bad
@@ -21,15 +26,20 @@ pub const HELP: &str = "\
 Exit codes:
   0   success
   1   failure (bad request or data; a failed row of an import, unless every failed row
-      failed for a temporary reason; a practice run whose single-use token is now spent)
+      failed for a temporary reason; a practice run whose single-use token is now spent;
+      a reconcile that could not store a listed call)
   2   usage error (bad flags or arguments, missing base URL or API key, a config file named
-      by --config or SVC_CONFIG that does not exist)
+      by --config or SVC_CONFIG that does not exist, a store path in a missing directory or
+      a file that is not a store)
+  3   reconcile succeeded but recovered calls whose webhook never arrived, or found calls
+      whose score changed with no webhook (alert on it)
   4   authentication or authorisation (INVALID_API_KEY, API_KEY_REVOKED, TENANT_INACTIVE,
       IP_NOT_ALLOWED, INVALID_TOKEN, TOKEN_EXPIRED, TOKEN_ALREADY_USED)
   75  temporary failure worth retrying (429, INTERNAL_ERROR, SERVICE_UNAVAILABLE, connection
-      errors, timeouts; an import whose failed rows all failed so: rerun the same file later)
+      errors, timeouts; an import whose failed rows all failed so: rerun the same file later;
+      another reconcile run holds the store's lock)
 
-Environment: SVC_BASE_URL, SVC_API_KEY, SVC_PROFILE, SVC_CONFIG, NO_COLOR, RUST_LOG.";
+Environment: SVC_BASE_URL, SVC_API_KEY, SVC_PROFILE, SVC_CONFIG, SVC_STORE, NO_COLOR, RUST_LOG.";
 
 /// Errors of the command layer that are not client or config errors.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +72,19 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
         }
         if cause.downcast_ref::<ConfigError>().is_some() {
             return USAGE;
+        }
+        if let Some(e) = cause.downcast_ref::<StoreError>() {
+            return match e {
+                StoreError::Busy => TEMPORARY,
+                e if e.is_usage() => USAGE,
+                _ => FAILURE,
+            };
+        }
+        if let Some(e) = cause.downcast_ref::<LockError>() {
+            return match e {
+                LockError::Busy { .. } => TEMPORARY,
+                _ => FAILURE,
+            };
         }
         if let Some(e) = cause.downcast_ref::<CliError>() {
             return match e {

@@ -20,6 +20,9 @@ pub mod config;
 pub mod exit;
 pub mod live;
 pub mod output;
+pub mod reconcile;
+pub mod store;
+pub mod time;
 
 use std::process::ExitCode;
 

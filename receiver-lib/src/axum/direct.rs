@@ -76,7 +76,7 @@ impl<S: DedupStore, H: EventHandler> WebhookReceiver<S, H> {
     ) -> Result<StatusCode, ReceiveError> {
         let arrived = Instant::now();
         let now = self.clock.now();
-        let (checked, _) = check(&self.verifier, &headers, body, now)?;
+        let (checked, body) = check(&self.verifier, &headers, body, now)?;
         match self
             .store
             .claim(&checked.webhook_id, &checked.signature, now)
@@ -98,6 +98,8 @@ impl<S: DedupStore, H: EventHandler> WebhookReceiver<S, H> {
             webhook_id: checked.webhook_id,
             event: checked.event,
             attempt: 1,
+            body: body.as_ref().into(),
+            received_at: now,
         };
         self.run_claimed(received, left)
             .await

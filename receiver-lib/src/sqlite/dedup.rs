@@ -104,14 +104,13 @@ impl ClaimIndex {
         if self.claims.get(id).is_some_and(|row| row.seq == seq) {
             self.claims.remove(id);
         }
-        if let Ok(signature) = <[u8; 32]>::try_from(signature) {
-            if self
+        if let Ok(signature) = <[u8; 32]>::try_from(signature)
+            && self
                 .signatures
                 .get(&signature)
                 .is_some_and(|seen| seen.seq == seq)
-            {
-                self.signatures.remove(&signature);
-            }
+        {
+            self.signatures.remove(&signature);
         }
     }
 }

@@ -140,6 +140,8 @@ pub struct InboxEntry {
     pub body: Vec<u8>,
     /// Which attempt this is, from 1.
     pub attempt: u32,
+    /// When it was stored (unix seconds).
+    pub received_at: i64,
 }
 
 /// What happened to an entry after its handler ran.
@@ -222,29 +224,32 @@ impl SqliteInbox {
         let row = self
             .writer
             .run(move |conn, _| {
-                let row: Option<(i64, String, Vec<u8>, i64)> = conn
+                let row: Option<(i64, String, Vec<u8>, i64, i64)> = conn
                     .prepare_cached(
-                        "SELECT rowid, id, body, attempts FROM webhook_inbox
+                        "SELECT rowid, id, body, attempts, received_at FROM webhook_inbox
                          WHERE state = 'pending' AND due_at <= ?1 ORDER BY due_at, rowid LIMIT 1",
                     )?
-                    .query_row([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                    .query_row([now], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                    })
                     .optional()?;
-                if let Some((seq, _, _, _)) = &row {
+                if let Some((seq, ..)) = &row {
                     conn.prepare_cached(
                         "UPDATE webhook_inbox SET attempts = attempts + 1, due_at = ?2 WHERE rowid = ?1",
                     )?
                     .execute(params![seq, lease_until])?;
                 }
-                Ok(row.map(|(_, id, body, attempts)| (id, body, attempts)))
+                Ok(row.map(|(_, id, body, attempts, received_at)| (id, body, attempts, received_at)))
             })
             .await?;
-        Ok(row.and_then(|(id, body, attempts)| {
+        Ok(row.and_then(|(id, body, attempts, received_at)| {
             let webhook_id = WebhookId::parse(id.as_bytes()).ok()?;
             let attempt = u32::try_from(attempts.saturating_add(1)).unwrap_or(u32::MAX);
             Some(InboxEntry {
                 webhook_id,
                 body,
                 attempt,
+                received_at,
             })
         }))
     }

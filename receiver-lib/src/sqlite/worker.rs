@@ -64,6 +64,8 @@ pub async fn process_next<H: EventHandler>(
                 webhook_id: entry.webhook_id.clone(),
                 event,
                 attempt: entry.attempt,
+                body: entry.body.as_slice().into(),
+                received_at: entry.received_at,
             };
             let deadline = handler_deadline(&inbox.policy());
             tokio::time::timeout(deadline, run_handler(handler, received))

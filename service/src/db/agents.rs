@@ -262,10 +262,10 @@ fn register(tx: &Transaction<'_>, new: NewAgent) -> Result<RegisterAgent, DbErro
 }
 
 fn list(conn: &Connection, filter: &AgentFilter) -> Result<Option<AgentPage>, DbError> {
-    if let Some(agency_id) = &filter.agency_id {
-        if agency_by_id(conn, &filter.tenant_id, agency_id)?.is_none() {
-            return Ok(None);
-        }
+    if let Some(agency_id) = &filter.agency_id
+        && agency_by_id(conn, &filter.tenant_id, agency_id)?.is_none()
+    {
+        return Ok(None);
     }
     let (lookup_sql, lookup_value) = match &filter.lookup {
         None => ("", None),

@@ -161,7 +161,7 @@ impl ScriptedPersona {
         if !has(Stage::PlanPresentation) {
             return "So what kind of plan are we talking about?".to_string();
         }
-        if self.nudges % 2 == 0 {
+        if self.nudges.is_multiple_of(2) {
             "I'm still here. What happens next?".to_string()
         } else {
             "Sorry, could you say that again? I didn't follow.".to_string()

@@ -128,10 +128,10 @@ pub fn score(turns: &[Turn]) -> Result<Score, NotScored> {
                 pending_objection = false;
                 licensed |= stages::says_licensed(&turn.content);
                 permission |= stages::asks_permission(&turn.content);
-                if let Some(claim) = stages::prohibited_claim(&turn.content) {
-                    if !claims.contains(&claim) {
-                        claims.push(claim);
-                    }
+                if let Some(claim) = stages::prohibited_claim(&turn.content)
+                    && !claims.contains(&claim)
+                {
+                    claims.push(claim);
                 }
             }
         }

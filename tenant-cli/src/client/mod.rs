@@ -15,6 +15,7 @@
 
 pub mod error;
 pub mod ids;
+pub mod raw;
 pub mod retry;
 pub mod types;
 
@@ -22,12 +23,15 @@ mod pages;
 mod transport;
 
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::Stream;
 
 pub use error::{ApiError, ClientError, ErrorClass};
 pub use ids::{AgencyId, AgentId, CallId, IdError};
+pub use raw::{RawCallDetail, RawCallRow};
 pub use retry::RetryPolicy;
 pub use types::*;
 
@@ -109,6 +113,7 @@ impl ClientBuilder {
             api_key: self.api_key,
             timeout: self.timeout,
             retry: self.retry,
+            requests: Arc::default(),
         })
     }
 }
@@ -121,6 +126,8 @@ pub struct Client {
     api_key: Option<ApiKey>,
     timeout: Duration,
     retry: RetryPolicy,
+    /// HTTP requests sent by this client and its clones, retries included.
+    requests: Arc<AtomicU64>,
 }
 
 impl Client {
@@ -137,6 +144,11 @@ impl Client {
     /// The validated base URL.
     pub fn base_url(&self) -> &str {
         self.base.as_str()
+    }
+
+    /// How many HTTP requests this client and its clones have sent, retries included.
+    pub fn requests_sent(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
 
     /// `POST /agencies`: creates the agency or renames it. Retried like an idempotent request,
@@ -238,6 +250,40 @@ impl Client {
             let (client, query) = (client.clone(), query.clone());
             async move { client.calls_page(&query, cursor.as_deref()).await }
         })
+    }
+
+    /// `GET /calls` over every page, one page at a time, each row kept exactly as the service
+    /// sent it (see [`RawCallRow`]). A row a shifted page repeats is yielded once; a cursor
+    /// handed back again ends the stream with an error instead of looping.
+    pub fn calls_raw_pages(
+        &self,
+        query: CallQuery,
+    ) -> impl Stream<Item = Result<Vec<RawCallRow>, ClientError>> + Send + 'static {
+        let client = self.clone();
+        pages::paginate_pages(move |cursor| {
+            let (client, query) = (client.clone(), query.clone());
+            async move {
+                let mut pairs = query.pairs();
+                if let Some(cursor) = cursor {
+                    pairs.push(("cursor", cursor));
+                }
+                let (_, bytes) = client.send_bytes(Call::get(&["calls"], pairs)).await?;
+                raw::page(&bytes)
+            }
+        })
+    }
+
+    /// `GET /calls/{callId}`, keeping the body exactly as the service sent it (see
+    /// [`RawCallDetail`]).
+    ///
+    /// # Errors
+    /// `CALL_NOT_FOUND`, auth errors, transport errors, and [`ClientError::Decode`] when the body
+    /// is not a call detail.
+    pub async fn call_raw(&self, call_id: &CallId) -> Result<RawCallDetail, ClientError> {
+        let (_, bytes) = self
+            .send_bytes(Call::get(&["calls", call_id.as_str()], Vec::new()))
+            .await?;
+        raw::detail(&bytes)
     }
 
     /// `GET /calls/{callId}`.

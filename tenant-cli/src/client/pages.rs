@@ -2,7 +2,7 @@
 //! cursor, and drops a row already yielded (a page can shift when calls arrive between requests).
 
 use std::collections::HashSet;
-use std::future::{Future, ready};
+use std::future::Future;
 
 use futures_util::{Stream, TryStreamExt, stream};
 
@@ -23,6 +23,20 @@ enum Next {
 pub(super) fn paginate<T, F, Fut>(
     fetch: F,
 ) -> impl Stream<Item = Result<T, ClientError>> + Send + 'static
+where
+    T: HasId + Send + 'static,
+    F: FnMut(Option<String>) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<Page<T>, ClientError>> + Send + 'static,
+{
+    paginate_pages(fetch)
+        .map_ok(|rows| stream::iter(rows.into_iter().map(Ok)))
+        .try_flatten()
+}
+
+/// Turns a page fetcher into a stream of pages, each without the rows an earlier page yielded.
+pub(super) fn paginate_pages<T, F, Fut>(
+    fetch: F,
+) -> impl Stream<Item = Result<Vec<T>, ClientError>> + Send + 'static
 where
     T: HasId + Send + 'static,
     F: FnMut(Option<String>) -> Fut + Send + 'static,
@@ -53,14 +67,16 @@ where
         },
     );
     let mut seen = HashSet::new();
-    pages
-        .map_ok(|rows| stream::iter(rows.into_iter().map(Ok)))
-        .try_flatten()
-        .try_filter(move |row| ready(seen.insert(row.id().to_owned())))
+    pages.map_ok(move |mut rows| {
+        rows.retain(|row| seen.insert(row.id().to_owned()));
+        rows
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::future::ready;
+
     use futures_util::StreamExt;
 
     use super::*;

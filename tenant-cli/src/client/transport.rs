@@ -88,6 +88,14 @@ impl Client {
         &self,
         call: Call,
     ) -> Result<(u16, T), ClientError> {
+        let (status, bytes) = self.send_bytes(call).await?;
+        let value =
+            serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))?;
+        Ok((status, value))
+    }
+
+    /// Sends `call`, retrying under the policy; returns the success status and the raw body.
+    pub(super) async fn send_bytes(&self, call: Call) -> Result<(u16, Vec<u8>), ClientError> {
         let url = self.url(&call.segments)?;
         let bearer = match &call.auth {
             Auth::ApiKey => self
@@ -109,11 +117,7 @@ impl Client {
             };
             tracing::debug!(method = %call.method, path = url.path(), %status, elapsed = ?started.elapsed(), "request");
             let error = match outcome {
-                Ok((status, bytes)) => {
-                    let value = serde_json::from_slice(&bytes)
-                        .map_err(|e| ClientError::Decode(e.to_string()))?;
-                    return Ok((status, value));
-                }
+                Ok(success) => return Ok(success),
                 Err(error) => error,
             };
             match self.retry.decide(&error, call.idempotent, retry) {
@@ -133,6 +137,8 @@ impl Client {
         url: &Url,
         bearer: &str,
     ) -> Result<(u16, Vec<u8>), ClientError> {
+        self.requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut request = self
             .http
             .request(call.method.clone(), url.clone())

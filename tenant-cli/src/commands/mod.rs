@@ -8,8 +8,10 @@ pub mod calls;
 pub mod completions;
 pub mod config;
 pub mod practice;
+pub mod reconcile;
 pub mod roster;
 pub mod session;
+pub mod store;
 pub mod webhook;
 
 mod listing;
@@ -129,9 +131,14 @@ commands! {
     Config(config::ConfigCommand),
     /// Print shell completions
     Completions(completions::CompletionsArgs),
-    /// Webhook tools (verify a captured delivery)
+    /// Store every scored call missing from the local store (run it on cron)
+    Reconcile(reconcile::ReconcileArgs),
+    /// Webhook tools: verify a captured delivery, receive deliveries into the local store
     #[command(subcommand)]
     Webhook(webhook::WebhookCommand),
+    /// Read the local store: statistics, export
+    #[command(subcommand)]
+    Store(store::StoreCommand),
 }
 
 impl Cli {

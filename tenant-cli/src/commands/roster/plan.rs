@@ -307,22 +307,22 @@ fn check_row(row: &Row) -> Result<(), String> {
     if row.email.is_none() && row.npn.is_none() && row.platform_agent_id.is_none() {
         return Err("missing handle: give at least one of npn, email, platformAgentId".into());
     }
-    if let Some(npn) = &row.npn {
-        if npn_digits(npn).is_none() {
-            return Err(format!("npn {npn:?} must have 4 to 10 digits"));
-        }
+    if let Some(npn) = &row.npn
+        && npn_digits(npn).is_none()
+    {
+        return Err(format!("npn {npn:?} must have 4 to 10 digits"));
     }
-    if let Some(email) = &row.email {
-        if !email_ok(email) {
-            return Err(format!("email {email:?} is not an email address"));
-        }
+    if let Some(email) = &row.email
+        && !email_ok(email)
+    {
+        return Err(format!("email {email:?} is not an email address"));
     }
-    if let Some(id) = &row.platform_agent_id {
-        if reserved(id) {
-            return Err(format!(
-                "platformAgentId {id:?} uses a reserved svc_ prefix"
-            ));
-        }
+    if let Some(id) = &row.platform_agent_id
+        && reserved(id)
+    {
+        return Err(format!(
+            "platformAgentId {id:?} uses a reserved svc_ prefix"
+        ));
     }
     Ok(())
 }
@@ -333,11 +333,11 @@ fn validate(rows: Vec<Row>) -> Plan {
     let mut names: HashMap<String, (String, u64)> = HashMap::new();
     let mut order = Vec::new();
     for row in &rows {
-        if let (Some(agency), Some(name)) = (&row.platform_agency_id, &row.agency_name) {
-            if !names.contains_key(agency) {
-                names.insert(agency.clone(), (name.clone(), row.line));
-                order.push(agency.clone());
-            }
+        if let (Some(agency), Some(name)) = (&row.platform_agency_id, &row.agency_name)
+            && !names.contains_key(agency)
+        {
+            names.insert(agency.clone(), (name.clone(), row.line));
+            order.push(agency.clone());
         }
     }
     let mut seen: HashMap<(&'static str, String), u64> = HashMap::new();

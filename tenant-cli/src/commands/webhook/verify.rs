@@ -8,16 +8,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::exit::CliError;
-use clap::{Args, Subcommand};
+use clap::Args;
 use svc_receiver::{Clock, Keyring, SigningSecret, SystemClock, Tolerance, Verifier};
-
-/// Webhook tools.
-#[derive(Debug, Subcommand)]
-pub enum WebhookCommand {
-    /// Verify a captured delivery and print its decoded event.
-    Verify(VerifyArgs),
-}
 
 /// Flags of `webhook verify`.
 #[derive(Args)]
@@ -53,27 +45,6 @@ impl std::fmt::Debug for VerifyArgs {
             .field("tolerance", &self.tolerance)
             .field("no_tolerance", &self.no_tolerance)
             .finish()
-    }
-}
-
-impl WebhookCommand {
-    /// Runs a `webhook` subcommand as part of the command line. The command prints its own
-    /// one-line reason, so a failure is reported as [`CliError::Reported`] with its exit code.
-    ///
-    /// # Errors
-    /// [`CliError::Reported`] when the delivery is invalid (1) or the secret malformed (2).
-    pub async fn exec(self, _ctx: &super::Ctx) -> anyhow::Result<()> {
-        match exec_command(self) {
-            0 => Ok(()),
-            code => Err(CliError::Reported(code).into()),
-        }
-    }
-}
-
-/// Runs a `webhook` subcommand and returns its exit code.
-pub fn exec_command(command: WebhookCommand) -> u8 {
-    match command {
-        WebhookCommand::Verify(args) => exec(args),
     }
 }
 

@@ -1,0 +1,127 @@
+//! Call rows and details kept exactly as the service sent them, beside their typed reading: a
+//! local store keeps the service's own JSON (unknown fields and key order included) and indexes
+//! the typed fields.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::error::ClientError;
+use super::types::{CallDetail, CallRow, HasId, Page};
+
+/// A `GET /calls` row: its JSON text as sent, and its typed reading.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawCallRow {
+    /// The typed fields.
+    pub row: CallRow,
+    /// The row's JSON exactly as the service sent it.
+    pub json: String,
+}
+
+impl HasId for RawCallRow {
+    fn id(&self) -> &str {
+        self.row.id.as_str()
+    }
+}
+
+/// A `GET /calls/{callId}` body: its JSON text as sent (without insignificant whitespace), and
+/// its typed reading.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawCallDetail {
+    /// The typed fields.
+    pub detail: CallDetail,
+    /// The body exactly as the service sent it, whitespace between tokens removed (so it fits
+    /// on one line); keys, their order and every value are untouched.
+    pub json: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PageText<'a> {
+    #[serde(borrow)]
+    data: Vec<&'a RawValue>,
+    #[serde(default)]
+    next_cursor: Option<String>,
+}
+
+/// Reads a `GET /calls` page body.
+pub(super) fn page(bytes: &[u8]) -> Result<Page<RawCallRow>, ClientError> {
+    let text: PageText<'_> = serde_json::from_slice(bytes)
+        .map_err(|e| ClientError::Decode(format!("calls page: {e}")))?;
+    let data = text
+        .data
+        .into_iter()
+        .map(|raw| {
+            let row: CallRow = serde_json::from_str(raw.get())
+                .map_err(|e| ClientError::Decode(format!("call row: {e}")))?;
+            Ok(RawCallRow {
+                row,
+                json: compact(raw.get()),
+            })
+        })
+        .collect::<Result<_, ClientError>>()?;
+    Ok(Page {
+        data,
+        next_cursor: text.next_cursor,
+    })
+}
+
+/// Reads a `GET /calls/{callId}` body.
+pub(super) fn detail(bytes: &[u8]) -> Result<RawCallDetail, ClientError> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| ClientError::Decode("call detail: the body is not UTF-8".into()))?;
+    let detail: CallDetail =
+        serde_json::from_str(text).map_err(|e| ClientError::Decode(format!("call detail: {e}")))?;
+    Ok(RawCallDetail {
+        detail,
+        json: compact(text),
+    })
+}
+
+/// Removes the whitespace between the tokens of valid JSON text, leaving strings untouched.
+pub fn compact(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in json.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            in_string = c == '"';
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compact_removes_whitespace_between_tokens_only() {
+        let text = "{\n  \"a\" : \"x y\\\" \\n z\",\n  \"b\": [1, 2]\n}";
+        assert_eq!(compact(text), "{\"a\":\"x y\\\" \\n z\",\"b\":[1,2]}");
+    }
+
+    #[test]
+    fn a_detail_keeps_unknown_keys_and_their_order() {
+        let body = br#"{"zeta":1,"id":"svc_call_1","source":"real_call","durationSec":5,
+            "score":{"overallScore":70,"summary":"s","feedback":"f","newKey":true},"alpha":null}"#;
+        let raw = detail(body).expect("detail");
+        assert_eq!(raw.detail.row.id.as_str(), "svc_call_1");
+        assert!(raw.json.starts_with("{\"zeta\":1,\"id\""));
+        assert!(raw.json.contains("\"newKey\":true"));
+        assert!(raw.json.ends_with("\"alpha\":null}"));
+    }
+
+    #[test]
+    fn a_detail_that_is_not_json_is_a_decode_error() {
+        assert!(matches!(detail(b"<html>"), Err(ClientError::Decode(_))));
+    }
+}

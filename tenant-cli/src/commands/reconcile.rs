@@ -1,0 +1,169 @@
+//! `svc-cli reconcile`: the command line of [`crate::reconcile`]. Resolves the flags, takes the
+//! store's run lock, runs, prints the report and exits with the code cron alerts on.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::Ctx;
+use crate::client::CallSource;
+use crate::exit::CliError;
+use crate::reconcile::{self, Options};
+use crate::store::Store;
+use crate::store::lock::{LockError, RunLock};
+use crate::time::{parse_duration, timestamp_arg};
+
+/// Which sources a run lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SourceArg {
+    /// Practice calls.
+    Roleplay,
+    /// Real calls from a dialer.
+    #[value(name = "real_call")]
+    RealCall,
+    /// Both.
+    All,
+}
+
+impl SourceArg {
+    fn sources(self) -> Vec<CallSource> {
+        match self {
+            Self::Roleplay => vec![CallSource::Roleplay],
+            Self::RealCall => vec![CallSource::RealCall],
+            Self::All => vec![CallSource::Roleplay, CallSource::RealCall],
+        }
+    }
+}
+
+/// Flags of `reconcile`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Exit codes:
+  0   clean: every listed call is stored, nothing was missed or changed
+  3   the run succeeded but recovered calls whose webhook never arrived, or found calls whose
+      score changed with no webhook (alert on it: webhooks are being lost)
+  1   a listed call's detail could not be stored (recorded; the next runs read it again)
+  2   usage: bad flags, a store path in a missing directory or a file that is not a store
+  4   the API key was refused (the watermark did not move)
+  75  temporary: another run holds the store's lock, or the service kept failing (429, 5xx,
+      connection errors) after retries; the watermark did not move, run again later")]
+pub struct ReconcileArgs {
+    /// The local store (created on the first run; its directory must exist) [env: SVC_STORE]
+    #[arg(long, env = "SVC_STORE", value_name = "PATH")]
+    store: PathBuf,
+    /// Which calls to reconcile
+    #[arg(long, value_enum, default_value = "all")]
+    source: SourceArg,
+    /// How far before the stored watermark each window starts, e.g. 30m, 48h, 7d
+    /// [default: 2h for practice calls, 24h for real calls]
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    overlap: Option<Duration>,
+    /// Start every window here instead (ISO 8601); a source's first run otherwise reads the
+    /// last 30 days
+    #[arg(long, value_parser = timestamp_arg, value_name = "TS")]
+    since: Option<DateTime<Utc>>,
+    /// End every window here instead of at the run's start (ISO 8601)
+    #[arg(long, value_parser = timestamp_arg, value_name = "TS")]
+    until: Option<DateTime<Utc>>,
+    /// List real calls started this far back again, to find re-dispositions (0: off)
+    #[arg(long, default_value = "30d", value_parser = parse_duration, value_name = "DUR")]
+    refresh_real: Duration,
+    /// List only: read no call detail and write nothing; report what a run would store
+    #[arg(long)]
+    dry_run: bool,
+    /// Wait up to this long for another run holding the store's lock (default: exit 75 at once)
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    wait: Option<Duration>,
+    /// Call details read at once
+    #[arg(long, default_value_t = reconcile::DEFAULT_CONCURRENCY as u16,
+          value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N")]
+    concurrency: u16,
+    /// How long after a call was scored its webhook may still arrive; a call stored later than
+    /// that with no webhook counts as recovered
+    #[arg(long, default_value = "30m", value_parser = parse_duration, value_name = "DUR")]
+    delivery_grace: Duration,
+}
+
+impl ReconcileArgs {
+    fn options(&self) -> Result<Options, CliError> {
+        if let (Some(since), Some(until)) = (self.since, self.until)
+            && since > until
+        {
+            return Err(CliError::Usage(format!(
+                "--since ({since}) is after --until ({until})"
+            )));
+        }
+        Ok(Options {
+            sources: self.source.sources(),
+            overlap: self.overlap,
+            since: self.since,
+            until: self.until,
+            refresh_real: self.refresh_real,
+            dry_run: self.dry_run,
+            concurrency: usize::from(self.concurrency),
+            delivery_grace: self.delivery_grace,
+        })
+    }
+
+    /// Runs a reconcile.
+    ///
+    /// # Errors
+    /// Usage errors (exit 2), a held lock (75); a run that stopped or found something exits
+    /// with the report's code after printing it.
+    pub async fn exec(self, ctx: &Ctx) -> anyhow::Result<()> {
+        let options = self.options()?;
+        let client = ctx.client()?;
+        let store = if options.dry_run {
+            Store::open_or_empty(&self.store)?
+        } else {
+            Store::open_or_create(&self.store)?
+        };
+        let _lock = if options.dry_run {
+            None
+        } else {
+            let wait = self.wait.unwrap_or(Duration::ZERO);
+            match RunLock::acquire(store.path(), wait).await {
+                Ok(lock) => Some(lock),
+                Err(e @ LockError::Busy { .. }) => {
+                    return Err(CliError::Temporary(format!(
+                        "{e}; not running (pass --wait to wait for it)"
+                    ))
+                    .into());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let progress = if ctx.out.progress {
+            let bar = ProgressBar::new_spinner();
+            if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+                bar.set_style(style);
+            }
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        } else {
+            ProgressBar::hidden()
+        };
+        let report = reconcile::run(&client, &store, &options, &progress).await;
+        progress.finish_and_clear();
+        if ctx.out.json {
+            ctx.out.json_data(&report)?;
+        } else {
+            let (table, notes) = report.table();
+            ctx.out.table(&table)?;
+            for note in notes {
+                ctx.out.note(&note);
+            }
+        }
+        match (report.exit_code, &report.error) {
+            (0, _) => Ok(()),
+            (code, Some(error)) => {
+                ctx.out.note(&format!("svc-cli: error: {error}"));
+                Err(CliError::Reported(code).into())
+            }
+            (code, None) => Err(CliError::Reported(code).into()),
+        }
+    }
+}

@@ -1,0 +1,454 @@
+//! Scored calls in the store: what a listing finds already stored, storing a fetched call (new,
+//! changed or unchanged, in one transaction), the change log, how each call reached the store
+//! (webhook or reconcile), and the listed calls whose detail could not be stored.
+
+use std::collections::HashMap;
+
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use serde_json::{Value, json};
+
+use super::{Store, StoreError};
+use crate::client::{CallSource, RawCallDetail, RawCallRow};
+use crate::time::ms;
+
+/// What the store holds of a listed call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownCall {
+    /// `scoredAt` as stored.
+    pub scored_at: Option<String>,
+    /// Whether the list row is stored (a call first read from its webhook has only its detail).
+    pub has_row: bool,
+}
+
+/// How a stored call reached the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Its verified webhook is in the ledger.
+    Webhook,
+    /// Stored by reconcile; its webhook may still come.
+    Awaiting,
+    /// Stored by reconcile, with no webhook long after it was scored: a missed delivery.
+    Recovered,
+    /// Stored by reconcile, scored before the store's ledger received its first delivery
+    /// (history, or a store no `webhook serve` writes to): no webhook was expected in it.
+    Backfill,
+}
+
+impl Delivery {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Webhook => "webhook",
+            Self::Awaiting => "awaiting",
+            Self::Recovered => "recovered",
+            Self::Backfill => "backfill",
+        }
+    }
+}
+
+/// Who stores a call, and the rules to classify it by.
+#[derive(Debug, Clone)]
+pub struct Writer {
+    /// `reconcile` or `webhook`.
+    pub by: &'static str,
+    /// The reconcile run storing it.
+    pub run_id: Option<i64>,
+    /// Now, as the store writes it.
+    pub now: String,
+    /// When the store's ledger received its first delivery (unix ms; `None`: never). A new
+    /// call scored before it, with no webhook, counts as history.
+    pub ledger_since_ms: Option<i64>,
+    /// A new call with no webhook that was scored at or before this (unix ms) missed its
+    /// delivery; a later one is still awaiting it.
+    pub missed_before_ms: i64,
+}
+
+/// What storing a fetched call did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stored {
+    /// Stored for the first time.
+    New(Delivery),
+    /// Already stored; its score, `scoredAt` or `updatedAt` changed (logged).
+    Changed,
+    /// Already stored, nothing that matters changed (the stored JSON is refreshed).
+    Unchanged,
+}
+
+/// What a stored call is indexed by, read from its detail.
+struct Columns {
+    source: String,
+    agent_id: Option<String>,
+    agency_id: Option<String>,
+    platform_agent_id: Option<String>,
+    platform_agency_id: Option<String>,
+    started_at: Option<String>,
+    ended_at: Option<String>,
+    scored_at: Option<String>,
+    updated_at: Option<String>,
+    scored_ms: Option<i64>,
+    listed_ms: Option<i64>,
+    overall_score: f64,
+    /// The detail's `score` object as the service sent it.
+    score: Value,
+}
+
+impl Columns {
+    fn of(detail: &RawCallDetail) -> Self {
+        let d = &detail.detail;
+        let r = &d.row;
+        let listed_ms = match r.source {
+            CallSource::RealCall => ms(r.started_at.as_deref()),
+            _ => ms(r.ended_at.as_deref()).or_else(|| ms(r.started_at.as_deref())),
+        };
+        // The typed reading succeeded, so the text is a JSON object with a score.
+        let score = serde_json::from_str::<Value>(&detail.json)
+            .ok()
+            .and_then(|mut v| v.get_mut("score").map(Value::take))
+            .unwrap_or(Value::Null);
+        Self {
+            source: r.source.as_str().to_owned(),
+            agent_id: r.agent_id.as_ref().map(|a| a.as_str().to_owned()),
+            agency_id: r.agency_id.as_ref().map(|a| a.as_str().to_owned()),
+            platform_agent_id: r.platform_agent_id.clone(),
+            platform_agency_id: r.platform_agency_id.clone(),
+            started_at: r.started_at.clone(),
+            ended_at: r.ended_at.clone(),
+            scored_at: r.scored_at.clone(),
+            updated_at: d.updated_at.clone(),
+            scored_ms: ms(r.scored_at.as_deref()).or(listed_ms),
+            listed_ms,
+            overall_score: d.score.overall_score,
+            score,
+        }
+    }
+
+    /// The fields whose change is logged.
+    fn tracked(&self) -> Value {
+        json!({ "score": self.score, "scoredAt": self.scored_at, "updatedAt": self.updated_at })
+    }
+}
+
+impl Store {
+    /// What the store holds of each of `ids` (absent ids are not stored).
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn known_calls(&self, ids: &[String]) -> Result<HashMap<String, KnownCall>, StoreError> {
+        let conn = self.conn();
+        let mut stmt =
+            conn.prepare_cached("SELECT scored_at, row_json IS NOT NULL FROM calls WHERE id = ?1")?;
+        let mut known = HashMap::new();
+        for id in ids {
+            let found = stmt
+                .query_row([id], |r| {
+                    Ok(KnownCall {
+                        scored_at: r.get(0)?,
+                        has_row: r.get(1)?,
+                    })
+                })
+                .optional()?;
+            if let Some(call) = found {
+                known.insert(id.clone(), call);
+            }
+        }
+        Ok(known)
+    }
+
+    /// Stores list rows of known calls that were stored without one; one transaction.
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn fill_rows(&self, rows: &[&RawCallRow]) -> Result<(), StoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        {
+            let mut stmt = tx.prepare_cached(
+                "UPDATE calls SET row_json = ?2 WHERE id = ?1 AND row_json IS NULL",
+            )?;
+            for row in rows {
+                stmt.execute(params![row.row.id.as_str(), row.json])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Stores fetched calls, each with its list row when it was listed, in one transaction;
+    /// resolves their recorded failures.
+    ///
+    /// # Errors
+    /// A database error (nothing of the batch is stored).
+    pub fn store_calls(
+        &self,
+        calls: &[(Option<RawCallRow>, RawCallDetail)],
+        writer: &Writer,
+    ) -> Result<Vec<Stored>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let stored = calls
+            .iter()
+            .map(|(row, detail)| store_call(&tx, row.as_ref(), detail, writer))
+            .collect::<Result<Vec<_>, _>>()?;
+        tx.commit()?;
+        Ok(stored)
+    }
+
+    /// Moves stored calls still awaiting their webhook: to `webhook` when it has arrived, to
+    /// `recovered` (by `run_id`) when they were scored at or before `missed_before_ms`. Returns
+    /// the id and source of each call recovered now.
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn settle_awaiting(
+        &self,
+        missed_before_ms: i64,
+        run_id: i64,
+        now: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute(
+            "UPDATE calls SET delivery = 'webhook' WHERE delivery = 'awaiting' AND EXISTS
+               (SELECT 1 FROM deliveries d WHERE d.call_id = calls.id AND d.success = 1)",
+            [],
+        )?;
+        let recovered = tx
+            .prepare(
+                "UPDATE calls SET delivery = 'recovered', recovered_run = ?2, recovered_at = ?3
+                 WHERE delivery = 'awaiting' AND scored_ms <= ?1 RETURNING id, source",
+            )?
+            .query_map(params![missed_before_ms, run_id, now], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        tx.commit()?;
+        Ok(recovered)
+    }
+
+    /// Records that a listed call's detail could not be stored (retried by later runs).
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn record_failure(
+        &self,
+        row: &RawCallRow,
+        error: &str,
+        http_status: Option<u16>,
+        run_id: i64,
+        now: &str,
+    ) -> Result<(), StoreError> {
+        self.conn().execute(
+            "INSERT INTO call_failures (call_id, source, row_json, error, http_status, attempts,
+                first_failed_at, last_failed_at, last_run_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?6, ?7)
+             ON CONFLICT (call_id) DO UPDATE SET error = ?4, http_status = ?5,
+                attempts = attempts + 1, last_failed_at = ?6, last_run_id = ?7,
+                row_json = ?3",
+            params![
+                row.row.id.as_str(),
+                row.row.source.as_str(),
+                row.json,
+                error,
+                http_status,
+                now,
+                run_id
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The listed calls of `source` whose detail failed fewer than `max_attempts` times.
+    ///
+    /// # Errors
+    /// A database error, or a stored row that no longer reads.
+    pub fn failures_to_retry(
+        &self,
+        source: &CallSource,
+        max_attempts: u32,
+    ) -> Result<Vec<RawCallRow>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT row_json FROM call_failures WHERE source = ?1 AND attempts < ?2
+             ORDER BY first_failed_at",
+        )?;
+        let rows = stmt
+            .query_map(params![source.as_str(), max_attempts], |r| {
+                r.get::<_, String>(0)
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|json| {
+                let row = serde_json::from_str(&json)
+                    .map_err(|e| StoreError::Corrupt(format!("a failed call's row: {e}")))?;
+                Ok(RawCallRow { row, json })
+            })
+            .collect()
+    }
+
+    /// The stored detail of a call, as the service sent it.
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn call_detail(&self, call_id: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT detail_json FROM calls WHERE id = ?1",
+                [call_id],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+}
+
+fn store_call(
+    tx: &Transaction<'_>,
+    row: Option<&RawCallRow>,
+    detail: &RawCallDetail,
+    writer: &Writer,
+) -> Result<Stored, StoreError> {
+    let id = detail.detail.row.id.as_str();
+    let columns = Columns::of(detail);
+    let before = tx
+        .prepare_cached("SELECT score_json, scored_at, updated_at FROM calls WHERE id = ?1")?
+        .query_row([id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<String>>(1)?,
+                r.get::<_, Option<String>>(2)?,
+            ))
+        })
+        .optional()?;
+    let stored = match before {
+        None => Stored::New(insert_call(tx, row, detail, &columns, writer)?),
+        Some((score, scored_at, updated_at)) => {
+            let score: Value = serde_json::from_str(&score)
+                .map_err(|e| StoreError::Corrupt(format!("the score of call {id}: {e}")))?;
+            let before = json!({ "score": score, "scoredAt": scored_at, "updatedAt": updated_at });
+            let after = columns.tracked();
+            let changed = before != after;
+            if changed {
+                tx.prepare_cached(
+                    "INSERT INTO score_changes (call_id, run_id, found_at, before_json, after_json)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )?
+                .execute(params![
+                    id,
+                    writer.run_id,
+                    writer.now,
+                    before.to_string(),
+                    after.to_string()
+                ])?;
+            }
+            update_call(tx, row, detail, &columns, writer)?;
+            if changed {
+                Stored::Changed
+            } else {
+                Stored::Unchanged
+            }
+        }
+    };
+    tx.prepare_cached("DELETE FROM call_failures WHERE call_id = ?1")?
+        .execute([id])?;
+    Ok(stored)
+}
+
+fn insert_call(
+    tx: &Connection,
+    row: Option<&RawCallRow>,
+    detail: &RawCallDetail,
+    c: &Columns,
+    writer: &Writer,
+) -> Result<Delivery, StoreError> {
+    let id = detail.detail.row.id.as_str();
+    let delivered: bool = tx
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM deliveries WHERE call_id = ?1 AND success = 1)",
+        )?
+        .query_row([id], |r| r.get(0))?;
+    let delivery = if delivered || writer.by == "webhook" {
+        Delivery::Webhook
+    } else if writer
+        .ledger_since_ms
+        .is_none_or(|since| c.scored_ms.is_none_or(|at| at < since))
+    {
+        Delivery::Backfill
+    } else if c.scored_ms.is_some_and(|at| at <= writer.missed_before_ms) {
+        Delivery::Recovered
+    } else {
+        Delivery::Awaiting
+    };
+    let recovered = delivery == Delivery::Recovered;
+    tx.prepare_cached(
+        "INSERT INTO calls (id, source, agent_id, agency_id, platform_agent_id, platform_agency_id,
+            started_at, ended_at, scored_at, updated_at, scored_ms, listed_ms, overall_score,
+            score_json, row_json, detail_json, delivery, recovered_run, recovered_at,
+            first_seen_at, first_seen_by, first_seen_run, refreshed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+            ?18, ?19, ?20, ?21, ?22, ?20)",
+    )?
+    .execute(params![
+        id,
+        c.source,
+        c.agent_id,
+        c.agency_id,
+        c.platform_agent_id,
+        c.platform_agency_id,
+        c.started_at,
+        c.ended_at,
+        c.scored_at,
+        c.updated_at,
+        c.scored_ms,
+        c.listed_ms,
+        c.overall_score,
+        c.score.to_string(),
+        row.map(|r| r.json.as_str()),
+        detail.json,
+        delivery.as_str(),
+        if recovered { writer.run_id } else { None },
+        recovered.then_some(writer.now.as_str()),
+        writer.now,
+        writer.by,
+        writer.run_id,
+    ])?;
+    Ok(delivery)
+}
+
+fn update_call(
+    tx: &Connection,
+    row: Option<&RawCallRow>,
+    detail: &RawCallDetail,
+    c: &Columns,
+    writer: &Writer,
+) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "UPDATE calls SET source = ?2, agent_id = ?3, agency_id = ?4, platform_agent_id = ?5,
+            platform_agency_id = ?6, started_at = ?7, ended_at = ?8, scored_at = ?9,
+            updated_at = ?10, scored_ms = ?11, listed_ms = ?12, overall_score = ?13,
+            score_json = ?14, row_json = COALESCE(?15, row_json), detail_json = ?16,
+            refreshed_at = ?17
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        detail.detail.row.id.as_str(),
+        c.source,
+        c.agent_id,
+        c.agency_id,
+        c.platform_agent_id,
+        c.platform_agency_id,
+        c.started_at,
+        c.ended_at,
+        c.scored_at,
+        c.updated_at,
+        c.scored_ms,
+        c.listed_ms,
+        c.overall_score,
+        c.score.to_string(),
+        row.map(|r| r.json.as_str()),
+        detail.json,
+        writer.now,
+    ])?;
+    Ok(())
+}

@@ -1,0 +1,94 @@
+//! The ledger of verified webhook deliveries that `webhook serve` received: one row per
+//! `X-Service-Webhook-Id`, with the raw body. Reconcile reads it to tell a call whose webhook
+//! arrived from one it had to recover.
+
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use svc_receiver::CallScored;
+
+use super::{Store, StoreError};
+
+/// A verified delivery to record.
+#[derive(Debug, Clone)]
+pub struct NewDelivery<'a> {
+    /// `X-Service-Webhook-Id`.
+    pub webhook_id: &'a str,
+    /// The decoded body.
+    pub event: &'a CallScored,
+    /// The raw body, exactly as received and verified.
+    pub body: &'a [u8],
+    /// When it was verified (contract timestamp form).
+    pub verified_at: &'a str,
+}
+
+impl Store {
+    /// Records a verified delivery once per webhook id; returns false for an id already
+    /// recorded. A successful event marks its call, if stored and awaiting it, as delivered.
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn record_delivery(&self, delivery: &NewDelivery<'_>) -> Result<bool, StoreError> {
+        let event = delivery.event;
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let inserted =
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO deliveries (webhook_id, call_id, source, success, reason,
+                    reason_message, occurred_at, verified_at, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(params![
+                delivery.webhook_id,
+                event.call_id,
+                event.source.as_str(),
+                event.success,
+                event.reason.as_ref().map(|r| r.as_str().to_owned()),
+                event.reason_message,
+                event.occurred_at,
+                delivery.verified_at,
+                String::from_utf8_lossy(delivery.body),
+            ])? > 0;
+        if inserted {
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('ledger_since', ?1)",
+            )?
+            .execute([delivery.verified_at])?;
+        }
+        if inserted && event.success {
+            tx.prepare_cached(
+                "UPDATE calls SET delivery = 'webhook' WHERE id = ?1 AND delivery = 'awaiting'",
+            )?
+            .execute([&event.call_id])?;
+        }
+        tx.commit()?;
+        Ok(inserted)
+    }
+
+    /// When the ledger received its first delivery (unix ms), if it ever did: calls scored
+    /// before then were not expected to have their webhook in it.
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn ledger_since_ms(&self) -> Result<Option<i64>, StoreError> {
+        let since: Option<String> = self
+            .conn()
+            .query_row(
+                "SELECT value FROM store_meta WHERE key = 'ledger_since'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(crate::time::ms(since.as_deref()))
+    }
+
+    /// How many deliveries are recorded under `webhook_id` (0 or 1).
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn delivery_count(&self, webhook_id: &str) -> Result<u64, StoreError> {
+        Ok(self.conn().query_row(
+            "SELECT COUNT(*) FROM deliveries WHERE webhook_id = ?1",
+            [webhook_id],
+            |r| super::count(r, 0),
+        )?)
+    }
+}

@@ -1,0 +1,191 @@
+//! `store export`: every stored call, streamed from the store to a writer, as JSON lines (each
+//! call detail as the service sent it) or CSV (the list row's fields and the headline score).
+//! Rows are read one at a time, so memory stays flat whatever the store's size.
+
+use std::io::Write;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{Store, StoreError};
+
+/// The output format of an export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// One call detail per line, exactly as the service sent it.
+    Jsonl,
+    /// One line per call: the list row's fields and the headline score.
+    Csv,
+}
+
+/// What an export may fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExportError {
+    /// Reading the store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Writing the output failed.
+    #[error("cannot write the export: {0}")]
+    Write(#[from] std::io::Error),
+}
+
+impl From<rusqlite::types::FromSqlError> for ExportError {
+    fn from(error: rusqlite::types::FromSqlError) -> Self {
+        Self::Store(StoreError::Corrupt(error.to_string()))
+    }
+}
+
+impl From<rusqlite::Error> for ExportError {
+    fn from(error: rusqlite::Error) -> Self {
+        Self::Store(error.into())
+    }
+}
+
+/// The CSV columns, in order.
+pub const CSV_HEADER: [&str; 16] = [
+    "id",
+    "source",
+    "agentId",
+    "agencyId",
+    "platformAgentId",
+    "platformAgencyId",
+    "externalUserId",
+    "externalAgencyId",
+    "drillKey",
+    "startedAt",
+    "endedAt",
+    "durationSec",
+    "scoredAt",
+    "updatedAt",
+    "overallScore",
+    "compliancePercent",
+];
+
+/// The list-row fields a CSV line holds, read from the stored row (or the detail, which has
+/// them all, when only the detail is stored).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RowFields {
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    agency_id: Option<String>,
+    #[serde(default)]
+    platform_agent_id: Option<String>,
+    #[serde(default)]
+    platform_agency_id: Option<String>,
+    #[serde(default)]
+    external_user_id: Option<String>,
+    #[serde(default)]
+    external_agency_id: Option<String>,
+    #[serde(default)]
+    drill_key: Option<String>,
+    #[serde(default)]
+    duration_sec: Option<Value>,
+}
+
+impl Store {
+    /// Writes the stored calls of `source` (every source when `None`) listed at or after
+    /// `since_ms` (unix ms; every call when `None`) to `out`, ordered by source and then by the
+    /// time `GET /calls` lists them by. Returns how many calls were written.
+    ///
+    /// # Errors
+    /// A database error or a failed write.
+    pub fn export(
+        &self,
+        source: Option<&str>,
+        since_ms: Option<i64>,
+        format: ExportFormat,
+        out: &mut dyn Write,
+    ) -> Result<u64, ExportError> {
+        let conn = self.conn();
+        let sources: Vec<String> = match source {
+            Some(source) => vec![source.to_owned()],
+            None => conn
+                .prepare("SELECT DISTINCT source FROM calls ORDER BY source DESC")?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?,
+        };
+        let mut sink = match format {
+            ExportFormat::Csv => {
+                let mut writer = csv::Writer::from_writer(out);
+                writer.write_record(CSV_HEADER).map_err(csv_error)?;
+                Sink::Csv(Box::new(writer))
+            }
+            ExportFormat::Jsonl => Sink::Jsonl(out),
+        };
+        let mut written = 0;
+        let mut stmt = conn.prepare(
+            "SELECT id, source, started_at, ended_at, scored_at, updated_at, overall_score,
+                    score_json, COALESCE(row_json, detail_json), detail_json
+             FROM calls WHERE source = ?1 AND (?2 IS NULL OR listed_ms >= ?2)
+             ORDER BY listed_ms",
+        )?;
+        for source in &sources {
+            let mut rows = stmt.query(rusqlite::params![source, since_ms])?;
+            while let Some(row) = rows.next()? {
+                match &mut sink {
+                    Sink::Jsonl(out) => {
+                        out.write_all(row.get_ref(9)?.as_str()?.as_bytes())?;
+                        out.write_all(b"\n")?;
+                    }
+                    Sink::Csv(writer) => writer.write_record(csv_line(row)?).map_err(csv_error)?,
+                }
+                written += 1;
+            }
+        }
+        match sink {
+            Sink::Jsonl(out) => out.flush()?,
+            Sink::Csv(mut writer) => writer.flush()?,
+        }
+        Ok(written)
+    }
+}
+
+/// Where export lines go.
+enum Sink<'w> {
+    Jsonl(&'w mut dyn Write),
+    Csv(Box<csv::Writer<&'w mut dyn Write>>),
+}
+
+fn csv_error(error: csv::Error) -> ExportError {
+    match error.into_kind() {
+        csv::ErrorKind::Io(io) => ExportError::Write(io),
+        other => ExportError::Write(std::io::Error::other(format!("{other:?}"))),
+    }
+}
+
+fn csv_line(row: &rusqlite::Row<'_>) -> Result<[String; 16], ExportError> {
+    let text = |i: usize| -> Result<String, ExportError> {
+        Ok(row.get::<_, Option<String>>(i)?.unwrap_or_default())
+    };
+    let id = text(0)?;
+    let fields: RowFields = serde_json::from_str(row.get_ref(8)?.as_str()?)
+        .map_err(|e| StoreError::Corrupt(format!("the row of call {id}: {e}")))?;
+    let score: Value = serde_json::from_str(row.get_ref(7)?.as_str()?)
+        .map_err(|e| StoreError::Corrupt(format!("the score of call {id}: {e}")))?;
+    let plain = |value: Option<&Value>| match value {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    };
+    Ok([
+        id,
+        text(1)?,
+        fields.agent_id.unwrap_or_default(),
+        fields.agency_id.unwrap_or_default(),
+        fields.platform_agent_id.unwrap_or_default(),
+        fields.platform_agency_id.unwrap_or_default(),
+        fields.external_user_id.unwrap_or_default(),
+        fields.external_agency_id.unwrap_or_default(),
+        fields.drill_key.unwrap_or_default(),
+        text(2)?,
+        text(3)?,
+        plain(fields.duration_sec.as_ref()),
+        text(4)?,
+        text(5)?,
+        plain(score.get("overallScore")),
+        plain(score.get("compliancePercent")),
+    ])
+}

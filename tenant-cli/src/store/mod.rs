@@ -1,0 +1,388 @@
+//! The local store: one SQLite file (WAL) where `reconcile` and `webhook serve` keep every
+//! scored call of the tenant, the webhook deliveries received, the changes found and the runs
+//! made, so that no scored call is missing whatever happened to the webhooks.
+//!
+//! # Layout
+//! - `schema`: the versioned migrations ([`SCHEMA_VERSION`]).
+//! - [`calls`]: scored calls (list row and detail as the service sent them), what a listing
+//!   finds already stored, the change log, the listed calls whose detail failed.
+//! - [`deliveries`]: the ledger of verified webhook deliveries.
+//! - [`runs`]: reconcile runs and the per-source sync state (watermarks).
+//! - [`lock`]: the lock that keeps two reconcile runs from writing at once.
+//! - [`stats`] and [`export`]: what `store stats` and `store export` read.
+//!
+//! # Guarantees
+//! Every write is one transaction: a call is stored with its detail or not at all, and a
+//! killed process leaves no half-written call. The journal is a WAL with
+//! `synchronous=NORMAL`: a commit survives the process being killed (it is in the operating
+//! system's hands); a power cut may lose the last commits, which the next reconcile run
+//! stores again (the watermark is committed after the calls it covers, so it never gets ahead
+//! of them). Several processes (a receiver and a reconcile run) may use one store at once:
+//! writers wait for each other up to [`BUSY_TIMEOUT`].
+
+pub mod calls;
+pub mod deliveries;
+pub mod export;
+pub mod lock;
+pub mod runs;
+pub mod stats;
+
+mod schema;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+
+pub use schema::SCHEMA_VERSION;
+
+/// How long a write waits for another process's write to finish.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why the store cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store's directory does not exist.
+    #[error("cannot create the store {path}: the directory {dir} does not exist")]
+    MissingDirectory {
+        /// The store path given.
+        path: PathBuf,
+        /// Its directory.
+        dir: PathBuf,
+    },
+    /// There is no store at the path (commands that only read never create one).
+    #[error(
+        "no store at {0} (`svc-cli reconcile --store` or `svc-cli webhook serve --store` creates one)"
+    )]
+    NotFound(PathBuf),
+    /// The file exists but is not a store.
+    #[error("{path} is not a svc-cli store: {reason}")]
+    NotAStore {
+        /// The path given.
+        path: PathBuf,
+        /// What was found instead.
+        reason: String,
+    },
+    /// The store was written by a newer `svc-cli`.
+    #[error(
+        "the store {path} has schema version {found}, newer than this svc-cli knows ({known}): \
+         upgrade svc-cli to use it"
+    )]
+    TooNew {
+        /// The path given.
+        path: PathBuf,
+        /// The store's schema version.
+        found: u32,
+        /// The newest this build knows.
+        known: u32,
+    },
+    /// Another process held the database locked for longer than [`BUSY_TIMEOUT`].
+    #[error("the store is busy: another process kept it locked for {BUSY_TIMEOUT:?}")]
+    Busy,
+    /// A database error.
+    #[error("store: {0}")]
+    Database(#[source] rusqlite::Error),
+    /// A stored value that does not read back (the file was edited by hand).
+    #[error("store: {0}")]
+    Corrupt(String),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(error: rusqlite::Error) -> Self {
+        match error.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                Self::Busy
+            }
+            _ => Self::Database(error),
+        }
+    }
+}
+
+impl StoreError {
+    /// Whether the problem is with what the user named (a usage error) rather than the data.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Self::MissingDirectory { .. }
+                | Self::NotFound(_)
+                | Self::NotAStore { .. }
+                | Self::TooNew { .. }
+        )
+    }
+}
+
+/// A handle on one store file; cheap to clone. Methods block on SQLite: async code calls them
+/// through [`Store::blocking`].
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.inner.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads a `COUNT`/`SUM` column as an unsigned count (a `NULL` sum of no rows is 0).
+pub(crate) fn count(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<u64> {
+    Ok(row
+        .get::<_, Option<i64>>(index)?
+        .map_or(0, |n| u64::try_from(n).unwrap_or(0)))
+}
+
+/// The first bytes of every SQLite database file.
+const SQLITE_HEADER: &[u8] = b"SQLite format 3\0";
+
+impl Store {
+    /// Opens the store at `path`, creating it when the file does not exist (its directory
+    /// must), and migrating an older store in place.
+    ///
+    /// # Errors
+    /// A missing directory, a file that is not a store, a store from a newer `svc-cli`, or a
+    /// database error.
+    pub fn open_or_create(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref();
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !dir.is_dir() {
+            return Err(StoreError::MissingDirectory {
+                path: path.to_path_buf(),
+                dir,
+            });
+        }
+        Self::open_with(path, true)
+    }
+
+    /// Opens an existing store (migrating an older one in place); never creates one.
+    ///
+    /// # Errors
+    /// No file at `path`, a file that is not a store, a store from a newer `svc-cli`, or a
+    /// database error.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref();
+        if !path.is_file() {
+            return Err(StoreError::NotFound(path.to_path_buf()));
+        }
+        Self::open_with(path, false)
+    }
+
+    /// Opens the store at `path` when there is one, else an empty store in memory that is
+    /// never written to disk (what a dry run reads).
+    ///
+    /// # Errors
+    /// As [`Store::open`], but for a missing file.
+    pub fn open_or_empty(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref();
+        if path.exists() {
+            return Self::open(path);
+        }
+        let mut conn = Connection::open_in_memory()?;
+        migrate(&mut conn, path, SCHEMA_VERSION)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                path: path.to_path_buf(),
+                conn: Mutex::new(conn),
+            }),
+        })
+    }
+
+    fn open_with(path: &Path, create: bool) -> Result<Self, StoreError> {
+        check_header(path)?;
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if create {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let not_a_store = |e: rusqlite::Error| StoreError::NotAStore {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        };
+        let mut conn = Connection::open_with_flags(path, flags).map_err(not_a_store)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(not_a_store)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        migrate(&mut conn, path, SCHEMA_VERSION)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                path: path.to_path_buf(),
+                conn: Mutex::new(conn),
+            }),
+        })
+    }
+
+    /// Creates a store at `path` with only the first `version` migrations applied, as an older
+    /// `svc-cli` wrote it (to test migrating in place).
+    ///
+    /// # Errors
+    /// As [`Store::open_or_create`].
+    #[doc(hidden)]
+    pub fn create_at_version(path: impl AsRef<Path>, version: u32) -> Result<(), StoreError> {
+        let path = path.as_ref();
+        let mut conn = Connection::open(path)?;
+        migrate(&mut conn, path, version)
+    }
+
+    /// The store's file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The connection, for one operation at a time.
+    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves the connection usable: every write is a
+        // transaction, rolled back when its guard dropped.
+        self.inner
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs `work` with the store on a blocking thread.
+    ///
+    /// # Errors
+    /// `work`'s error.
+    pub async fn blocking<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || work(&store))
+            .await
+            .map_err(|e| StoreError::Corrupt(format!("store task failed: {e}")))?
+    }
+
+    /// The schema version of the store (after opening, always [`SCHEMA_VERSION`]).
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        read_version(&self.conn())?.ok_or_else(|| StoreError::Corrupt("no schema version".into()))
+    }
+}
+
+/// Refuses a non-empty file that is not an SQLite database before SQLite touches it.
+fn check_header(path: &Path) -> Result<(), StoreError> {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Ok(()); // missing: created (or refused) by the open itself
+    };
+    if file.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(StoreError::NotAStore {
+            path: path.to_path_buf(),
+            reason: "it is a directory".into(),
+        });
+    }
+    let mut header = [0u8; 16];
+    let read = file.read(&mut header).unwrap_or(0);
+    if read == 0 || header[..read] == SQLITE_HEADER[..read] && read == SQLITE_HEADER.len() {
+        return Ok(());
+    }
+    Err(StoreError::NotAStore {
+        path: path.to_path_buf(),
+        reason: "it is not an SQLite database".into(),
+    })
+}
+
+fn read_version(conn: &Connection) -> Result<Option<u32>, StoreError> {
+    let has_meta: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store_meta')",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_meta {
+        return Ok(None);
+    }
+    let version: Option<String> = conn
+        .query_row(
+            "SELECT value FROM store_meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    version
+        .map(|v| {
+            v.parse()
+                .map_err(|_| StoreError::Corrupt(format!("schema version {v:?}")))
+        })
+        .transpose()
+}
+
+/// Brings the store up to `target` migrations in one transaction; a second process opening at
+/// the same time waits, then finds nothing left to do.
+fn migrate(conn: &mut Connection, path: &Path, target: u32) -> Result<(), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let format: Option<String> = if read_version(&tx)?.is_some() {
+        tx.query_row(
+            "SELECT value FROM store_meta WHERE key = 'format'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?
+    } else {
+        None
+    };
+    let version = match (read_version(&tx)?, format.as_deref()) {
+        (Some(version), Some(schema::FORMAT)) => version,
+        (Some(_), _) => {
+            return Err(StoreError::NotAStore {
+                path: path.to_path_buf(),
+                reason: "its store_meta table belongs to another program".into(),
+            });
+        }
+        (None, _) => {
+            let tables: Vec<String> = tx
+                .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            if let Some(first) = tables.first() {
+                return Err(StoreError::NotAStore {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "it is an SQLite database of another program (it has a table {first:?})"
+                    ),
+                });
+            }
+            tx.execute_batch(schema::META)?;
+            tx.execute(
+                "INSERT INTO store_meta (key, value) VALUES ('format', ?1)",
+                [schema::FORMAT],
+            )?;
+            0
+        }
+    };
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+            known: SCHEMA_VERSION,
+        });
+    }
+    for migration in schema::MIGRATIONS
+        .iter()
+        .take(target as usize)
+        .skip(version as usize)
+    {
+        tx.execute_batch(migration)?;
+    }
+    if target > version {
+        tx.execute(
+            "INSERT OR REPLACE INTO store_meta (key, value) VALUES ('schema_version', ?1)",
+            [target.to_string()],
+        )?;
+    }
+    tx.commit()?;
+    Ok(())
+}

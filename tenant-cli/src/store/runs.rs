@@ -1,0 +1,130 @@
+//! Reconcile runs and the per-source sync state: a row per run (started, finished, outcome,
+//! exit code, report), and per source the watermark up to which every listed call is stored.
+
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+
+use super::{Store, StoreError};
+
+/// The sync state of one source.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncState {
+    /// Every call listed up to this time is stored (contract timestamp form).
+    pub watermark: Option<String>,
+    /// The last run that listed this source.
+    pub last_run_id: Option<i64>,
+    /// When it started.
+    pub last_run_at: Option<String>,
+    /// `ok` or `failed: …`.
+    pub last_outcome: Option<String>,
+    /// When the last run that completed this source started.
+    pub last_success_at: Option<String>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// It finished (its exit code says what it found).
+    Ok,
+    /// It stopped on an error.
+    Failed,
+}
+
+impl Store {
+    /// Records the start of a run; runs left `running` by a killed process are marked
+    /// `interrupted` (the caller holds the run lock, so none of them is still going).
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn start_run(&self, started_at: &str, options: &str) -> Result<i64, StoreError> {
+        let conn = self.conn();
+        conn.execute(
+            "UPDATE runs SET outcome = 'interrupted' WHERE outcome = 'running'",
+            [],
+        )?;
+        conn.execute(
+            "INSERT INTO runs (started_at, pid, options, outcome) VALUES (?1, ?2, ?3, 'running')",
+            params![started_at, std::process::id(), options],
+        )?;
+        Ok(conn.last_insert_rowid())
+    }
+
+    /// Records the end of a run with its report.
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn finish_run(
+        &self,
+        run_id: i64,
+        finished_at: &str,
+        outcome: RunOutcome,
+        exit_code: u8,
+        report: &str,
+    ) -> Result<(), StoreError> {
+        let outcome = match outcome {
+            RunOutcome::Ok => "ok",
+            RunOutcome::Failed => "failed",
+        };
+        self.conn().execute(
+            "UPDATE runs SET finished_at = ?2, outcome = ?3, exit_code = ?4, report = ?5
+             WHERE id = ?1",
+            params![run_id, finished_at, outcome, exit_code, report],
+        )?;
+        Ok(())
+    }
+
+    /// The sync state of `source` (all `None` before its first run).
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn sync_state(&self, source: &str) -> Result<SyncState, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT watermark, last_run_id, last_run_at, last_outcome, last_success_at
+                 FROM sync_state WHERE source = ?1",
+                [source],
+                |r| {
+                    Ok(SyncState {
+                        watermark: r.get(0)?,
+                        last_run_id: r.get(1)?,
+                        last_run_at: r.get(2)?,
+                        last_outcome: r.get(3)?,
+                        last_success_at: r.get(4)?,
+                    })
+                },
+            )
+            .optional()?
+            .unwrap_or_default())
+    }
+
+    /// Records that run `run_id`, started at `run_at`, listed `source`: with `Ok(watermark)`
+    /// every page of its window was stored (the watermark moves to `watermark` when given);
+    /// with `Err(reason)` it stopped and the watermark stays.
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn record_sync(
+        &self,
+        source: &str,
+        run_id: i64,
+        run_at: &str,
+        result: Result<Option<&str>, &str>,
+    ) -> Result<(), StoreError> {
+        let (watermark, outcome, success) = match result {
+            Ok(watermark) => (watermark, "ok".to_owned(), Some(run_at)),
+            Err(reason) => (None, format!("failed: {reason}"), None),
+        };
+        self.conn().execute(
+            "INSERT INTO sync_state (source, watermark, last_run_id, last_run_at, last_outcome,
+                last_success_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (source) DO UPDATE SET
+                watermark = COALESCE(?2, watermark), last_run_id = ?3, last_run_at = ?4,
+                last_outcome = ?5, last_success_at = COALESCE(?6, last_success_at)",
+            params![source, watermark, run_id, run_at, outcome, success],
+        )?;
+        Ok(())
+    }
+}
