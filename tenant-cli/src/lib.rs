@@ -9,6 +9,11 @@
 //! - [`config`]: where the base URL and API key come from (flag > env > config-file profile) and
 //!   the config file itself (written 0600).
 //! - [`output`]: tables or JSON on stdout, messages and progress on stderr.
+//! - [`store`]: the local SQLite store of scored calls, webhook deliveries, changes and runs.
+//! - [`reconcile`]: list scored calls per source and store what the store is missing or what
+//!   changed silently (`svc-cli reconcile`).
+//! - [`receiver`]: receive webhook deliveries into the store (`svc-cli webhook serve`).
+//! - [`time`]: timestamps and durations as the command line and the store write them.
 //! - [`exit`]: the documented exit codes and the mapping from errors to them.
 //! - [`commands`]: the `Cli` definition; one module per resource, each with `exec(self, ctx)`.
 //!
@@ -20,6 +25,7 @@ pub mod config;
 pub mod exit;
 pub mod live;
 pub mod output;
+pub mod receiver;
 pub mod reconcile;
 pub mod store;
 pub mod time;
