@@ -9,12 +9,13 @@
 //! only trace of the attempt.
 
 use std::future::Future;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use svc_receiver::axum::{InboxReceiver, inbox_route};
-use svc_receiver::sqlite::{InboxPolicy, SqliteInbox, run_inbox_workers};
-use svc_receiver::{Keyring, Received, SystemClock, Verifier};
+use svc_receiver::sqlite::{InboxPolicy, SqliteInbox, Step, process_next, run_inbox_workers};
+use svc_receiver::{Clock, Keyring, Received, SystemClock, Verifier};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -26,6 +27,9 @@ use crate::time::format_ts;
 
 /// Inbox entries handled at once (each records a delivery and, with a client, reads a call).
 const WORKERS: usize = 4;
+/// How long a stopping receiver keeps recording the deliveries that arrived last; what is left
+/// stays in the inbox for the next start.
+const DRAIN: Duration = Duration::from_secs(10);
 
 /// What a receiver runs with.
 #[derive(Debug, Clone)]
@@ -41,8 +45,8 @@ pub struct ReceiverConfig {
 }
 
 /// Serves deliveries on `listener` until `shutdown` resolves, then answers the requests in
-/// flight and lets the workers finish the entries in hand. Entries not yet recorded stay in
-/// the inbox and are recorded at the next start.
+/// flight and records the deliveries not yet in the ledger (for up to 10 s; an entry whose
+/// recording fails stays in the inbox and is recorded at the next start).
 ///
 /// # Errors
 /// The inbox cannot be opened in the store's file, or the server fails.
@@ -64,8 +68,8 @@ pub async fn run(
         }
     };
     let workers = tokio::spawn(run_inbox_workers(
-        inbox,
-        handler,
+        inbox.clone(),
+        handler.clone(),
         SystemClock,
         WORKERS,
         async move {
@@ -76,9 +80,21 @@ pub async fn run(
         .with_graceful_shutdown(shutdown)
         .await
         .context("serving webhooks");
-    // Requests in flight are answered; now let the workers finish the entries in hand.
+    // Requests in flight are answered; let the workers finish the entries in hand, then
+    // record what arrived meanwhile, so that the ledger holds every delivery acknowledged.
     let _ = stop.send(true);
     let _ = workers.await;
+    let deadline = Instant::now() + DRAIN;
+    while Instant::now() < deadline {
+        match process_next(&inbox, &handler, SystemClock.now()).await {
+            Ok(Step::Settled(_)) => {}
+            Ok(_) => break,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not drain the inbox; entries stay for the next start");
+                break;
+            }
+        }
+    }
     served
 }
 

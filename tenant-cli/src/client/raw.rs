@@ -44,7 +44,7 @@ struct PageText<'a> {
 }
 
 /// Reads a `GET /calls` page body.
-pub(super) fn page(bytes: &[u8]) -> Result<Page<RawCallRow>, ClientError> {
+pub(crate) fn page(bytes: &[u8]) -> Result<Page<RawCallRow>, ClientError> {
     let text: PageText<'_> = serde_json::from_slice(bytes)
         .map_err(|e| ClientError::Decode(format!("calls page: {e}")))?;
     let data = text
@@ -66,7 +66,7 @@ pub(super) fn page(bytes: &[u8]) -> Result<Page<RawCallRow>, ClientError> {
 }
 
 /// Reads a `GET /calls/{callId}` body.
-pub(super) fn detail(bytes: &[u8]) -> Result<RawCallDetail, ClientError> {
+pub(crate) fn detail(bytes: &[u8]) -> Result<RawCallDetail, ClientError> {
     let text = std::str::from_utf8(bytes)
         .map_err(|_| ClientError::Decode("call detail: the body is not UTF-8".into()))?;
     let detail: CallDetail =

@@ -447,7 +447,13 @@ async fn list_window(
         };
         tally.counts.pages += 1;
         tally.counts.listed += rows.len() as u64;
-        while batches.len() >= PAGES_IN_FLIGHT {
+        // A batch that stopped (a refused key, a failing service) stops the listing too.
+        while let Some(joined) = batches.try_join_next() {
+            if let Some(error) = merge(tally, joined) {
+                stopped.get_or_insert(error);
+            }
+        }
+        while stopped.is_none() && batches.len() >= PAGES_IN_FLIGHT {
             if let Some(joined) = batches.join_next().await
                 && let Some(error) = merge(tally, joined)
             {

@@ -386,3 +386,6 @@ fn migrate(conn: &mut Connection, path: &Path, target: u32) -> Result<(), StoreE
     tx.commit()?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

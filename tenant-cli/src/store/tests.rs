@@ -1,0 +1,434 @@
+//! Unit tests of the store: opening and migrating, storing calls (new, changed, unchanged),
+//! how a call reached the store, the ledger, failures, and export.
+
+use serde_json::{Value, json};
+use svc_receiver::{CallScored, CallSource};
+
+use super::calls::{Delivery, Stored, Writer};
+use super::deliveries::NewDelivery;
+use super::export::ExportFormat;
+use super::{SCHEMA_VERSION, Store, StoreError};
+use crate::client::raw::{self, RawCallDetail};
+use crate::client::{RawCallRow, types::CallRow};
+
+fn detail_json(id: &str, source: &str, scored_at: &str, overall: f64) -> Value {
+    json!({
+        "id": id, "source": source, "agentId": "svc_agent_1", "agencyId": "svc_agency_1",
+        "platformAgentId": "rep-1", "platformAgencyId": "ag-1", "externalUserId": null,
+        "externalAgencyId": null, "drillKey": null,
+        "startedAt": "2026-03-01T10:00:00.000Z", "endedAt": "2026-03-01T10:05:00.000Z",
+        "durationSec": 300, "scoredAt": scored_at, "status": "scored",
+        "transcript": [{"role": "agent", "content": "Hello"}],
+        "score": {"overallScore": overall, "summary": "s", "feedback": "f", "newKey": [1, 2]},
+        "audioUrl": null, "audioUrlExpiresAt": null, "waveform": null,
+        "createdAt": "2026-03-01T10:05:00.000Z", "updatedAt": scored_at
+    })
+}
+
+fn detail(value: &Value) -> RawCallDetail {
+    raw::detail(value.to_string().as_bytes()).expect("a call detail")
+}
+
+fn row(value: &Value) -> RawCallRow {
+    let mut row = value.clone();
+    for key in [
+        "status",
+        "transcript",
+        "score",
+        "audioUrl",
+        "audioUrlExpiresAt",
+        "waveform",
+    ] {
+        row.as_object_mut().expect("object").remove(key);
+    }
+    RawCallRow {
+        row: serde_json::from_value::<CallRow>(row.clone()).expect("a row"),
+        json: row.to_string(),
+    }
+}
+
+fn writer(missed_before_ms: i64, ledger_since_ms: Option<i64>) -> Writer {
+    Writer {
+        by: "reconcile",
+        run_id: Some(1),
+        now: "2026-03-02T00:00:00.000Z".into(),
+        ledger_since_ms,
+        missed_before_ms,
+    }
+}
+
+fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open_or_create(dir.path().join("store.db")).expect("store");
+    (dir, store)
+}
+
+/// Unix ms of 2026-03-01T10:06:00Z, a minute after the test calls are scored.
+const AFTER_SCORING: i64 = 1_772_359_560_000;
+
+#[test]
+fn a_new_store_has_the_latest_schema_and_reopens() {
+    let (dir, store) = store();
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    drop(store);
+    let again = Store::open(dir.path().join("store.db")).expect("reopens");
+    assert_eq!(again.schema_version().expect("version"), SCHEMA_VERSION);
+}
+
+#[test]
+fn an_older_store_is_migrated_in_place_and_keeps_its_rows() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("old.db");
+    Store::create_at_version(&path, 1).expect("a version-1 store");
+    {
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        conn.execute(
+            "INSERT INTO sync_state (source, watermark) VALUES ('roleplay', '2026-01-01T00:00:00.000Z')",
+            [],
+        )
+        .expect("a row of version 1");
+    }
+    let store = Store::open(&path).expect("migrates");
+    assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
+    let state = store.sync_state("roleplay").expect("state");
+    assert_eq!(state.watermark.as_deref(), Some("2026-01-01T00:00:00.000Z"));
+    let failures: i64 = store
+        .conn()
+        .query_row("SELECT COUNT(*) FROM call_failures", [], |r| r.get(0))
+        .expect("the table of version 2 exists");
+    assert_eq!(failures, 0);
+}
+
+#[test]
+fn a_store_of_a_newer_svc_cli_is_refused() {
+    let (dir, store) = store();
+    store
+        .conn()
+        .execute(
+            "UPDATE store_meta SET value = '99' WHERE key = 'schema_version'",
+            [],
+        )
+        .expect("bump");
+    drop(store);
+    match Store::open(dir.path().join("store.db")) {
+        Err(StoreError::TooNew { found: 99, .. }) => {}
+        other => panic!("expected TooNew, got {other:?}"),
+    }
+}
+
+#[test]
+fn files_that_are_not_stores_are_refused_without_being_changed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "hello, not a database\n").expect("write");
+    assert!(matches!(
+        Store::open(&text),
+        Err(StoreError::NotAStore { .. })
+    ));
+    assert_eq!(
+        std::fs::read_to_string(&text).expect("read"),
+        "hello, not a database\n"
+    );
+
+    let other = dir.path().join("other.db");
+    rusqlite::Connection::open(&other)
+        .and_then(|c| c.execute("CREATE TABLE accounts (id INTEGER)", []))
+        .expect("another program's database");
+    let refused = Store::open_or_create(&other);
+    assert!(
+        matches!(&refused, Err(StoreError::NotAStore { reason, .. }) if reason.contains("accounts")),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        Store::open_or_create(dir.path().join("missing/store.db")),
+        Err(StoreError::MissingDirectory { .. })
+    ));
+    assert!(matches!(
+        Store::open(dir.path().join("absent.db")),
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+#[test]
+fn a_call_is_stored_once_then_unchanged_then_changed_with_its_change_logged() {
+    let (_dir, store) = store();
+    let first = detail_json("svc_call_1", "real_call", "2026-03-01T10:05:00.000Z", 70.0);
+    let stored = store
+        .store_calls(&[(Some(row(&first)), detail(&first))], &writer(0, None))
+        .expect("store");
+    assert_eq!(stored, [Stored::New(Delivery::Backfill)]);
+    assert_eq!(
+        store.call_detail("svc_call_1").expect("read").as_deref(),
+        Some(detail(&first).json.as_str()),
+        "the detail is kept as the service sent it"
+    );
+
+    let again = store
+        .store_calls(&[(None, detail(&first))], &writer(0, None))
+        .expect("store");
+    assert_eq!(again, [Stored::Unchanged]);
+
+    let moved = detail_json("svc_call_1", "real_call", "2026-03-05T09:00:00.000Z", 85.0);
+    let changed = store
+        .store_calls(&[(Some(row(&moved)), detail(&moved))], &writer(0, None))
+        .expect("store");
+    assert_eq!(changed, [Stored::Changed]);
+    let (before, after): (String, String) = store
+        .conn()
+        .query_row(
+            "SELECT before_json, after_json FROM score_changes WHERE call_id = 'svc_call_1'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("one change logged");
+    let (before, after): (Value, Value) = (
+        serde_json::from_str(&before).expect("json"),
+        serde_json::from_str(&after).expect("json"),
+    );
+    assert_eq!(before["score"]["overallScore"], json!(70.0));
+    assert_eq!(after["score"]["overallScore"], json!(85.0));
+    assert_eq!(after["scoredAt"], json!("2026-03-05T09:00:00.000Z"));
+    assert_eq!(
+        before["score"]["newKey"],
+        json!([1, 2]),
+        "unknown score keys are kept"
+    );
+}
+
+fn event(call_id: &str, success: bool) -> CallScored {
+    let event = CallScored::scored(
+        call_id,
+        CallSource::Roleplay,
+        "svc_agent_1",
+        "svc_agency_1",
+        "2026-03-01T10:05:30.000Z",
+        "req_1",
+    );
+    if success {
+        event
+    } else {
+        event.not_scored(
+            svc_receiver::FailureReason::ScoringIncomplete,
+            "rep never spoke",
+        )
+    }
+}
+
+fn record(store: &Store, webhook_id: &str, event: &CallScored, verified_at: &str) -> bool {
+    let body = serde_json::to_vec(event).expect("body");
+    store
+        .record_delivery(&NewDelivery {
+            webhook_id,
+            event,
+            body: &body,
+            verified_at,
+        })
+        .expect("record")
+}
+
+#[test]
+fn a_delivery_is_recorded_once_per_webhook_id_and_starts_the_ledger() {
+    let (_dir, store) = store();
+    assert_eq!(store.ledger_since_ms().expect("since"), None);
+    let scored = event("svc_call_1", true);
+    assert!(record(&store, "wh_1", &scored, "2026-03-01T10:05:31.000Z"));
+    assert!(
+        !record(&store, "wh_1", &scored, "2026-03-01T10:10:31.000Z"),
+        "a duplicate"
+    );
+    assert_eq!(store.delivery_count("wh_1").expect("count"), 1);
+    assert_eq!(
+        store.ledger_since_ms().expect("since"),
+        crate::time::ms(Some("2026-03-01T10:05:31.000Z"))
+    );
+    let failed = event("svc_call_2", false);
+    assert!(record(&store, "wh_2", &failed, "2026-03-01T11:00:00.000Z"));
+    let (reason, message): (String, String) = store
+        .conn()
+        .query_row(
+            "SELECT reason, reason_message FROM deliveries WHERE webhook_id = 'wh_2'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("the failure event is kept");
+    assert_eq!(
+        (reason.as_str(), message.as_str()),
+        ("SCORING_INCOMPLETE", "rep never spoke")
+    );
+}
+
+#[test]
+fn how_a_call_reached_the_store_follows_the_ledger_and_the_grace_period() {
+    let (_dir, store) = store();
+    // The ledger started before the calls were scored (10:05).
+    let since = crate::time::ms(Some("2026-03-01T09:00:00.000Z"));
+    let delivered = detail_json("svc_call_d", "roleplay", "2026-03-01T10:05:00.000Z", 70.0);
+    record(
+        &store,
+        "wh_d",
+        &event("svc_call_d", true),
+        "2026-03-01T10:05:31.000Z",
+    );
+    let missed = detail_json("svc_call_m", "roleplay", "2026-03-01T10:05:00.000Z", 70.0);
+    let fresh = detail_json("svc_call_f", "roleplay", "2026-03-01T10:05:00.000Z", 70.0);
+    let old = detail_json("svc_call_o", "roleplay", "2026-03-01T08:00:00.000Z", 70.0);
+    let stored = store
+        .store_calls(
+            &[
+                (None, detail(&delivered)),
+                (None, detail(&missed)),
+                (None, detail(&old)),
+            ],
+            &writer(AFTER_SCORING, since),
+        )
+        .expect("store");
+    assert_eq!(
+        stored,
+        [
+            Stored::New(Delivery::Webhook),
+            Stored::New(Delivery::Recovered),
+            Stored::New(Delivery::Backfill),
+        ]
+    );
+    // Scored after the grace cutoff: the webhook may still come.
+    let stored = store
+        .store_calls(
+            &[(None, detail(&fresh))],
+            &writer(AFTER_SCORING - 120_000, since),
+        )
+        .expect("store");
+    assert_eq!(stored, [Stored::New(Delivery::Awaiting)]);
+    // Nothing arrives; a later run settles it as recovered.
+    let recovered = store
+        .settle_awaiting(AFTER_SCORING, 2, "2026-03-01T11:00:00.000Z")
+        .expect("settle");
+    assert_eq!(
+        recovered,
+        [("svc_call_f".to_owned(), "roleplay".to_owned())]
+    );
+    assert!(
+        store
+            .settle_awaiting(AFTER_SCORING, 3, "x")
+            .expect("settle")
+            .is_empty(),
+        "settled once"
+    );
+}
+
+#[test]
+fn a_webhook_arriving_in_the_grace_period_marks_the_call_delivered() {
+    let (_dir, store) = store();
+    let since = Some(0);
+    let fresh = detail_json("svc_call_f", "roleplay", "2026-03-01T10:05:00.000Z", 70.0);
+    store
+        .store_calls(&[(None, detail(&fresh))], &writer(0, since))
+        .expect("store");
+    record(
+        &store,
+        "wh_f",
+        &event("svc_call_f", true),
+        "2026-03-01T10:06:00.000Z",
+    );
+    assert!(
+        store
+            .settle_awaiting(AFTER_SCORING, 2, "x")
+            .expect("settle")
+            .is_empty(),
+        "delivered, not recovered"
+    );
+    let delivery: String = store
+        .conn()
+        .query_row(
+            "SELECT delivery FROM calls WHERE id = 'svc_call_f'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("row");
+    assert_eq!(delivery, "webhook");
+}
+
+#[test]
+fn a_failed_call_is_retried_until_it_is_stored_or_has_failed_too_often() {
+    let (_dir, store) = store();
+    let call = detail_json("svc_call_x", "real_call", "2026-03-01T10:05:00.000Z", 70.0);
+    let listed = row(&call);
+    for run in 1..=2 {
+        store
+            .record_failure(&listed, "CALL_NOT_FOUND (HTTP 404)", Some(404), run, "now")
+            .expect("record");
+    }
+    let retry = store
+        .failures_to_retry(&CallSource::RealCall, 5)
+        .expect("retry");
+    assert_eq!(retry.len(), 1);
+    assert_eq!(retry[0].json, listed.json, "the row is kept as listed");
+    assert!(
+        store
+            .failures_to_retry(&CallSource::RealCall, 2)
+            .expect("retry")
+            .is_empty()
+    );
+    store
+        .store_calls(&[(Some(listed), detail(&call))], &writer(0, None))
+        .expect("store");
+    assert!(
+        store
+            .failures_to_retry(&CallSource::RealCall, 5)
+            .expect("retry")
+            .is_empty(),
+        "storing the call resolves its failure"
+    );
+}
+
+#[test]
+fn export_writes_details_as_stored_or_a_flat_csv() {
+    let (_dir, store) = store();
+    let a = detail_json("svc_call_a", "roleplay", "2026-03-01T10:05:00.000Z", 70.5);
+    let b = detail_json("svc_call_b", "real_call", "2026-03-01T10:05:00.000Z", 90.0);
+    store
+        .store_calls(
+            &[(Some(row(&a)), detail(&a)), (None, detail(&b))],
+            &writer(0, None),
+        )
+        .expect("store");
+    let mut jsonl = Vec::new();
+    let n = store
+        .export(None, None, ExportFormat::Jsonl, &mut jsonl)
+        .expect("export");
+    assert_eq!(n, 2);
+    let text = String::from_utf8(jsonl).expect("utf-8");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines, [detail(&a).json.as_str(), detail(&b).json.as_str()]);
+
+    let mut csv = Vec::new();
+    store
+        .export(Some("real_call"), None, ExportFormat::Csv, &mut csv)
+        .expect("export");
+    let text = String::from_utf8(csv).expect("utf-8");
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some(super::export::CSV_HEADER.join(",").as_str())
+    );
+    let line = lines.next().expect("one call");
+    assert!(
+        line.starts_with("svc_call_b,real_call,svc_agent_1,svc_agency_1,rep-1,ag-1,"),
+        "{line}"
+    );
+    assert!(
+        line.ends_with(",300,2026-03-01T10:05:00.000Z,2026-03-01T10:05:00.000Z,90.0,"),
+        "{line}"
+    );
+    assert_eq!(lines.next(), None);
+
+    let mut since = Vec::new();
+    let later = crate::time::ms(Some("2026-03-02T00:00:00Z"));
+    let n = store
+        .export(None, later, ExportFormat::Jsonl, &mut since)
+        .expect("export");
+    assert_eq!(
+        (n, since.len()),
+        (0, 0),
+        "--since filters on the listing time"
+    );
+}

@@ -1,0 +1,314 @@
+//! Runs the real `svc-cli webhook serve` binary: signed deliveries are recorded once in the
+//! store's ledger, bad signatures are refused, failure events are kept, `--fetch` stores the
+//! call's detail, and SIGTERM answers the request in flight before exiting 0.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use rusqlite::Connection;
+use svc_receiver::{CallScored, CallSource, FailureReason, sign};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use wiremock::MockServer;
+
+const SECRET: &str = "whsec_serve_test_secret_0123456789";
+
+/// A running `webhook serve` and the address it listens on.
+struct Serving {
+    child: Child,
+    url: String,
+    addr: String,
+    _dir: tempfile::TempDir,
+    store: std::path::PathBuf,
+}
+
+async fn serve(extra_env: &[(&str, &str)], extra_args: &[&str]) -> Serving {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("store.db");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_svc-cli"))
+        .args([
+            "webhook",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--secret-env",
+            "WH",
+        ])
+        .arg("--store")
+        .arg(&store)
+        .args(extra_args)
+        .env_clear()
+        .env("HOME", dir.path())
+        .env("WH", SECRET)
+        .envs(extra_env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn svc-cli webhook serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.expect("read stderr") {
+            if let Some(rest) = line.strip_prefix("receiving webhooks on ") {
+                return rest.split(' ').next().expect("url").to_owned();
+            }
+        }
+        panic!("webhook serve exited before listening");
+    })
+    .await
+    .expect("webhook serve starts listening");
+    // Keep draining stderr so the process never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let addr = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .expect("host:port")
+        .to_owned();
+    Serving {
+        child,
+        url,
+        addr,
+        _dir: dir,
+        store,
+    }
+}
+
+fn body(event: &CallScored) -> Vec<u8> {
+    serde_json::to_vec(event).expect("serialise")
+}
+
+fn scored(call_id: &str) -> CallScored {
+    CallScored::scored(
+        call_id,
+        CallSource::Roleplay,
+        "svc_agent_1",
+        "svc_agency_1",
+        "2026-03-01T10:05:30.000Z",
+        "req_1",
+    )
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+async fn post(url: &str, webhook_id: &str, body: &[u8], secret: &str) -> u16 {
+    reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("x-service-signature", sign(secret, now(), body))
+        .header("x-service-webhook-id", webhook_id)
+        .body(body.to_vec())
+        .send()
+        .await
+        .expect("post")
+        .status()
+        .as_u16()
+}
+
+fn count(store: &Path, sql: &str) -> i64 {
+    let conn = Connection::open(store).expect("open store");
+    conn.query_row(sql, [], |r| r.get(0)).expect("query")
+}
+
+async fn wait_for(store: &Path, sql: &str, expected: i64) {
+    for _ in 0..300 {
+        if count(store, sql) == expected {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{sql} never reached {expected} (now {})", count(store, sql));
+}
+
+async fn terminate(child: &mut Child) -> i32 {
+    let pid = child.id().expect("running").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("exits after SIGTERM")
+        .expect("wait");
+    status.code().unwrap_or(-1)
+}
+
+#[tokio::test]
+async fn signed_deliveries_are_recorded_once_and_a_bad_signature_is_refused() {
+    let mut serving = serve(&[], &[]).await;
+    let first = body(&scored("svc_call_1"));
+    assert_eq!(post(&serving.url, "wh_1", &first, SECRET).await, 200);
+    // The sender's retry: same id, signed afresh.
+    assert_eq!(post(&serving.url, "wh_1", &first, SECRET).await, 200);
+    assert_eq!(
+        post(
+            &serving.url,
+            "wh_2",
+            &body(&scored("svc_call_2")),
+            "whsec_wrong"
+        )
+        .await,
+        401
+    );
+    let failed =
+        body(&scored("svc_call_3").not_scored(FailureReason::ScoringIncomplete, "rep never spoke"));
+    assert_eq!(post(&serving.url, "wh_3", &failed, SECRET).await, 200);
+    wait_for(&serving.store, "SELECT COUNT(*) FROM deliveries", 2).await;
+
+    assert_eq!(terminate(&mut serving.child).await, 0, "SIGTERM exits 0");
+    let conn = Connection::open(&serving.store).expect("open store");
+    let (id_count, raw): (i64, String) = conn
+        .query_row(
+            "SELECT COUNT(*), body FROM deliveries WHERE webhook_id = 'wh_1'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("wh_1");
+    assert_eq!(id_count, 1, "the duplicate is not recorded twice");
+    assert_eq!(raw.as_bytes(), first.as_slice(), "the raw body is kept");
+    let (success, reason, message): (bool, String, String) = conn
+        .query_row(
+            "SELECT success, reason, reason_message FROM deliveries WHERE webhook_id = 'wh_3'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .expect("the failure event is recorded");
+    assert_eq!(
+        (success, reason.as_str(), message.as_str()),
+        (false, "SCORING_INCOMPLETE", "rep never spoke")
+    );
+    assert_eq!(
+        count(
+            &serving.store,
+            "SELECT COUNT(*) FROM deliveries WHERE webhook_id = 'wh_2'"
+        ),
+        0,
+        "a bad signature records nothing"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_answers_the_request_in_flight_before_exiting() {
+    let mut serving = serve(&[], &[]).await;
+    let payload = body(&scored("svc_call_slow"));
+    let mut stream = tokio::net::TcpStream::connect(&serving.addr)
+        .await
+        .expect("connect");
+    let head = format!(
+        "POST /webhooks HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+         x-service-signature: {}\r\nx-service-webhook-id: wh_slow\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n",
+        serving.addr,
+        sign(SECRET, now(), &payload),
+        payload.len()
+    );
+    stream.write_all(head.as_bytes()).await.expect("head");
+    let (start, rest) = payload.split_at(payload.len() / 2);
+    stream.write_all(start).await.expect("half the body");
+    stream.flush().await.expect("flush");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let pid = serving.child.id().expect("running").to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stream.write_all(rest).await.expect("the rest of the body");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .await
+        .expect("response");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let status = tokio::time::timeout(Duration::from_secs(30), serving.child.wait())
+        .await
+        .expect("exits")
+        .expect("wait");
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(
+        count(
+            &serving.store,
+            "SELECT COUNT(*) FROM deliveries WHERE webhook_id = 'wh_slow'"
+        ),
+        1,
+        "the delivery answered during shutdown is recorded"
+    );
+}
+
+#[tokio::test]
+async fn with_fetch_the_detail_of_each_scored_call_is_stored() {
+    let server = MockServer::start().await;
+    svc_fixtures::happy::mount(&server).await;
+    let base = svc_fixtures::base_url(&server);
+    let mut serving = serve(
+        &[
+            ("SVC_BASE_URL", &base),
+            ("SVC_API_KEY", svc_fixtures::API_KEY),
+        ],
+        &["--fetch"],
+    )
+    .await;
+    let call_id = svc_fixtures::bodies::ROLEPLAY_CALL_ID;
+    assert_eq!(
+        post(&serving.url, "wh_fetch", &body(&scored(call_id)), SECRET).await,
+        200
+    );
+    wait_for(&serving.store, "SELECT COUNT(*) FROM calls", 1).await;
+    assert_eq!(terminate(&mut serving.child).await, 0);
+    let conn = Connection::open(&serving.store).expect("open store");
+    let (detail, delivery): (String, String) = conn
+        .query_row("SELECT detail_json, delivery FROM calls", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .expect("the call");
+    let detail: serde_json::Value = serde_json::from_str(&detail).expect("json");
+    assert_eq!(detail, svc_fixtures::bodies::call_roleplay());
+    assert_eq!(delivery, "webhook");
+}
+
+#[tokio::test]
+async fn a_missing_secret_or_store_directory_is_a_usage_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = |args: Vec<String>, env: Vec<(&'static str, &'static str)>| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_svc-cli"))
+            .args(args)
+            .env_clear()
+            .env("HOME", dir.path())
+            .envs(env)
+            .output()
+            .expect("run")
+    };
+    let store = dir.path().join("store.db").display().to_string();
+    let base = [
+        "webhook",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--secret-env",
+        "WH",
+    ];
+    let mut args: Vec<String> = base.iter().map(|s| (*s).to_owned()).collect();
+    args.extend(["--store".to_owned(), store.clone()]);
+    let unset = run(args.clone(), vec![]);
+    assert_eq!(unset.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unset.stderr).contains("WH is not set"));
+    let bad = run(args, vec![("WH", "not-a-secret")]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        !String::from_utf8_lossy(&bad.stderr).contains("not-a-secret"),
+        "never echoed"
+    );
+
+    let mut missing: Vec<String> = base.iter().map(|s| (*s).to_owned()).collect();
+    let nowhere = dir.path().join("nowhere/store.db").display().to_string();
+    missing.extend(["--store".to_owned(), nowhere]);
+    let out = run(missing, vec![("WH", SECRET)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+}
