@@ -57,6 +57,14 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let inbox = SqliteInbox::open(config.store.path(), InboxPolicy::default())
         .with_context(|| format!("opening the inbox in {}", config.store.path().display()))?;
+    // From now on a scored call's webhook is expected in the ledger: one that never arrives,
+    // even before the first delivery, is a loss reconcile reports.
+    let opened = format_ts(Utc::now());
+    config
+        .store
+        .blocking(move |s| s.mark_ledger_open(&opened))
+        .await
+        .context("marking the ledger open")?;
     let receiver = InboxReceiver::new(Verifier::new(config.keyring), inbox.clone());
     let app = axum::Router::new().route(&config.path, inbox_route(receiver));
     let (stop, mut stopping) = watch::channel(false);

@@ -253,24 +253,29 @@ impl Client {
     }
 
     /// `GET /calls` over every page, one page at a time, each row kept exactly as the service
-    /// sent it (see [`RawCallRow`]). A row a shifted page repeats is yielded once; a cursor
-    /// handed back again ends the stream with an error instead of looping.
+    /// sent it (see [`RawCallRow`]). A row a shifted page repeats from one of the four pages
+    /// before is yielded once (memory stays flat however long the listing); a cursor handed
+    /// back again ends the stream with an error instead of looping.
     pub fn calls_raw_pages(
         &self,
         query: CallQuery,
     ) -> impl Stream<Item = Result<Vec<RawCallRow>, ClientError>> + Send + 'static {
         let client = self.clone();
-        pages::paginate_pages(move |cursor| {
-            let (client, query) = (client.clone(), query.clone());
-            async move {
-                let mut pairs = query.pairs();
-                if let Some(cursor) = cursor {
-                    pairs.push(("cursor", cursor));
+        let remember = pages::Remember::LastPages(4);
+        pages::paginate_pages(
+            move |cursor| {
+                let (client, query) = (client.clone(), query.clone());
+                async move {
+                    let mut pairs = query.pairs();
+                    if let Some(cursor) = cursor {
+                        pairs.push(("cursor", cursor));
+                    }
+                    let (_, bytes) = client.send_bytes(Call::get(&["calls"], pairs)).await?;
+                    raw::page(&bytes)
                 }
-                let (_, bytes) = client.send_bytes(Call::get(&["calls"], pairs)).await?;
-                raw::page(&bytes)
-            }
-        })
+            },
+            remember,
+        )
     }
 
     /// `GET /calls/{callId}`, keeping the body exactly as the service sent it (see

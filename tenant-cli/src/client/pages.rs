@@ -1,7 +1,7 @@
 //! Cursor pagination as a stream: follows `nextCursor` until it is `null`, never looks inside a
 //! cursor, and drops a row already yielded (a page can shift when calls arrive between requests).
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 
 use futures_util::{Stream, TryStreamExt, stream};
@@ -28,14 +28,49 @@ where
     F: FnMut(Option<String>) -> Fut + Send + 'static,
     Fut: Future<Output = Result<Page<T>, ClientError>> + Send + 'static,
 {
-    paginate_pages(fetch)
+    paginate_pages(fetch, Remember::Every)
         .map_ok(|rows| stream::iter(rows.into_iter().map(Ok)))
         .try_flatten()
 }
 
-/// Turns a page fetcher into a stream of pages, each without the rows an earlier page yielded.
+/// Which rows a page stream remembers, to drop a row a shifted page repeats.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Remember {
+    /// Every row yielded (memory grows with the listing).
+    Every,
+    /// The rows of the last `n` pages: a repeat comes from a page shifting by the rows that
+    /// arrived between two requests, so it is one of the rows just before; memory stays flat.
+    LastPages(usize),
+}
+
+/// The ids yielded recently (or all of them).
+struct Seen {
+    remember: Remember,
+    ids: HashSet<String>,
+    pages: VecDeque<Vec<String>>,
+}
+
+impl Seen {
+    fn keep_new<T: HasId>(&mut self, mut rows: Vec<T>) -> Vec<T> {
+        rows.retain(|row| self.ids.insert(row.id().to_owned()));
+        if let Remember::LastPages(n) = self.remember {
+            self.pages
+                .push_back(rows.iter().map(|r| r.id().to_owned()).collect());
+            while self.pages.len() > n.max(1) {
+                for id in self.pages.pop_front().unwrap_or_default() {
+                    self.ids.remove(&id);
+                }
+            }
+        }
+        rows
+    }
+}
+
+/// Turns a page fetcher into a stream of pages, each without the rows an earlier page yielded
+/// (of those it remembers).
 pub(super) fn paginate_pages<T, F, Fut>(
     fetch: F,
+    remember: Remember,
 ) -> impl Stream<Item = Result<Vec<T>, ClientError>> + Send + 'static
 where
     T: HasId + Send + 'static,
@@ -66,11 +101,12 @@ where
             Ok(Some((page.data, (fetch, next, followed))))
         },
     );
-    let mut seen = HashSet::new();
-    pages.map_ok(move |mut rows| {
-        rows.retain(|row| seen.insert(row.id().to_owned()));
-        rows
-    })
+    let mut seen = Seen {
+        remember,
+        ids: HashSet::new(),
+        pages: VecDeque::new(),
+    };
+    pages.map_ok(move |rows| seen.keep_new(rows))
 }
 
 #[cfg(test)]
@@ -100,6 +136,32 @@ mod tests {
             data: vec![Row(row.to_owned())],
             next_cursor: Some(next.to_owned()),
         }
+    }
+
+    #[tokio::test]
+    async fn remembering_the_last_pages_drops_a_repeat_at_a_boundary_and_forgets_older_rows() {
+        let pages = |cursor: Option<String>| {
+            let (ids, next): (&[&str], _) = match cursor.as_deref() {
+                None => (&["a", "b"], Some("1")),
+                Some("1") => (&["b", "c"], Some("2")),
+                Some("2") => (&["d", "e"], Some("3")),
+                _ => (&["a", "f"], None),
+            };
+            ready(Ok::<_, ClientError>(Page {
+                data: ids.iter().map(|id| Row((*id).to_owned())).collect(),
+                next_cursor: next.map(str::to_owned),
+            }))
+        };
+        let stream = paginate_pages(pages, Remember::LastPages(2));
+        let got: Vec<Vec<String>> = stream
+            .map(|page| page.expect("page").into_iter().map(|r| r.0).collect())
+            .collect()
+            .await;
+        assert_eq!(
+            got,
+            [vec!["a", "b"], vec!["c"], vec!["d", "e"], vec!["a", "f"]],
+            "b repeated at a boundary is dropped; a, three pages back, is forgotten"
+        );
     }
 
     #[tokio::test]

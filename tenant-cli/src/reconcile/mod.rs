@@ -23,7 +23,7 @@
 //! A call reconcile stores without its webhook in the store's ledger (written by `webhook
 //! serve`) is *recovered* once it was scored more than [`Options::delivery_grace`] ago (30
 //! minutes: the contract's missed-delivery fallback); until then its webhook may still come.
-//! A call scored before the ledger received its first delivery is *backfilled*: history, or a
+//! A call scored before a receiver started writing to the ledger is *backfilled*: history, or a
 //! store that no `webhook serve` writes to, where no webhook was expected.
 //!
 //! # Layout
@@ -172,7 +172,7 @@ struct Run {
     run_id: Option<i64>,
     /// A call scored at or before this (unix ms) with no webhook missed its delivery.
     missed_before_ms: i64,
-    /// When the store's ledger received its first delivery (unix ms).
+    /// Since when a receiver writes to the store's ledger (unix ms).
     ledger_since_ms: Option<i64>,
     details: Semaphore,
 }

@@ -24,8 +24,8 @@ pub struct Counts {
     pub known: u64,
     /// Calls stored by reconcile whose webhook never came: a missed delivery.
     pub recovered: u64,
-    /// Calls stored with no webhook that were scored before the store's ledger received its
-    /// first delivery: history, not missed deliveries.
+    /// Calls stored with no webhook that were scored before a receiver started writing to the
+    /// store's ledger: history, not missed deliveries.
     pub backfilled: u64,
     /// Listed calls whose `scoredAt` moved since they were stored; their detail is read again.
     pub moved: u64,

@@ -29,7 +29,7 @@ pub enum Delivery {
     Awaiting,
     /// Stored by reconcile, with no webhook long after it was scored: a missed delivery.
     Recovered,
-    /// Stored by reconcile, scored before the store's ledger received its first delivery
+    /// Stored by reconcile, scored before a receiver started writing to the store's ledger
     /// (history, or a store no `webhook serve` writes to): no webhook was expected in it.
     Backfill,
 }
@@ -54,8 +54,8 @@ pub struct Writer {
     pub run_id: Option<i64>,
     /// Now, as the store writes it.
     pub now: String,
-    /// When the store's ledger received its first delivery (unix ms; `None`: never). A new
-    /// call scored before it, with no webhook, counts as history.
+    /// Since when a receiver writes to the store's ledger (unix ms; `None`: never). A new call
+    /// scored before it, with no webhook, counts as history.
     pub ledger_since_ms: Option<i64>,
     /// A new call with no webhook that was scored at or before this (unix ms) missed its
     /// delivery; a later one is still awaiting it.

@@ -63,8 +63,22 @@ impl Store {
         Ok(inserted)
     }
 
-    /// When the ledger received its first delivery (unix ms), if it ever did: calls scored
-    /// before then were not expected to have their webhook in it.
+    /// Records that a receiver writes to this store from `at` on (only the first time): calls
+    /// scored since then are expected to have their webhook in the ledger.
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn mark_ledger_open(&self, at: &str) -> Result<(), StoreError> {
+        self.conn().execute(
+            "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('ledger_since', ?1)",
+            [at],
+        )?;
+        Ok(())
+    }
+
+    /// Since when a receiver writes to this store (unix ms): set when `webhook serve` first
+    /// started on it, or at its first delivery. Calls scored before then were not expected to
+    /// have their webhook in the ledger.
     ///
     /// # Errors
     /// A database error.
