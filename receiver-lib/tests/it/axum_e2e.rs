@@ -50,6 +50,12 @@ async fn a_valid_delivery_runs_user_code_once_and_a_duplicate_answers_200_withou
     let received = events.recv().await.expect("event");
     assert_eq!(received.event.call_id, "svc_call_1");
     assert_eq!(received.webhook_id.as_str(), "wh_1");
+    assert_eq!(
+        &received.body[..],
+        body.as_slice(),
+        "the raw body as verified"
+    );
+    assert_eq!(received.received_at, T);
     let again = post(&client, addr, Some("wh_1"), Some(&header), body.clone()).await;
     assert_eq!(again.0, 200);
     assert_eq!(runs.load(Ordering::SeqCst), 1);

@@ -187,3 +187,23 @@ async fn a_handler_that_never_finishes_is_cancelled_before_its_lease_and_the_loo
     );
     assert_eq!(inbox.counts().await.expect("counts"), (0, 1, 1));
 }
+
+#[tokio::test]
+async fn an_inbox_entry_reaches_user_code_with_its_raw_body_and_arrival_time() {
+    let (_dir, inbox) = inbox_with(InboxPolicy::default(), &["raw"]).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let handler = move |received: Received| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(received);
+            Ok::<(), String>(())
+        }
+    };
+    process_next(&inbox, &handler, T + 60).await.expect("step");
+    let received = rx.try_recv().expect("handed to user code");
+    assert_eq!(&received.body[..], event_body("raw").as_slice());
+    assert_eq!(
+        received.received_at, T,
+        "when it was stored, not when it was handled"
+    );
+}
