@@ -87,8 +87,15 @@ struct Columns {
     scored_ms: Option<i64>,
     listed_ms: Option<i64>,
     overall_score: f64,
-    /// The detail's `score` object as the service sent it.
-    score: Value,
+    /// The detail's `score` object as the service sent it (JSON text).
+    score: String,
+}
+
+/// The `score` of a detail, read without building the rest (the transcript is skipped).
+#[derive(serde::Deserialize)]
+struct ScoreText<'a> {
+    #[serde(borrow)]
+    score: &'a serde_json::value::RawValue,
 }
 
 impl Columns {
@@ -100,10 +107,8 @@ impl Columns {
             _ => ms(r.ended_at.as_deref()).or_else(|| ms(r.started_at.as_deref())),
         };
         // The typed reading succeeded, so the text is a JSON object with a score.
-        let score = serde_json::from_str::<Value>(&detail.json)
-            .ok()
-            .and_then(|mut v| v.get_mut("score").map(Value::take))
-            .unwrap_or(Value::Null);
+        let score = serde_json::from_str::<ScoreText<'_>>(&detail.json)
+            .map_or_else(|_| "null".to_owned(), |t| t.score.get().to_owned());
         Self {
             source: r.source.as_str().to_owned(),
             agent_id: r.agent_id.as_ref().map(|a| a.as_str().to_owned()),
@@ -123,7 +128,8 @@ impl Columns {
 
     /// The fields whose change is logged.
     fn tracked(&self) -> Value {
-        json!({ "score": self.score, "scoredAt": self.scored_at, "updatedAt": self.updated_at })
+        let score = serde_json::from_str::<Value>(&self.score).unwrap_or(Value::Null);
+        json!({ "score": score, "scoredAt": self.scored_at, "updatedAt": self.updated_at })
     }
 }
 
@@ -403,7 +409,7 @@ fn insert_call(
         c.scored_ms,
         c.listed_ms,
         c.overall_score,
-        c.score.to_string(),
+        c.score,
         row.map(|r| r.json.as_str()),
         detail.json,
         delivery.as_str(),
@@ -445,7 +451,7 @@ fn update_call(
         c.scored_ms,
         c.listed_ms,
         c.overall_score,
-        c.score.to_string(),
+        c.score,
         row.map(|r| r.json.as_str()),
         detail.json,
         writer.now,

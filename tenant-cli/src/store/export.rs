@@ -116,18 +116,24 @@ impl Store {
             ExportFormat::Jsonl => Sink::Jsonl(out),
         };
         let mut written = 0;
-        let mut stmt = conn.prepare(
-            "SELECT id, source, started_at, ended_at, scored_at, updated_at, overall_score,
-                    score_json, COALESCE(row_json, detail_json), detail_json
-             FROM calls WHERE source = ?1 AND (?2 IS NULL OR listed_ms >= ?2)
-             ORDER BY listed_ms",
-        )?;
+        // JSON lines read the detail alone; CSV the indexed columns, the row and the score.
+        let columns = match sink {
+            Sink::Jsonl(_) => "detail_json",
+            Sink::Csv(_) => {
+                "id, source, started_at, ended_at, scored_at, updated_at, score_json,
+                 COALESCE(row_json, detail_json)"
+            }
+        };
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {columns} FROM calls WHERE source = ?1 AND (?2 IS NULL OR listed_ms >= ?2)
+             ORDER BY listed_ms"
+        ))?;
         for source in &sources {
             let mut rows = stmt.query(rusqlite::params![source, since_ms])?;
             while let Some(row) = rows.next()? {
                 match &mut sink {
                     Sink::Jsonl(out) => {
-                        out.write_all(row.get_ref(9)?.as_str()?.as_bytes())?;
+                        out.write_all(row.get_ref(0)?.as_str()?.as_bytes())?;
                         out.write_all(b"\n")?;
                     }
                     Sink::Csv(writer) => writer.write_record(csv_line(row)?).map_err(csv_error)?,
@@ -161,9 +167,9 @@ fn csv_line(row: &rusqlite::Row<'_>) -> Result<[String; 16], ExportError> {
         Ok(row.get::<_, Option<String>>(i)?.unwrap_or_default())
     };
     let id = text(0)?;
-    let fields: RowFields = serde_json::from_str(row.get_ref(8)?.as_str()?)
+    let fields: RowFields = serde_json::from_str(row.get_ref(7)?.as_str()?)
         .map_err(|e| StoreError::Corrupt(format!("the row of call {id}: {e}")))?;
-    let score: Value = serde_json::from_str(row.get_ref(7)?.as_str()?)
+    let score: Value = serde_json::from_str(row.get_ref(6)?.as_str()?)
         .map_err(|e| StoreError::Corrupt(format!("the score of call {id}: {e}")))?;
     let plain = |value: Option<&Value>| match value {
         None | Some(Value::Null) => String::new(),

@@ -1,0 +1,553 @@
+//! Benchmark of `svc-cli reconcile` and `svc-cli store export` against the compact service
+//! (issue 10, "## Benchmark"): how fast a first reconcile stores every scored call with its
+//! detail and how much memory it takes, what a rerun costs when nothing or 1% changed, how
+//! fast the store exports, and how much of a first run is the service itself.
+//!
+//! # Running it
+//! ```text
+//! cargo bench -p svc-cli --bench reconcile                                # N = 100 000
+//! RECONCILE_BENCH_CALLS=5000 cargo bench -p svc-cli --bench reconcile     # a quick check
+//! ```
+//! `RECONCILE_BENCH_CALLS` is N (at least 400, so that 1% of the real calls is a call or
+//! more). Progress goes to stderr; the header and the table go to stdout.
+//! Take figures on a quiet machine: the header prints `uptime` and, over the run, the share
+//! of CPU time that was idle, used by this bench (the service and its `svc-cli` children) or
+//! used by other processes. At N = 100 000 the temp directory needs about 1 GB (the service's
+//! database and the stores). The process exits 1 when a check fails (a count that is wrong,
+//! a child that failed), not when a target is missed.
+//!
+//! # What it does
+//! The compact service runs in this process on `127.0.0.1:0` with a fresh database holding
+//! N scored calls of one tenant (half practice, half real, spread over the last 20 days, a
+//! dozen transcript turns each, attributed to five agents in two agencies) and N/4 of a
+//! second tenant. The real `svc-cli` binary (built by cargo for this bench, release
+//! profile) runs as a child with `SVC_BASE_URL`/`SVC_API_KEY` and `--json`; its wall time
+//! is spawn to exit, its peak RSS the `VmHWM` of `/proc/<pid>/status` polled every 20 ms.
+//!
+//! # Rows and targets
+//! - first reconcile of N/4 and of N calls (`reconcile --since <21 days ago>` into an empty
+//!   store): calls/s (above 2 000/s), peak RSS (under 100 MB; N within 1.25× of N/4: flat in
+//!   the number of calls);
+//! - the ceiling: the service alone answering the same list pages, then the N details 8 at a
+//!   time, from a reqwest client in this process (no store, no child): the first run's floor;
+//! - a rerun over the same window with every call stored (under 10 s; no detail read);
+//! - a rerun after 1% of the real calls were re-dispositioned in the service's database (new
+//!   score, `scored_at`, `updated_at`): only those details read, each change logged;
+//! - `store export --format jsonl` and `--format csv` of the N calls to a drained pipe
+//!   (under 2 s).
+
+mod reconcile_support;
+
+use std::path::Path;
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use serde_json::Value;
+use svc_cli::time::format_ts;
+
+use reconcile_support::child::{self, Measured};
+use reconcile_support::machine;
+use reconcile_support::service::{Ceiling, Service, Tenant};
+
+/// How many calls the first reconcile stores, unless [`CALLS_ENV`] says otherwise.
+const DEFAULT_CALLS: usize = 100_000;
+const CALLS_ENV: &str = "RECONCILE_BENCH_CALLS";
+/// First reconcile throughput, calls per second (more is better).
+const TARGET_RATE: f64 = 2_000.0;
+/// Peak RSS of any `svc-cli` run, in MB (10^6 bytes).
+const TARGET_RSS_MB: f64 = 100.0;
+/// Peak RSS at N over peak RSS at N/4: at most this for "flat in the number of calls".
+const TARGET_RSS_GROWTH: f64 = 1.25;
+const TARGET_RERUN: Duration = Duration::from_secs(10);
+const TARGET_EXPORT: Duration = Duration::from_secs(2);
+/// One real call in this many is re-dispositioned (1%).
+const REDISPOSITION_EVERY: usize = 100;
+/// Details in flight in the ceiling pass (reconcile's default concurrency).
+const CEILING_IN_FLIGHT: usize = 8;
+
+fn main() -> ExitCode {
+    let calls = match std::env::var(CALLS_ENV) {
+        Ok(text) => match text.trim().replace('_', "").parse::<usize>() {
+            Ok(n) if n >= 400 => n,
+            _ => {
+                eprintln!("{CALLS_ENV}={text:?}: expected a number of calls, at least 400");
+                return ExitCode::from(2);
+            }
+        },
+        Err(_) => DEFAULT_CALLS,
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let failed = runtime.block_on(bench(calls));
+    if failed {
+        eprintln!("reconcile bench: a check failed (see the checks column)");
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Runs every row and prints the table; returns whether a check failed.
+async fn bench(calls: usize) -> bool {
+    let uptime = machine::uptime();
+    let quarter = calls / 4;
+    eprintln!("reconcile bench: seeding {calls} + {quarter} scored calls…");
+    let seeding = Instant::now();
+    let service = Service::start().await;
+    let full = service.add_tenant("bench tenant (N calls)").await;
+    let small = service.add_tenant("bench tenant (N/4 calls)").await;
+    let now_ms = Utc::now().timestamp_millis();
+    service.seed(&full, calls, now_ms).await;
+    service.seed(&small, quarter, now_ms).await;
+    let seeded = seeding.elapsed();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let since = format_ts(Utc::now() - chrono::Duration::days(21));
+    let cpu_before = machine::sample();
+    let mut rows = Rows::default();
+
+    eprintln!("reconcile bench: first reconcile of {quarter} calls…");
+    let small_store = dir.path().join("store-quarter.db");
+    let (small_run, small_report) = reconcile(&service, &small, &small_store, &since).await;
+    let case = "first reconcile, N/4";
+    rows.first_run(
+        &small_run,
+        &small_report,
+        &small_store,
+        quarter as u64,
+        case,
+        None,
+    );
+
+    eprintln!("reconcile bench: first reconcile of {calls} calls…");
+    let store = dir.path().join("store.db");
+    let (first, first_report) = reconcile(&service, &full, &store, &since).await;
+    let case = "first reconcile, N";
+    let quarter_rss = small_run.peak_rss_kib;
+    rows.first_run(
+        &first,
+        &first_report,
+        &store,
+        calls as u64,
+        case,
+        quarter_rss,
+    );
+
+    eprintln!("reconcile bench: the ceiling (the service alone)…");
+    let to = format_ts(Utc::now());
+    let ceiling = service.ceiling(&full, &since, &to, CEILING_IN_FLIGHT).await;
+    rows.ceiling(&ceiling, calls as u64, &first, &first_report);
+
+    eprintln!("reconcile bench: rerun with every call stored…");
+    let (rerun, rerun_report) = reconcile(&service, &full, &store, &since).await;
+    rows.rerun(&rerun, &rerun_report, calls as u64);
+
+    let changed = service
+        .redisposition(&full, REDISPOSITION_EVERY, Utc::now().timestamp_millis())
+        .await;
+    eprintln!("reconcile bench: rerun after re-dispositioning {changed} real calls…");
+    let (after, after_report) = reconcile(&service, &full, &store, &since).await;
+    rows.redispositioned(&after, &after_report, &store, calls as u64, changed);
+
+    for format in ["jsonl", "csv"] {
+        eprintln!("reconcile bench: store export --format {format}…");
+        let exported = export(&store, format).await;
+        rows.export(&exported, format, calls as u64);
+    }
+    let share = cpu_before
+        .zip(machine::sample())
+        .and_then(|(a, b)| machine::share(a, b));
+    drop(service);
+
+    println!(
+        "reconcile bench: N = {calls} scored calls ({CALLS_ENV}), N/4 = {quarter}; \
+         seeded in {:.1} s",
+        seeded.as_secs_f64()
+    );
+    println!("uptime before the run: {uptime}");
+    match share {
+        Some(s) => {
+            println!(
+                "CPU over the run ({} CPUs): idle {:.0}%, this bench (service + svc-cli) {:.0}%, \
+                 other processes {:.0}%",
+                machine::cpus(),
+                s.idle * 100.0,
+                s.own * 100.0,
+                s.others * 100.0
+            );
+            if s.others > 0.10 {
+                println!(
+                    "note: other processes used {:.0}% of the CPU: these figures are noisy",
+                    s.others * 100.0
+                );
+            }
+        }
+        None => println!("CPU over the run: unknown (no /proc/stat)"),
+    }
+    println!("{}", rows.table);
+    rows.failed
+}
+
+/// Runs `svc-cli --json reconcile --store <store> --since <since>` for `tenant`; returns the
+/// measures and the report (`Null` when stdout was not one).
+async fn reconcile(
+    service: &Service,
+    tenant: &Tenant,
+    store: &Path,
+    since: &str,
+) -> (Measured, Value) {
+    let mut command = svc_cli();
+    command
+        .args(["--json", "reconcile", "--store"])
+        .arg(store)
+        .args(["--since", since])
+        .env("SVC_BASE_URL", service.base_url())
+        .env("SVC_API_KEY", &tenant.key);
+    let measured = tokio::task::spawn_blocking(move || child::run(command, true))
+        .await
+        .expect("child task")
+        .expect("run svc-cli reconcile");
+    let report = serde_json::from_slice(&measured.stdout).unwrap_or(Value::Null);
+    (measured, report)
+}
+
+/// Runs `svc-cli store export --store <store> --format <format>`, stdout drained and counted.
+async fn export(store: &Path, format: &str) -> Measured {
+    let mut command = svc_cli();
+    command
+        .args(["store", "export", "--store"])
+        .arg(store)
+        .args(["--format", format]);
+    tokio::task::spawn_blocking(move || child::run(command, false))
+        .await
+        .expect("child task")
+        .expect("run svc-cli store export")
+}
+
+/// The `svc-cli` that cargo built for this bench, with no configuration from the caller's
+/// environment (no profile, config file, store or log filter).
+fn svc_cli() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_svc-cli"));
+    for var in [
+        "SVC_BASE_URL",
+        "SVC_API_KEY",
+        "SVC_PROFILE",
+        "SVC_CONFIG",
+        "SVC_STORE",
+        "RUST_LOG",
+    ] {
+        command.env_remove(var);
+    }
+    command
+}
+
+/// The checks of one row: each holds or not.
+#[derive(Debug, Default)]
+struct Checks(Vec<(bool, String)>);
+
+impl Checks {
+    fn that(&mut self, ok: bool, what: String) {
+        self.0.push((ok, what));
+    }
+
+    /// A count of the report's `totals` (or any figure) equals `want`.
+    fn count(&mut self, what: &str, got: Option<u64>, want: u64) {
+        match got {
+            Some(got) if got == want => self.that(true, format!("{what} = {want}")),
+            Some(got) => self.that(false, format!("{what} = {got}, want {want}")),
+            None => self.that(false, format!("{what}: missing, want {want}")),
+        }
+    }
+
+    /// The child exited with `code`, and a report says `outcome: ok` when there is one.
+    fn exited(&mut self, run: &Measured, code: i32, report: Option<&Value>) {
+        let ok = run.status.code() == Some(code);
+        let mut what = format!("exit {}", run.status.code().unwrap_or(-1));
+        if !ok {
+            what.push_str(&format!(", want {code}: {}", last_line(&run.stderr)));
+        }
+        self.that(ok, what);
+        if let Some(report) = report {
+            let outcome = report["outcome"].as_str().unwrap_or("no report");
+            let mut what = format!("outcome {outcome}");
+            if let Some(error) = report["error"].as_str() {
+                what.push_str(&format!(": {error}"));
+            }
+            self.that(outcome == "ok", what);
+        }
+    }
+
+    fn failed(&self) -> bool {
+        self.0.iter().any(|(ok, _)| !ok)
+    }
+
+    fn cell(&self) -> String {
+        let lines: Vec<String> = self
+            .0
+            .iter()
+            .map(|(ok, what)| format!("{} {what}", if *ok { "ok  " } else { "FAIL" }))
+            .collect();
+        lines.join("\n")
+    }
+}
+
+fn last_line(text: &str) -> &str {
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+}
+
+fn total(report: &Value, key: &str) -> Option<u64> {
+    report["totals"][key].as_u64()
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+fn mb(kib: u64) -> f64 {
+    kib as f64 * 1024.0 / 1e6
+}
+
+/// `figure`, and below it the target with PASS or MISS.
+fn against(figure: String, target: &str, ok: bool) -> String {
+    format!("{figure}\n{target}: {}", if ok { "PASS" } else { "MISS" })
+}
+
+/// Fewer `VmHWM` reads than this and the peak is shown as a lower bound: the growth of the
+/// last poll interval before exit is never seen.
+const FEW_RSS_SAMPLES: u64 = 10;
+
+fn rss_cell(run: &Measured) -> String {
+    let target = format!("< {TARGET_RSS_MB:.0} MB");
+    match run.peak_rss_kib {
+        Some(kib) if run.rss_samples < FEW_RSS_SAMPLES => against(
+            format!("≥ {:.1} MB ({} reads)", mb(kib), run.rss_samples),
+            &target,
+            mb(kib) < TARGET_RSS_MB,
+        ),
+        Some(kib) => against(
+            format!("{:.1} MB", mb(kib)),
+            &target,
+            mb(kib) < TARGET_RSS_MB,
+        ),
+        None => format!("unknown\n{target}: MISS"),
+    }
+}
+
+/// The number of rows of `table` in the SQLite file at `path`.
+fn rows_in(path: &Path, table: &str) -> Option<u64> {
+    let conn =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .ok()?;
+    conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .ok()
+    .and_then(|n| u64::try_from(n).ok())
+}
+
+/// The table being built, and whether a check failed.
+struct Rows {
+    table: comfy_table::Table,
+    failed: bool,
+}
+
+impl Default for Rows {
+    fn default() -> Self {
+        Self {
+            table: svc_cli::output::table([
+                "case", "calls", "wall", "rate", "peak RSS", "reads", "checks",
+            ]),
+            failed: false,
+        }
+    }
+}
+
+/// What a reconcile report says it read.
+fn reads(report: &Value) -> String {
+    let figure = |key| total(report, key).map_or_else(|| "?".into(), |n| n.to_string());
+    format!(
+        "pages {}\ndetails {}\nrequests {}",
+        figure("pages"),
+        figure("detailsFetched"),
+        report["requests"]
+            .as_u64()
+            .map_or_else(|| "?".into(), |n| n.to_string())
+    )
+}
+
+impl Rows {
+    fn push(&mut self, cells: [String; 6], checks: &Checks) {
+        self.failed |= checks.failed();
+        let mut row: Vec<String> = cells.into();
+        row.push(checks.cell());
+        self.table.add_row(row);
+    }
+
+    /// A first reconcile of `calls` into an empty store; `quarter_rss_kib`: the peak RSS of
+    /// the N/4 run, to show the N run's growth over it.
+    fn first_run(
+        &mut self,
+        run: &Measured,
+        report: &Value,
+        store: &Path,
+        calls: u64,
+        case: &str,
+        quarter_rss_kib: Option<u64>,
+    ) {
+        let mut checks = Checks::default();
+        checks.exited(run, 0, Some(report));
+        checks.count("listed", total(report, "listed"), calls);
+        checks.count("new", total(report, "new"), calls);
+        checks.count("detailsFetched", total(report, "detailsFetched"), calls);
+        checks.count("failed", total(report, "failed"), 0);
+        checks.count("calls in the store", rows_in(store, "calls"), calls);
+        let rate = calls as f64 / run.wall.as_secs_f64();
+        let mut rss = rss_cell(run);
+        if let (Some(quarter), Some(full)) = (quarter_rss_kib, run.peak_rss_kib) {
+            let growth = full as f64 / quarter as f64;
+            rss.push_str(&format!(
+                "\n{}",
+                against(
+                    format!("{growth:.2}× the N/4 run"),
+                    &format!("≤ {TARGET_RSS_GROWTH}×"),
+                    growth <= TARGET_RSS_GROWTH
+                )
+            ));
+        }
+        self.push(
+            [
+                format!("{case}\n(empty store)"),
+                calls.to_string(),
+                secs(run.wall),
+                against(
+                    format!("{rate:.0} calls/s"),
+                    &format!("> {TARGET_RATE:.0} calls/s"),
+                    rate > TARGET_RATE,
+                ),
+                rss,
+                reads(report),
+            ],
+            &checks,
+        );
+    }
+
+    /// The service alone answering what the first reconcile of N asked.
+    fn ceiling(&mut self, ceiling: &Ceiling, calls: u64, first: &Measured, report: &Value) {
+        let mut checks = Checks::default();
+        checks.count("listed", Some(ceiling.listed), calls);
+        let pages = total(report, "pages").unwrap_or(u64::MAX);
+        checks.count("pages (as reconcile)", Some(ceiling.pages), pages);
+        let rate = calls as f64 / ceiling.wall.as_secs_f64();
+        let share = ceiling.wall.as_secs_f64() / first.wall.as_secs_f64();
+        self.push(
+            [
+                format!(
+                    "ceiling: the service alone\n(pages, then details ×{CEILING_IN_FLIGHT};\n\
+                     reqwest, same process)"
+                ),
+                calls.to_string(),
+                format!(
+                    "{}\n(list {})\n{:.0}% of the first run",
+                    secs(ceiling.wall),
+                    secs(ceiling.list),
+                    share * 100.0
+                ),
+                format!("{rate:.0} calls/s"),
+                "- (in process)".into(),
+                format!(
+                    "pages {}\ndetails {}\n{:.1} MB of details",
+                    ceiling.pages,
+                    ceiling.listed,
+                    ceiling.detail_bytes as f64 / 1e6
+                ),
+            ],
+            &checks,
+        );
+    }
+
+    /// A rerun over the same window with every call stored.
+    fn rerun(&mut self, run: &Measured, report: &Value, calls: u64) {
+        let mut checks = Checks::default();
+        checks.exited(run, 0, Some(report));
+        checks.count("listed", total(report, "listed"), calls);
+        checks.count("new", total(report, "new"), 0);
+        checks.count("detailsFetched", total(report, "detailsFetched"), 0);
+        checks.count("changedSilently", total(report, "changedSilently"), 0);
+        let rate = calls as f64 / run.wall.as_secs_f64();
+        self.push(
+            [
+                "rerun, every call stored".into(),
+                calls.to_string(),
+                against(
+                    secs(run.wall),
+                    &format!("< {} s", TARGET_RERUN.as_secs()),
+                    run.wall < TARGET_RERUN,
+                ),
+                format!("{rate:.0} calls/s listed"),
+                rss_cell(run),
+                reads(report),
+            ],
+            &checks,
+        );
+    }
+
+    /// A rerun after `changed` real calls were re-dispositioned in the service.
+    fn redispositioned(
+        &mut self,
+        run: &Measured,
+        report: &Value,
+        store: &Path,
+        calls: u64,
+        changed: u64,
+    ) {
+        let mut checks = Checks::default();
+        checks.exited(run, 3, Some(report));
+        checks.count("listed", total(report, "listed"), calls);
+        checks.count("new", total(report, "new"), 0);
+        checks.count("detailsFetched", total(report, "detailsFetched"), changed);
+        checks.count("changedSilently", total(report, "changedSilently"), changed);
+        checks.count("logged changes", rows_in(store, "score_changes"), changed);
+        let rate = calls as f64 / run.wall.as_secs_f64();
+        self.push(
+            [
+                format!("rerun, {changed} real calls\nre-dispositioned (1%)"),
+                calls.to_string(),
+                secs(run.wall),
+                format!("{rate:.0} calls/s listed"),
+                rss_cell(run),
+                reads(report),
+            ],
+            &checks,
+        );
+    }
+
+    /// `store export --format <format>` of the N calls.
+    fn export(&mut self, run: &Measured, format: &str, calls: u64) {
+        let mut checks = Checks::default();
+        checks.exited(run, 0, None);
+        let header = u64::from(format == "csv");
+        checks.count("lines", Some(run.stdout_lines), calls + header);
+        let secs_taken = run.wall.as_secs_f64();
+        self.push(
+            [
+                format!("store export\n--format {format}"),
+                calls.to_string(),
+                against(
+                    secs(run.wall),
+                    &format!("< {} s", TARGET_EXPORT.as_secs()),
+                    run.wall < TARGET_EXPORT,
+                ),
+                format!(
+                    "{:.0} calls/s\n{:.0} MB/s",
+                    calls as f64 / secs_taken,
+                    run.stdout_bytes as f64 / 1e6 / secs_taken
+                ),
+                rss_cell(run),
+                format!("{:.1} MB written", run.stdout_bytes as f64 / 1e6),
+            ],
+            &checks,
+        );
+    }
+}

@@ -1,0 +1,13 @@
+//! The parts of the reconcile benchmark (`benches/reconcile.rs`).
+//!
+//! # Layout
+//! - [`service`]: the compact service in this process, its tenants, seeding, re-dispositions
+//!   and the ceiling pass.
+//! - [`calls`]: the scored calls seeded (transcripts, scores, times).
+//! - [`child`]: one `svc-cli` process, its wall time, peak RSS and output.
+//! - [`machine`]: `uptime` and where the CPU time went over the run.
+
+pub(crate) mod calls;
+pub(crate) mod child;
+pub(crate) mod machine;
+pub(crate) mod service;
