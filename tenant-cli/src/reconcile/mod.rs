@@ -3,13 +3,15 @@
 //! to its webhook; and find real calls whose score changed with no webhook (a re-disposition).
 //!
 //! # How a run goes
-//! For each source: the listed calls whose detail failed in earlier runs are read again; then
-//! every page of the source's [`window::Window`] is listed (`limit=100`, following `nextCursor`
-//! to `null`, never looking inside it), and for each page:
+//! For each source, every page of the source's [`window::Window`] is listed (`limit=100`,
+//! following `nextCursor` to `null`, never looking inside it), and for each page:
 //! - a call the store does not hold is read with `GET /calls/{callId}` and stored;
 //! - a stored call whose `scoredAt` moved is read again; a change of its score, `scoredAt` or
 //!   `updatedAt` is logged as a silent change;
 //! - any other stored call costs nothing more than its list row.
+//!
+//! Then the calls whose detail failed in earlier runs, and that this listing did not reach, are
+//! read again.
 //!
 //! Details are read [`Options::concurrency`] at a time across pages, while the next pages are
 //! listed; each page's calls are stored in one transaction. Only once every page of a window
@@ -346,14 +348,15 @@ async fn source_pass(
         counts: Counts::default(),
     };
     let mut tally = Tally::default();
-    let mut stopped = None;
-    if !run.options.dry_run {
+    let mut stopped = list_window(run, source, &window, &mut tally, progress).await;
+    // Then the calls earlier runs could not store and this listing did not reach.
+    if stopped.is_none()
+        && let Some(run_id) = run.run_id
+    {
+        let source = source.clone();
         match run
             .store
-            .blocking({
-                let source = source.clone();
-                move |s| s.failures_to_retry(&source, MAX_FAILURE_ATTEMPTS)
-            })
+            .blocking(move |s| s.failures_to_retry(&source, MAX_FAILURE_ATTEMPTS, run_id))
             .await
         {
             Ok(rows) if !rows.is_empty() => {
@@ -364,9 +367,6 @@ async fn source_pass(
             Ok(_) => {}
             Err(e) => stopped = Some(e.into()),
         }
-    }
-    if stopped.is_none() {
-        stopped = list_window(run, source, &window, &mut tally, progress).await;
     }
     if !run.options.dry_run
         && let Some(run_id) = run.run_id

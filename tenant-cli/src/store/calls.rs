@@ -265,7 +265,8 @@ impl Store {
         Ok(())
     }
 
-    /// The listed calls of `source` whose detail failed fewer than `max_attempts` times.
+    /// The listed calls of `source` whose detail failed fewer than `max_attempts` times, and
+    /// not already in run `run_id` (a call the run listed and read again is done with).
     ///
     /// # Errors
     /// A database error, or a stored row that no longer reads.
@@ -273,14 +274,16 @@ impl Store {
         &self,
         source: &CallSource,
         max_attempts: u32,
+        run_id: i64,
     ) -> Result<Vec<RawCallRow>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT row_json FROM call_failures WHERE source = ?1 AND attempts < ?2
+            "SELECT row_json FROM call_failures
+             WHERE source = ?1 AND attempts < ?2 AND last_run_id IS NOT ?3
              ORDER BY first_failed_at",
         )?;
         let rows = stmt
-            .query_map(params![source.as_str(), max_attempts], |r| {
+            .query_map(params![source.as_str(), max_attempts, run_id], |r| {
                 r.get::<_, String>(0)
             })?
             .collect::<Result<Vec<_>, _>>()?;

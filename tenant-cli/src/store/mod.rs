@@ -152,16 +152,7 @@ impl Store {
     /// database error.
     pub fn open_or_create(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref();
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        if !dir.is_dir() {
-            return Err(StoreError::MissingDirectory {
-                path: path.to_path_buf(),
-                dir,
-            });
-        }
+        check_directory(path)?;
         Self::open_with(path, true)
     }
 
@@ -188,6 +179,7 @@ impl Store {
         if path.exists() {
             return Self::open(path);
         }
+        check_directory(path)?;
         let mut conn = Connection::open_in_memory()?;
         migrate(&mut conn, path, SCHEMA_VERSION)?;
         Ok(Self {
@@ -210,6 +202,9 @@ impl Store {
         };
         let mut conn = Connection::open_with_flags(path, flags).map_err(not_a_store)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
+        // Recognise the file before changing anything in it (switching to WAL rewrites the
+        // header of another program's database).
+        refuse_foreign(&conn, path)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(not_a_store)?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
@@ -273,6 +268,59 @@ impl Store {
     }
 }
 
+/// Refuses a store path whose directory does not exist.
+fn check_directory(path: &Path) -> Result<(), StoreError> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if dir.is_dir() {
+        Ok(())
+    } else {
+        Err(StoreError::MissingDirectory {
+            path: path.to_path_buf(),
+            dir,
+        })
+    }
+}
+
+/// Refuses, by reading only, an SQLite database that another program wrote: tables but no
+/// `store_meta`, or a `store_meta` of another format.
+fn refuse_foreign(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let foreign = |reason: String| StoreError::NotAStore {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if read_version(conn)?.is_some() {
+        let format: Option<String> = conn
+            .query_row(
+                "SELECT value FROM store_meta WHERE key = 'format'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        return match format.as_deref() {
+            Some(schema::FORMAT) => Ok(()),
+            _ => Err(foreign(
+                "its store_meta table belongs to another program".into(),
+            )),
+        };
+    }
+    let first: Option<String> = conn
+        .query_row(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    match first {
+        Some(table) => Err(foreign(format!(
+            "it is an SQLite database of another program (it has a table {table:?})"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Refuses a non-empty file that is not an SQLite database before SQLite touches it.
 fn check_header(path: &Path) -> Result<(), StoreError> {
     use std::io::Read;
@@ -324,37 +372,11 @@ fn read_version(conn: &Connection) -> Result<Option<u32>, StoreError> {
 /// the same time waits, then finds nothing left to do.
 fn migrate(conn: &mut Connection, path: &Path, target: u32) -> Result<(), StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let format: Option<String> = if read_version(&tx)?.is_some() {
-        tx.query_row(
-            "SELECT value FROM store_meta WHERE key = 'format'",
-            [],
-            |r| r.get(0),
-        )
-        .optional()?
-    } else {
-        None
-    };
-    let version = match (read_version(&tx)?, format.as_deref()) {
-        (Some(version), Some(schema::FORMAT)) => version,
-        (Some(_), _) => {
-            return Err(StoreError::NotAStore {
-                path: path.to_path_buf(),
-                reason: "its store_meta table belongs to another program".into(),
-            });
-        }
-        (None, _) => {
-            let tables: Vec<String> = tx
-                .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")?
-                .query_map([], |r| r.get(0))?
-                .collect::<Result<_, _>>()?;
-            if let Some(first) = tables.first() {
-                return Err(StoreError::NotAStore {
-                    path: path.to_path_buf(),
-                    reason: format!(
-                        "it is an SQLite database of another program (it has a table {first:?})"
-                    ),
-                });
-            }
+    // Checked again inside the transaction: another process may have created the file since.
+    refuse_foreign(&tx, path)?;
+    let version = match read_version(&tx)? {
+        Some(version) => version,
+        None => {
             tx.execute_batch(schema::META)?;
             tx.execute(
                 "INSERT INTO store_meta (key, value) VALUES ('format', ?1)",

@@ -358,13 +358,20 @@ fn a_failed_call_is_retried_until_it_is_stored_or_has_failed_too_often() {
             .expect("record");
     }
     let retry = store
-        .failures_to_retry(&CallSource::RealCall, 5)
+        .failures_to_retry(&CallSource::RealCall, 5, 3)
         .expect("retry");
     assert_eq!(retry.len(), 1);
     assert_eq!(retry[0].json, listed.json, "the row is kept as listed");
     assert!(
         store
-            .failures_to_retry(&CallSource::RealCall, 2)
+            .failures_to_retry(&CallSource::RealCall, 5, 2)
+            .expect("retry")
+            .is_empty(),
+        "the run that recorded the failure does not read the call again"
+    );
+    assert!(
+        store
+            .failures_to_retry(&CallSource::RealCall, 2, 3)
             .expect("retry")
             .is_empty()
     );
@@ -373,7 +380,7 @@ fn a_failed_call_is_retried_until_it_is_stored_or_has_failed_too_often() {
         .expect("store");
     assert!(
         store
-            .failures_to_retry(&CallSource::RealCall, 5)
+            .failures_to_retry(&CallSource::RealCall, 5, 3)
             .expect("retry")
             .is_empty(),
         "storing the call resolves its failure"

@@ -66,8 +66,9 @@ impl Sandbox {
         self.run_with_stdin(args, "").await
     }
 
-    pub(crate) async fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
-        use tokio::io::AsyncWriteExt;
+    /// The `svc-cli` command with `args`, run in the sandbox with its environment and piped
+    /// stdio, for a test that needs the child itself (to kill it, say).
+    pub(crate) fn command(&self, args: &[&str]) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_svc-cli"));
         command
             .args(args)
@@ -80,7 +81,12 @@ impl Sandbox {
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        let mut child = command.spawn().expect("spawn svc-cli");
+        command
+    }
+
+    pub(crate) async fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        use tokio::io::AsyncWriteExt;
+        let mut child = self.command(args).spawn().expect("spawn svc-cli");
         if let Some(mut input) = child.stdin.take() {
             input
                 .write_all(stdin.as_bytes())

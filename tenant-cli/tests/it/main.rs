@@ -6,5 +6,7 @@ mod commands;
 mod config;
 mod helpers;
 mod practice;
+mod reconcile;
 mod roster;
+mod webhook_serve;
 mod webhook_verify;
