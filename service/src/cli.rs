@@ -1,7 +1,8 @@
 //! The command line: `serve` runs the API, `tenant …` are the operator's commands.
 //!
 //! Exit codes: 0 success; 1 failure (unknown tenant, invalid value, database or server
-//! error; the message is on stderr); 2 usage error (from the flag parser).
+//! error, an invalid dialer record; the message is on stderr); 2 usage error (from the flag
+//! parser, or a file or value a command cannot use).
 
 use std::process::ExitCode;
 
@@ -10,7 +11,9 @@ use clap::{Parser, Subcommand};
 
 use crate::config::ServeArgs;
 use crate::deliveries::DeliveriesArgs;
-use crate::operator::TenantArgs;
+use crate::operator::agency::AgencyArgs;
+use crate::operator::calls::CallsArgs;
+use crate::operator::{Reported, TenantArgs, Usage};
 
 /// Roleplay and Call-Scoring Service v1: a compact local implementation.
 #[derive(Debug, Parser)]
@@ -31,6 +34,10 @@ pub enum Command {
     Tenant(TenantArgs),
     /// Operator commands on webhook deliveries (list them with every attempt).
     Deliveries(DeliveriesArgs),
+    /// Operator commands on agencies (switch real calls on or off).
+    Agency(AgencyArgs),
+    /// Operator commands on real calls (ingest dialer records, re-disposition, audio sweep).
+    Calls(CallsArgs),
 }
 
 /// Parses the command line, runs the command and maps the outcome to an exit code.
@@ -41,12 +48,21 @@ pub async fn main() -> ExitCode {
         Command::Serve(args) => serve(args).await,
         Command::Tenant(args) => args.exec().await,
         Command::Deliveries(args) => args.exec().await,
+        Command::Agency(args) => args.exec().await,
+        Command::Calls(args) => args.exec().await,
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
+            if let Some(Reported(code)) = error.downcast_ref::<Reported>() {
+                return ExitCode::from(*code);
+            }
             eprintln!("error: {error:#}");
-            ExitCode::FAILURE
+            if error.downcast_ref::<Usage>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

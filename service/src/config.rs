@@ -40,6 +40,14 @@ pub struct ServeArgs {
     /// Delay before the single retry of a failed webhook delivery, in seconds.
     #[arg(long, env = "SVC_WEBHOOK_RETRY_DELAY_SECS", default_value_t = DEFAULT_WEBHOOK_RETRY_DELAY_SECS)]
     pub webhook_retry_delay_secs: u64,
+    /// Directory of the archived real-call recordings [default: `<db>-audio` beside the
+    /// database].
+    #[arg(long, env = "SVC_AUDIO_DIR")]
+    pub audio_dir: Option<PathBuf>,
+    /// The base URL clients reach this server at (e.g. `https://svc.example.test`), used for
+    /// the links it hands out (audio links) [default: `http://` and the listen address].
+    #[arg(long, env = "SVC_PUBLIC_URL")]
+    pub public_url: Option<String>,
 }
 
 /// Default session token lifetime (about 5 minutes).
@@ -59,6 +67,8 @@ impl ServeArgs {
         config.token_ttl_secs = self.token_ttl_secs;
         config.call_ceiling_secs = self.call_ceiling_secs;
         config.webhook_retry_delay_secs = self.webhook_retry_delay_secs;
+        config.audio_dir = self.audio_dir;
+        config.public_url = self.public_url;
         config
     }
 }
@@ -85,6 +95,27 @@ pub struct Config {
     pub webhook_retry_delay_secs: u64,
     /// Deadline of one webhook attempt (the contract's 10 seconds).
     pub webhook_timeout: std::time::Duration,
+    /// Directory of the archived recordings; `None`: [`default_audio_dir`] of the database.
+    pub audio_dir: Option<PathBuf>,
+    /// Base URL of the links this server hands out; `None`: `http://` and the address the
+    /// server listens on ([`crate::run`] fills it in), or the request's `Host` without a server.
+    pub public_url: Option<String>,
+}
+
+/// Where recordings are archived by default: `<database file>-audio`, beside the database.
+pub fn default_audio_dir(db_path: &std::path::Path) -> PathBuf {
+    let mut name = db_path.as_os_str().to_owned();
+    name.push("-audio");
+    PathBuf::from(name)
+}
+
+impl Config {
+    /// The directory of the archived recordings.
+    pub fn audio_dir(&self) -> PathBuf {
+        self.audio_dir
+            .clone()
+            .unwrap_or_else(|| default_audio_dir(&self.db_path))
+    }
 }
 
 impl Config {
@@ -101,6 +132,8 @@ impl Config {
             call_ceiling_secs: DEFAULT_CALL_CEILING_SECS,
             webhook_retry_delay_secs: DEFAULT_WEBHOOK_RETRY_DELAY_SECS,
             webhook_timeout: crate::webhook::client::DEFAULT_TIMEOUT,
+            audio_dir: None,
+            public_url: None,
         }
     }
 }

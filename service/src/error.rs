@@ -57,6 +57,10 @@ pub enum ApiError {
     /// 409: a rep is already registered under a sent handle.
     #[error("an agent is already registered under the {} sent", .0.matched_on.as_str())]
     AgentAlreadyExists(AgentAlreadyExistsDetails),
+    /// 403 on an audio link that is expired, tampered with or for another call (the archive's
+    /// links are this service's own; outside the contract's codes).
+    #[error("{0}")]
+    AudioLinkInvalid(String),
     /// 404 on a path the API does not have (routing; outside the contract's codes).
     #[error("no such endpoint")]
     RouteNotFound,
@@ -86,9 +90,10 @@ impl ApiError {
             | ApiError::InvalidToken(_)
             | ApiError::TokenExpired
             | ApiError::TokenAlreadyUsed => StatusCode::UNAUTHORIZED,
-            ApiError::IpNotAllowed | ApiError::TenantInactive | ApiError::TenantQuotaExceeded => {
-                StatusCode::FORBIDDEN
-            }
+            ApiError::IpNotAllowed
+            | ApiError::TenantInactive
+            | ApiError::TenantQuotaExceeded
+            | ApiError::AudioLinkInvalid(_) => StatusCode::FORBIDDEN,
             ApiError::CallNotFound
             | ApiError::AgentNotFound
             | ApiError::AgencyNotFound
@@ -117,6 +122,7 @@ impl ApiError {
             ApiError::AgentNotFound => "AGENT_NOT_FOUND",
             ApiError::AgencyNotFound => "AGENCY_NOT_FOUND",
             ApiError::AgentAlreadyExists(_) => "AGENT_ALREADY_EXISTS",
+            ApiError::AudioLinkInvalid(_) => "AUDIO_LINK_INVALID",
             ApiError::RouteNotFound => "NOT_FOUND",
             ApiError::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ApiError::Internal(_) => "INTERNAL_ERROR",

@@ -23,6 +23,9 @@
 //!   `deliveries list`.
 //! - `README.md` (crate root) documents running, operator commands, proxy trust and the
 //!   decisions taken where the contract is silent.
+//! - Real calls: [`realcall`] (dialer records, attribution, the audio archive and its signed
+//!   links, ingestion, re-disposition), scored by [`scoring::real_call`]; `GET /v1/audio/…`
+//!   serves the archive.
 //! - [`cli`] is the command line (`serve` and the operator's `tenant …` commands in
 //!   [`operator`]); `main.rs` only calls [`cli::main`].
 
@@ -43,6 +46,7 @@ pub mod ids;
 pub mod live;
 pub mod operator;
 pub mod practice;
+pub mod realcall;
 pub mod request_id;
 pub mod scoring;
 pub mod session_token;
@@ -104,10 +108,15 @@ impl Stop {
 /// # Errors
 /// The database cannot be opened or the server fails.
 pub async fn run(
-    config: Config,
+    mut config: Config,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    if config.public_url.is_none()
+        && let Ok(address) = listener.local_addr()
+    {
+        config.public_url = Some(format!("http://{address}"));
+    }
     let state = AppState::open(config).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
@@ -135,8 +144,8 @@ pub async fn run(
     Ok(())
 }
 
-/// Starts the background workers; each must return once `stop` is requested. The roster
-/// has none; the webhook outbox and call ceiling add theirs here.
+/// Starts the background workers; each must return once `stop` is requested: scoring, the
+/// webhook outbox, the live calls' stop and the hourly sweep of archived recordings.
 fn spawn_workers(workers: &mut JoinSet<()>, state: &AppState, stop: &Stop) {
     let practice = state.practice.clone();
     let db = state.db.clone();
@@ -161,6 +170,12 @@ fn spawn_workers(workers: &mut JoinSet<()>, state: &AppState, stop: &Stop) {
     let outbox = state.practice.outbox.clone();
     let mut stop_outbox = stop.clone();
     workers.spawn(outbox.run(async move { stop_outbox.requested().await }));
+    workers.spawn(realcall::sweep::run(
+        state.db.clone(),
+        state.archive.clone(),
+        state.clock.clone(),
+        stop.clone(),
+    ));
     let practice = state.practice.clone();
     let mut stop_live = stop.clone();
     workers.spawn(async move {

@@ -7,6 +7,7 @@
 //! call, another tenant's included, is `404 CALL_NOT_FOUND`.
 
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
@@ -21,8 +22,9 @@ use crate::db::{AgentRef, CallFilter, CallRow};
 use crate::domain::{PlatformId, optional, text};
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
+use crate::realcall::audio::LINK_TTL;
 use crate::state::AppState;
-use crate::time::parse_timestamp;
+use crate::time::{format_timestamp, parse_timestamp};
 
 const CURSOR_ENDPOINT: &str = "GET /calls";
 
@@ -265,6 +267,7 @@ async fn list_calls(
 async fn call_detail(
     State(state): State<AppState>,
     tenant: Tenant,
+    headers: HeaderMap,
     ApiPath(call_id): ApiPath<String>,
 ) -> Result<Json<CallDetail>, ApiError> {
     let record = state
@@ -272,6 +275,24 @@ async fn call_detail(
         .scored_call(&tenant.id, call_id.trim())
         .await?
         .ok_or(ApiError::CallNotFound)?;
-    let detail = CallDetail::from_record(record).map_err(|e| ApiError::Internal(e.into()))?;
+    let archived = record
+        .audio_file
+        .as_deref()
+        .is_some_and(|name| state.archive.path(name).is_file());
+    let mut detail = CallDetail::from_record(record).map_err(|e| ApiError::Internal(e.into()))?;
+    // Real calls with an archive get a short-lived signed link (contract section 2).
+    if archived {
+        let expires = state.clock.now()
+            + chrono::Duration::from_std(LINK_TTL).unwrap_or(chrono::Duration::zero());
+        let base = state.public_base(&headers);
+        detail.audio_url = Some(
+            state
+                .audio_links
+                .url(&base, &detail.row.id, expires.timestamp()),
+        );
+        detail.audio_url_expires_at = Some(format_timestamp(
+            chrono::DateTime::from_timestamp(expires.timestamp(), 0).unwrap_or(expires),
+        ));
+    }
     Ok(Json(detail))
 }

@@ -4,6 +4,7 @@
 
 pub mod agencies;
 pub mod agents;
+pub mod audio;
 pub mod call_detail;
 pub mod calls;
 pub mod openapi;
@@ -22,6 +23,7 @@ pub fn routes() -> Router<AppState> {
         .merge(session::router())
         .merge(roleplay::router())
         .merge(calls::router())
+        .merge(audio::router())
         .merge(crate::live::socket::router())
         .merge(openapi::router())
 }

@@ -117,6 +117,7 @@ pub fn api_doc() -> utoipa::openapi::OpenApi {
     doc.merge(super::session::SessionApi::openapi());
     doc.merge(super::roleplay::RoleplayApi::openapi());
     doc.merge(super::calls::CallsApi::openapi());
+    doc.merge(super::audio::AudioApi::openapi());
     document_internal_error(&mut doc);
     doc
 }

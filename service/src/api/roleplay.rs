@@ -98,7 +98,7 @@ pub struct PersonaName {
 pub struct LiveSession {
     /// Single-use ticket for the live socket's `auth` frame.
     pub connection_ticket: String,
-    /// `ws://<host>/v1/live/<sessionId>`.
+    /// `ws://<public host>/v1/live/<sessionId>` (`wss://` when the public URL is HTTPS).
     pub connection_url: String,
     /// `ext_…` session id.
     pub session_id: String,
@@ -237,14 +237,17 @@ async fn redeem_session(
         )));
     }
     crate::live::ceiling::watch_unconnected(&state, call_id.clone());
-    let host = headers
-        .get(axum::http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .filter(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_graphic()))
-        .map_or_else(|| state.config.listen.to_string(), str::to_string);
+    // The live transport is reached where the API is: ws:// beside http://, wss:// beside
+    // https://.
+    let base = state.public_base(&headers);
+    let socket_base = match base.split_once("://") {
+        Some(("https", rest)) => format!("wss://{rest}"),
+        Some((_, rest)) => format!("ws://{rest}"),
+        None => format!("ws://{base}"),
+    };
     Ok(Json(LiveSession {
         connection_ticket: ticket,
-        connection_url: format!("ws://{host}/v1/live/{session_id}"),
+        connection_url: format!("{socket_base}/v1/live/{session_id}"),
         session_id,
         call_id,
         persona: PersonaName {

@@ -73,6 +73,8 @@ pub struct CallDetailRecord {
     pub created_at: i64,
     /// Last change (ms).
     pub updated_at: i64,
+    /// The archived recording's file name (real calls; none once swept).
+    pub audio_file: Option<String>,
 }
 
 /// The columns of a [`CallRow`], in the order [`call_row`] reads them; other columns follow.
@@ -111,7 +113,7 @@ pub(super) fn scored_call(
 ) -> rusqlite::Result<Option<CallDetailRecord>> {
     conn.query_row(
         &format!(
-            "SELECT {ROW_COLUMNS}, transcript, score, created_at, updated_at
+            "SELECT {ROW_COLUMNS}, transcript, score, created_at, updated_at, audio_file
              FROM calls WHERE id = ?1 AND tenant_id = ?2 AND state = 'scored'"
         ),
         params![call_id, tenant_id],
@@ -122,6 +124,7 @@ pub(super) fn scored_call(
                 score: r.get(ROW_WIDTH + 1)?,
                 created_at: r.get(ROW_WIDTH + 2)?,
                 updated_at: r.get(ROW_WIDTH + 3)?,
+                audio_file: r.get(ROW_WIDTH + 4)?,
             })
         },
     )

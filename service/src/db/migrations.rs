@@ -133,6 +133,21 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (delivery_id, attempt)
     );
     "#,
+    // 3: real calls from a dialer: the agencies switched on for them, the dialer's call id,
+    // disposition and product line of each real call, and its archived recording.
+    r#"
+    ALTER TABLE agencies ADD COLUMN real_calls INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE agencies ADD COLUMN third_party_dialer INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE agencies ADD COLUMN rubric TEXT NOT NULL DEFAULT 'default';
+    ALTER TABLE calls ADD COLUMN dialer_call_id TEXT;
+    ALTER TABLE calls ADD COLUMN disposition TEXT;
+    ALTER TABLE calls ADD COLUMN product_line TEXT;
+    ALTER TABLE calls ADD COLUMN audio_file TEXT;
+    ALTER TABLE calls ADD COLUMN audio_archived_at INTEGER;
+    CREATE UNIQUE INDEX calls_by_dialer_id ON calls (agency_id, dialer_call_id)
+        WHERE dialer_call_id IS NOT NULL;
+    CREATE INDEX calls_archived_audio ON calls (audio_archived_at) WHERE audio_file IS NOT NULL;
+    "#,
 ];
 
 /// Brings `conn` up to the latest schema version inside one transaction.

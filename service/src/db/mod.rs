@@ -14,6 +14,7 @@ mod calls;
 mod migrations;
 mod outbox;
 mod practice;
+mod real_calls;
 mod tenants;
 
 use std::path::{Path, PathBuf};
@@ -30,6 +31,7 @@ pub use call_reads::{CallDetailRecord, CallFilter, CallRow, ListedCall, ScoredCa
 pub use calls::{GoLive, LiveCall, NewMint, Spend, ToScore};
 pub use outbox::{AttemptLog, Claimed, DeliveryRow, Next};
 pub use practice::{AgentRef, Endpoint, MintResult, OutcomeRecord, SessionAgent};
+pub use real_calls::{Candidate, NewRealCall, RealCallAgency, RealCallRecord, Rubric, Stored};
 pub use tenants::{ApiKeyStatus, AuthRecord, NewTenant, TenantChange, TenantRecord};
 
 /// How long a connection waits for a lock held by another connection or process.

@@ -75,7 +75,10 @@ pub struct OutcomeRecord {
     pub now: i64,
 }
 
-fn active_endpoint(conn: &Connection, tenant_id: &str) -> Result<Option<Endpoint>, DbError> {
+pub(super) fn active_endpoint(
+    conn: &Connection,
+    tenant_id: &str,
+) -> Result<Option<Endpoint>, DbError> {
     Ok(conn
         .prepare_cached(
             "SELECT webhook_url, signing_secret FROM tenants WHERE id = ?1 AND active = 1 AND webhook_url IS NOT NULL",

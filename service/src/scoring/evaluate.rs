@@ -80,17 +80,38 @@ pub struct EventIds<'a> {
     pub external_agency_id: Option<&'a str>,
 }
 
-/// The `call.scored` body for an outcome: never a score or transcript; `reason` and
-/// `reasonMessage` only when not scored.
+/// The `call.scored` body of a practice call's outcome (see [`event_for`]).
 pub fn event(
     ids: &EventIds<'_>,
     outcome: &Outcome,
     occurred_at: String,
     request_id: String,
 ) -> CallScored {
+    let not_scored = match outcome {
+        Outcome::Scored(_) => None,
+        Outcome::NotScored(message) => Some(message.as_str()),
+    };
+    event_for(
+        ids,
+        CallSource::Roleplay,
+        not_scored,
+        occurred_at,
+        request_id,
+    )
+}
+
+/// The `call.scored` body of a call of `source`: never a score or transcript; `reason`
+/// (`SCORING_INCOMPLETE`) and `reasonMessage` only when not scored (`not_scored` says why).
+pub fn event_for(
+    ids: &EventIds<'_>,
+    source: CallSource,
+    not_scored: Option<&str>,
+    occurred_at: String,
+    request_id: String,
+) -> CallScored {
     let mut event = CallScored::scored(
         ids.call_id,
-        CallSource::Roleplay,
+        source,
         ids.agent_id,
         ids.agency_id,
         occurred_at,
@@ -100,11 +121,9 @@ pub fn event(
     event.platform_agency_id = ids.platform_agency_id.map(str::to_string);
     event.external_user_id = ids.external_user_id.map(str::to_string);
     event.external_agency_id = ids.external_agency_id.map(str::to_string);
-    match outcome {
-        Outcome::Scored(_) => event,
-        Outcome::NotScored(message) => {
-            event.not_scored(FailureReason::ScoringIncomplete, message.clone())
-        }
+    match not_scored {
+        None => event,
+        Some(message) => event.not_scored(FailureReason::ScoringIncomplete, message),
     }
 }
 

@@ -18,8 +18,9 @@ use crate::db::{AttemptLog, Db, DbError, Next};
 
 /// How many attempts run concurrently when there is a backlog.
 pub const CONCURRENCY: usize = 8;
-/// The longest the worker sleeps without re-checking (covers leases and clock changes).
-const MAX_IDLE: Duration = Duration::from_secs(30);
+/// The longest the worker sleeps without re-checking (covers leases, clock changes, and
+/// deliveries queued by another process: the operator's `calls ingest-real`).
+const MAX_IDLE: Duration = Duration::from_secs(5);
 
 /// What one call to [`Outbox::try_deliver_next`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,12 @@
-//! The operator's `tenant …` commands (what the contract calls "out of band"): create
+//! The operator's commands (what the contract calls "out of band"): `tenant …` here (create
 //! tenants, issue and revoke API keys, (de)activate, webhook URL, signing secret, IP
-//! allowlist and monthly allowance. They write the same database a server reads at each
-//! request. Data goes to stdout (`--json` for machines), messages to stderr.
+//! allowlist and monthly allowance), [`agency`] (real calls on or off) and [`calls`] (ingest
+//! dialer records, re-disposition, the audio sweep). They write the same database a server
+//! reads at each request. Data goes to stdout (`--json` for machines), messages to stderr; a
+//! closed stdout (`| head`) ends the output quietly.
+
+pub mod agency;
+pub mod calls;
 
 use std::path::PathBuf;
 
@@ -137,8 +142,7 @@ impl TenantArgs {
             .with_context(|| format!("opening database {}", self.db.display()))?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let output = run_command(&db, self.command, now_ms).await?;
-        print(&output, self.json);
-        Ok(())
+        print(&output, self.json)
     }
 }
 
@@ -148,11 +152,30 @@ struct Output {
     human: String,
 }
 
-fn print(output: &Output, as_json: bool) {
+/// A usage error found after parsing: a bad value or file (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Usage(pub String);
+
+/// The command already printed why it failed: exit with this code and print nothing more.
+#[derive(Debug, thiserror::Error)]
+#[error("exit code {0}")]
+pub struct Reported(pub u8);
+
+fn print(output: &Output, as_json: bool) -> anyhow::Result<()> {
     if as_json {
-        println!("{}", output.json);
+        print_line(&output.json.to_string())
     } else {
-        println!("{}", output.human);
+        print_line(&output.human)
+    }
+}
+
+/// Writes a line on stdout; a reader that went away (`| head`) is not an error.
+fn print_line(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    match writeln!(std::io::stdout().lock(), "{text}") {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
     }
 }
 

@@ -1,0 +1,95 @@
+//! `GET /v1/audio/{callId}?exp=…&sig=…`: a real call's archived recording, behind the signed
+//! link its detail hands out ([`crate::realcall::audio`]). The link is the credential: no API
+//! key, no tenant check beyond the signature, which names the call. An expired, tampered or
+//! other call's link is `403 AUDIO_LINK_INVALID` (this service's own code: the contract
+//! leaves the archive's links opaque); a call with no archive left is `404 CALL_NOT_FOUND`.
+//! `Range` requests are answered with `206` (browsers seek in audio).
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use tower::ServiceExt;
+use tower_http::services::ServeFile;
+use utoipa::{IntoParams, OpenApi};
+
+use crate::api::openapi::ErrorEnvelope;
+use crate::error::ApiError;
+use crate::extract::{ApiPath, ApiQuery};
+use crate::realcall::audio::is_archive_name;
+use crate::state::AppState;
+
+/// Routes of this resource.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/audio/{call_id}", get(audio))
+}
+
+/// OpenAPI description of this resource.
+#[derive(Debug, OpenApi)]
+#[openapi(paths(audio))]
+pub struct AudioApi;
+
+/// The signed part of an audio link.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AudioQuery {
+    /// When the link expires (unix seconds).
+    #[param(value_type = i64)]
+    pub exp: Option<String>,
+    /// The link's signature (hex).
+    pub sig: Option<String>,
+}
+
+/// A real call's archived recording, from the `audioUrl` of its detail.
+#[utoipa::path(
+    get,
+    path = "/audio/{callId}",
+    tag = "calls",
+    params(("callId" = String, Path, description = "Public call id"), AudioQuery),
+    responses(
+        (status = 200, description = "The recording (audio/*); `Range` requests get 206", content_type = "audio/wav"),
+        (status = 206, description = "The requested range of the recording"),
+        (status = 403, description = "AUDIO_LINK_INVALID: expired, tampered with, or for another call", body = ErrorEnvelope),
+        (status = 404, description = "CALL_NOT_FOUND: no archived recording (none, or past its 30-day retention)", body = ErrorEnvelope),
+    )
+)]
+async fn audio(
+    State(state): State<AppState>,
+    ApiPath(call_id): ApiPath<String>,
+    ApiQuery(query): ApiQuery<AudioQuery>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let exp = query
+        .exp
+        .as_deref()
+        .and_then(|exp| exp.parse::<i64>().ok())
+        .ok_or_else(|| ApiError::AudioLinkInvalid("the audio link has no valid exp".into()))?;
+    let sig = query.sig.unwrap_or_default();
+    if !state.audio_links.verify(&call_id, exp, &sig) {
+        return Err(ApiError::AudioLinkInvalid(
+            "the audio link's signature does not match".into(),
+        ));
+    }
+    if state.clock.now().timestamp() > exp {
+        return Err(ApiError::AudioLinkInvalid(
+            "the audio link has expired; read the call again for a fresh one".into(),
+        ));
+    }
+    let file = state
+        .db
+        .audio_file(&call_id)
+        .await?
+        .filter(|name| is_archive_name(name))
+        .ok_or(ApiError::CallNotFound)?;
+    let path = state.archive.path(&file);
+    if !path.is_file() {
+        return Err(ApiError::CallNotFound);
+    }
+    let served = ServeFile::new(path)
+        .oneshot(request)
+        .await
+        .map_err(|e| ApiError::Internal(e.into()))?;
+    Ok(served.map(Body::new).into_response())
+}

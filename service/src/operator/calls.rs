@@ -1,0 +1,285 @@
+//! The operator's `calls …` commands on real calls: ingest dialer records, re-disposition a
+//! call, and sweep archived recordings past retention.
+//!
+//! `calls ingest-real` exits 0 when every record was processed (a dropped record is
+//! processed), 1 when any record was invalid, and 2 on a usage error (a file that cannot be
+//! read, an unknown tenant).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use super::{Output, Reported, Usage, print, print_line};
+use crate::clock::Clock;
+use crate::config::{DEFAULT_DB, default_audio_dir};
+use crate::db::Db;
+use crate::realcall::audio::Archive;
+use crate::realcall::ingest::{Disposal, Ingest, RecordOutcome, read_records};
+use crate::realcall::redisposition::redisposition;
+use crate::realcall::sweep::sweep;
+use crate::scoring::real_call::Disposition;
+use crate::time::{format_millis, parse_timestamp};
+
+/// `svc-service calls …`.
+#[derive(Debug, Args)]
+pub struct CallsArgs {
+    /// SQLite database file of the service.
+    #[arg(long, env = "SVC_DB", default_value = DEFAULT_DB, global = true)]
+    pub db: PathBuf,
+    /// Directory of the archived recordings [default: `<db>-audio` beside the database].
+    #[arg(long, env = "SVC_AUDIO_DIR", global = true)]
+    pub audio_dir: Option<PathBuf>,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The operator command.
+    #[command(subcommand)]
+    pub command: CallsCommand,
+}
+
+/// The calls commands.
+#[derive(Debug, Subcommand)]
+pub enum CallsCommand {
+    /// Ingest dialer records (a JSON array or JSON lines; `-` reads stdin): one result per
+    /// record, in order, then a summary.
+    IngestReal {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+        /// The records; relative recording paths are read from this file's directory (from
+        /// the working directory with `-`).
+        #[arg(long)]
+        file: PathBuf,
+    },
+    /// Change a real call's disposition and score it again (sends no webhook); prints the old
+    /// and the new score.
+    Redisposition {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+        /// The real call (svc_call_…).
+        #[arg(long)]
+        call_id: String,
+        /// sale, no_sale, callback or not_interested.
+        #[arg(long, value_parser = Disposition::NAMES)]
+        disposition: String,
+    },
+    /// Forget recordings archived more than 30 days ago and delete their files (serve does
+    /// this hourly).
+    SweepAudio {
+        /// Sweep as if now were this time (ISO 8601) instead of the system clock.
+        #[arg(long)]
+        now: Option<String>,
+    },
+}
+
+impl CallsArgs {
+    /// Runs the command against the database.
+    ///
+    /// # Errors
+    /// [`Usage`] for a bad file or value (exit 2), [`Reported`] when records were invalid
+    /// (exit 1), or a database failure.
+    pub async fn exec(self) -> anyhow::Result<()> {
+        let db = Db::open(&self.db)
+            .await
+            .with_context(|| format!("opening database {}", self.db.display()))?;
+        let archive = Archive::new(
+            self.audio_dir
+                .clone()
+                .unwrap_or_else(|| default_audio_dir(&self.db)),
+        );
+        match self.command {
+            CallsCommand::IngestReal { tenant, file } => {
+                ingest(db, archive, &tenant, &file, self.json).await
+            }
+            CallsCommand::Redisposition {
+                tenant,
+                call_id,
+                disposition,
+            } => {
+                let disposition = Disposition::parse(&disposition)
+                    .ok_or_else(|| Usage(format!("unknown disposition {disposition:?}")))?;
+                let done = redisposition(
+                    &db,
+                    &Clock::System,
+                    tenant.trim(),
+                    call_id.trim(),
+                    disposition,
+                )
+                .await?;
+                let overall = |score: &Value| score["overallScore"].clone();
+                print(
+                    &Output {
+                        json: json!({
+                            "callId": done.call_id,
+                            "disposition": { "before": done.disposition_before, "after": done.disposition.as_str() },
+                            "score": { "before": done.score_before, "after": done.score },
+                            "scoredAt": format_millis(done.scored_at),
+                        }),
+                        human: format!(
+                            "{}: disposition {} -> {}, overallScore {} -> {}, compliancePercent {} -> {} (no webhook sent)",
+                            done.call_id,
+                            done.disposition_before,
+                            done.disposition.as_str(),
+                            overall(&done.score_before),
+                            overall(&done.score),
+                            done.score_before["compliancePercent"],
+                            done.score["compliancePercent"],
+                        ),
+                    },
+                    self.json,
+                )
+            }
+            CallsCommand::SweepAudio { now } => {
+                let now = match now {
+                    Some(text) => parse_timestamp(text.trim())
+                        .ok_or_else(|| Usage(format!("--now {text:?} is not an ISO 8601 time")))?,
+                    None => chrono::Utc::now(),
+                };
+                let swept = sweep(&db, &archive, now).await?;
+                print(
+                    &Output {
+                        json: json!({ "expired": swept.expired, "deletedFiles": swept.deleted }),
+                        human: format!(
+                            "{} call(s) past the recording retention, {} file(s) deleted",
+                            swept.expired, swept.deleted
+                        ),
+                    },
+                    self.json,
+                )
+            }
+        }
+    }
+}
+
+async fn ingest(
+    db: Db,
+    archive: Archive,
+    tenant: &str,
+    file: &Path,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let tenant = tenant.trim();
+    if db.tenant(tenant).await?.is_none() {
+        return Err(Usage(format!("no tenant {tenant:?}")).into());
+    }
+    let (text, base_dir) = if file.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| Usage(format!("cannot read stdin: {e}")))?;
+        (text, PathBuf::from("."))
+    } else {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| Usage(format!("cannot read {}: {e}", file.display())))?;
+        let dir = file
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        (text, dir)
+    };
+    let records = read_records(&text).map_err(Usage)?;
+    let outcomes = Ingest::new(db, archive, Clock::System, base_dir)
+        .ingest(tenant, records)
+        .await?;
+    let mut counts = Counts::default();
+    for outcome in &outcomes {
+        counts.add(&outcome.disposal);
+        if as_json {
+            print_line(&line_json(outcome).to_string())?;
+        } else {
+            print_line(&line_text(outcome))?;
+        }
+    }
+    let summary = format!(
+        "{} record(s): {} stored ({} not scored), {} already ingested, {} dropped, {} invalid",
+        outcomes.len(),
+        counts.stored,
+        counts.not_scored,
+        counts.already,
+        counts.dropped,
+        counts.invalid
+    );
+    eprintln!("{summary}");
+    if counts.invalid > 0 {
+        return Err(Reported(1).into());
+    }
+    Ok(())
+}
+
+#[derive(Default)]
+struct Counts {
+    stored: usize,
+    not_scored: usize,
+    already: usize,
+    dropped: usize,
+    invalid: usize,
+}
+
+impl Counts {
+    fn add(&mut self, disposal: &Disposal) {
+        match disposal {
+            Disposal::Stored { scored, .. } => {
+                self.stored += 1;
+                if !scored {
+                    self.not_scored += 1;
+                }
+            }
+            Disposal::AlreadyIngested { .. } => self.already += 1,
+            Disposal::Dropped(_) => self.dropped += 1,
+            Disposal::Invalid(_) => self.invalid += 1,
+        }
+    }
+}
+
+/// One result line of `--json`: `dialerCallId`, `callId`, `dropped` (the documented keys),
+/// plus `record` (its position), `alreadyIngested`, `scored` and `error` (invalid records).
+fn line_json(outcome: &RecordOutcome) -> Value {
+    let (call_id, dropped, error, already, scored) = match &outcome.disposal {
+        Disposal::Stored { call_id, scored } => (Some(call_id), None, None, false, Some(*scored)),
+        Disposal::AlreadyIngested { call_id } => (Some(call_id), None, None, true, None),
+        Disposal::Dropped(reason) => (None, Some(reason.as_str()), None, false, None),
+        Disposal::Invalid(error) => (None, None, Some(error), false, None),
+    };
+    let mut line = json!({
+        "record": outcome.index,
+        "dialerCallId": outcome.dialer_call_id,
+        "callId": call_id,
+        "dropped": dropped,
+    });
+    if let Some(map) = line.as_object_mut() {
+        if already {
+            map.insert("alreadyIngested".into(), Value::Bool(true));
+        }
+        if let Some(scored) = scored {
+            map.insert("scored".into(), Value::Bool(scored));
+        }
+        if let Some(error) = error {
+            map.insert("error".into(), Value::String(error.clone()));
+        }
+    }
+    line
+}
+
+fn line_text(outcome: &RecordOutcome) -> String {
+    let id = outcome.dialer_call_id.as_deref().unwrap_or("-");
+    let what = match &outcome.disposal {
+        Disposal::Stored {
+            call_id,
+            scored: true,
+        } => format!("stored {call_id}"),
+        Disposal::Stored {
+            call_id,
+            scored: false,
+        } => {
+            format!("stored {call_id} (not scored: no rep turn)")
+        }
+        Disposal::AlreadyIngested { call_id } => format!("already ingested as {call_id}"),
+        Disposal::Dropped(reason) => format!("dropped: {}", reason.as_str()),
+        Disposal::Invalid(error) => format!("invalid: {error}"),
+    };
+    format!("{:>5}  {id:<24}  {what}", outcome.index)
+}

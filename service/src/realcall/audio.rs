@@ -1,0 +1,247 @@
+//! The service's own copies of real-call recordings, and the signed links that serve them.
+//!
+//! - The archive is a directory of content-addressed files (`<sha256>.<ext>`), created 0700:
+//!   two calls with the same recording share one file. The dialer's own path is never
+//!   returned.
+//! - A link is `<public base>/v1/audio/{callId}?exp=<unix seconds>&sig=<hex>`, where `sig` is
+//!   HMAC-SHA256 of `audio:<callId>:<exp>` under a key the service keeps in its database. The
+//!   signature is the credential (no API key); it expires [`LINK_TTL`] after it was made.
+//! - Retention: an archive is kept [`RETENTION`] after it was ingested; the sweep then forgets
+//!   it (the call reads with `audioUrl: null`) and deletes files no call refers to.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+
+/// How long an audio link works (15 minutes).
+pub const LINK_TTL: Duration = Duration::from_secs(15 * 60);
+/// How long an archived recording is kept after ingestion (the contract's 30 days).
+pub const RETENTION: Duration = Duration::from_secs(30 * 86_400);
+
+/// The archive directory.
+#[derive(Debug, Clone)]
+pub struct Archive {
+    dir: PathBuf,
+}
+
+impl Archive {
+    /// The archive in `dir` (created on first store).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether `source` is a recording that can be archived: a readable, non-empty file.
+    pub fn usable(source: &Path) -> bool {
+        fs::metadata(source).is_ok_and(|m| m.is_file() && m.len() > 0) && File::open(source).is_ok()
+    }
+
+    /// Copies `source` into the archive under the hash of its content; returns the file name.
+    ///
+    /// # Errors
+    /// The source cannot be read or the archive written.
+    pub fn store(&self, source: &Path) -> io::Result<String> {
+        self.create_dir()?;
+        let mut input = File::open(source)?;
+        let temp = self
+            .dir
+            .join(format!(".incoming-{}", crate::ids::random_text(16)));
+        let mut output = File::create(&temp)?;
+        let mut hasher = Sha256::new();
+        let mut buffer = [0u8; 64 * 1024];
+        let copied = (|| -> io::Result<()> {
+            loop {
+                let read = input.read(&mut buffer)?;
+                if read == 0 {
+                    break;
+                }
+                hasher.update(&buffer[..read]);
+                output.write_all(&buffer[..read])?;
+            }
+            output.sync_all()
+        })();
+        if let Err(error) = copied {
+            let _ = fs::remove_file(&temp);
+            return Err(error);
+        }
+        let name = format!("{}.{}", hex::encode(hasher.finalize()), extension(source));
+        let target = self.dir.join(&name);
+        if target.exists() {
+            fs::remove_file(&temp)?;
+        } else {
+            fs::rename(&temp, &target)?;
+        }
+        Ok(name)
+    }
+
+    /// Where an archived file is.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Deletes an archived file (a file already gone is not an error).
+    ///
+    /// # Errors
+    /// The file exists but cannot be removed.
+    pub fn remove(&self, name: &str) -> io::Result<()> {
+        match fs::remove_file(self.path(name)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    fn create_dir(&self) -> io::Result<()> {
+        if self.dir.is_dir() {
+            return Ok(());
+        }
+        fs::create_dir_all(&self.dir)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&self.dir, fs::Permissions::from_mode(0o700))?;
+        }
+        Ok(())
+    }
+}
+
+/// The file extension an archived copy keeps (so it is served with the right type): the
+/// source's, lowercased, when it is a short alphanumeric one; `bin` otherwise.
+fn extension(source: &Path) -> String {
+    source
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .filter(|e| !e.is_empty() && e.len() <= 5 && e.chars().all(|c| c.is_ascii_alphanumeric()))
+        .unwrap_or_else(|| "bin".to_owned())
+}
+
+/// Whether `name` is a file name the archive could have written (links never name files, but
+/// the database is read back here: nothing else may be served).
+pub fn is_archive_name(name: &str) -> bool {
+    match name.split_once('.') {
+        Some((hash, ext)) => {
+            hash.len() == 64
+                && hash.chars().all(|c| c.is_ascii_hexdigit())
+                && !ext.is_empty()
+                && ext.chars().all(|c| c.is_ascii_alphanumeric())
+        }
+        None => false,
+    }
+}
+
+/// Signs and checks audio links.
+#[derive(Clone)]
+pub struct Links {
+    key: Vec<u8>,
+}
+
+impl std::fmt::Debug for Links {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Links([redacted])")
+    }
+}
+
+impl Links {
+    /// Links signed with `key`.
+    pub fn new(key: Vec<u8>) -> Self {
+        Self { key }
+    }
+
+    fn mac(&self, call_id: &str, exp: i64) -> Hmac<Sha256> {
+        // HMAC takes a key of any length.
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key)
+            .expect("HMAC accepts keys of any length");
+        mac.update(format!("audio:{call_id}:{exp}").as_bytes());
+        mac
+    }
+
+    /// The link's query: `exp` and `sig` for `call_id`, expiring at `exp` (unix seconds).
+    pub fn sign(&self, call_id: &str, exp: i64) -> String {
+        hex::encode(self.mac(call_id, exp).finalize().into_bytes())
+    }
+
+    /// Whether `sig` signs `call_id` and `exp`, compared in constant time.
+    pub fn verify(&self, call_id: &str, exp: i64, sig: &str) -> bool {
+        match hex::decode(sig) {
+            Ok(bytes) => self.mac(call_id, exp).verify_slice(&bytes).is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    /// The whole link for `call_id`, valid until `exp`.
+    pub fn url(&self, base: &str, call_id: &str, exp: i64) -> String {
+        format!(
+            "{}/v1/audio/{call_id}?exp={exp}&sig={}",
+            base.trim_end_matches('/'),
+            self.sign(call_id, exp)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_recording_is_archived_once_under_its_hash() {
+        let dir = tempfile::tempdir().expect("dir");
+        let source = dir.path().join("Call.WAV");
+        fs::write(&source, b"RIFF fake wave").expect("write");
+        let archive = Archive::new(dir.path().join("archive"));
+        let first = archive.store(&source).expect("store");
+        let again = archive.store(&source).expect("store");
+        assert_eq!(first, again);
+        assert!(first.ends_with(".wav") && is_archive_name(&first));
+        assert_eq!(
+            fs::read(archive.path(&first)).expect("read"),
+            b"RIFF fake wave"
+        );
+        assert_eq!(
+            fs::read_dir(archive.dir()).expect("dir").count(),
+            1,
+            "no temp file left"
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(archive.dir())
+                .expect("meta")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o700);
+        }
+    }
+
+    #[test]
+    fn missing_or_empty_recordings_are_not_usable() {
+        let dir = tempfile::tempdir().expect("dir");
+        let empty = dir.path().join("empty.wav");
+        fs::write(&empty, b"").expect("write");
+        assert!(!Archive::usable(&empty));
+        assert!(!Archive::usable(&dir.path().join("missing.wav")));
+        assert!(!Archive::usable(dir.path()));
+    }
+
+    #[test]
+    fn a_link_verifies_for_its_call_and_expiry_only() {
+        let links = Links::new(b"key".to_vec());
+        let sig = links.sign("svc_call_1", 1_000);
+        assert!(links.verify("svc_call_1", 1_000, &sig));
+        assert!(!links.verify("svc_call_2", 1_000, &sig));
+        assert!(!links.verify("svc_call_1", 1_001, &sig));
+        assert!(!links.verify("svc_call_1", 1_000, "zz"));
+        assert!(
+            links
+                .url("http://h:1/", "svc_call_1", 1_000)
+                .starts_with("http://h:1/v1/audio/svc_call_1?exp=1000&sig=")
+        );
+    }
+}
