@@ -10,6 +10,7 @@ pub mod calls;
 pub mod openapi;
 pub mod roleplay;
 pub mod session;
+pub mod webhook_doc;
 
 use axum::Router;
 

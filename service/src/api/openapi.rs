@@ -1,6 +1,7 @@
 //! `GET /v1/openapi.json`: the OpenAPI 3.1 description generated from the handlers and
 //! types (utoipa), so it cannot drift. Each resource module has its own `OpenApi` struct;
-//! [`api_doc`] merges them (later resources add theirs to the list there).
+//! [`api_doc`] merges them (later resources add theirs to the list there); [`served_doc`]
+//! adds the `webhooks` section ([`super::webhook_doc`]).
 
 use axum::routing::get;
 use axum::{Json, Router};
@@ -75,7 +76,8 @@ pub struct AgentAlreadyExistsError {
         ErrorObject,
         AgentAlreadyExistsEnvelope,
         AgentAlreadyExistsError,
-        AgentAlreadyExistsDetails
+        AgentAlreadyExistsDetails,
+        crate::api::webhook_doc::CallScoredEvent
     )),
     modifiers(&BearerSchemes)
 )]
@@ -152,6 +154,15 @@ fn document_internal_error(doc: &mut utoipa::openapi::OpenApi) {
     }
 }
 
-async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
-    Json(api_doc())
+/// The document as served: [`api_doc`] with the `webhooks` section utoipa does not write.
+pub fn served_doc() -> serde_json::Value {
+    let mut doc = serde_json::to_value(api_doc()).unwrap_or_default();
+    if let Some(map) = doc.as_object_mut() {
+        map.insert("webhooks".to_owned(), super::webhook_doc::webhooks());
+    }
+    doc
+}
+
+async fn openapi_json() -> Json<serde_json::Value> {
+    Json(served_doc())
 }

@@ -45,6 +45,16 @@ impl Body {
         }
     }
 
+    /// The body of the webhook `name` (the document's `webhooks` section).
+    pub(crate) const fn webhook(name: &'static str) -> Self {
+        Self {
+            method: WEBHOOK,
+            path: name,
+            status: 0,
+            within: None,
+        }
+    }
+
     /// The value of the top-level property `name` of that body.
     pub(crate) const fn within(self, name: &'static str) -> Self {
         Self {
@@ -54,8 +64,14 @@ impl Body {
     }
 }
 
+/// The "method" of a webhook body.
+const WEBHOOK: &str = "WEBHOOK";
+
 impl std::fmt::Display for Body {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.method == WEBHOOK {
+            return write!(f, "the {} webhook body", self.path);
+        }
         if let Some(name) = self.within {
             write!(f, "property {name} of ")?;
         }
@@ -137,12 +153,19 @@ impl ApiDoc {
 
     /// The schema the document declares for `body`.
     fn schema_of(&self, body: Body) -> Result<&Value, String> {
-        let pointer = format!(
-            "/paths/{}/{}/responses/{}/content/application~1json/schema",
-            escape(body.path),
-            body.method.to_ascii_lowercase(),
-            body.status
-        );
+        let pointer = if body.method == WEBHOOK {
+            format!(
+                "/webhooks/{}/post/requestBody/content/application~1json/schema",
+                escape(body.path)
+            )
+        } else {
+            format!(
+                "/paths/{}/{}/responses/{}/content/application~1json/schema",
+                escape(body.path),
+                body.method.to_ascii_lowercase(),
+                body.status
+            )
+        };
         let schema = self
             .doc
             .pointer(&pointer)

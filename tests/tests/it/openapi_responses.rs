@@ -1,15 +1,20 @@
 //! The service's own responses checked against the document it serves, so the service cannot
 //! drift from what it publishes: roster writes and reads, mint, redeem, a real practice call
-//! scored and read back, a seeded real call, and the error envelopes, each body checked as the
-//! document declares it for its endpoint and status (every object closed except the contract's
-//! open ones).
+//! scored and read back, real calls ingested from dialer records (scored with a scorecard and an
+//! audio link, and not scored), the error envelopes, and the `call.scored` webhook bodies queued
+//! for both sources and outcomes, each body checked as the document declares it for its endpoint
+//! and status (every object closed except the contract's open ones).
 
 use std::time::Duration;
 
 use reqwest::{Method, RequestBuilder};
 use serde_json::{Value, json};
 use svc_cli::client::LiveSession;
-use svc_service::db::ScoredCall;
+use svc_service::clock::Clock;
+use svc_service::config::default_audio_dir;
+use svc_service::db::Rubric;
+use svc_service::realcall::audio::Archive;
+use svc_service::realcall::ingest::{Disposal, Ingest};
 
 use crate::Service;
 use crate::openapi_check::{ApiDoc, Body, CONTRACT_OPEN, served_document};
@@ -192,50 +197,74 @@ async fn practice_call(api: &mut Conformance) -> String {
     live.call_id.into_string()
 }
 
-/// A real call of `agent`, stored directly (no endpoint ingests real calls): timed turns, one
-/// with an extra key, and a score with a compliance scorecard and a key the contract does not
-/// name.
-fn real_call(service: &Service, agent: &Value) -> ScoredCall {
-    let text = |key: &str| agent[key].as_str().expect(key).to_owned();
-    ScoredCall {
-        id: svc_service::ids::call_id(),
-        tenant_id: service.tenant_id.clone(),
-        source: "real_call".into(),
-        agent_id: text("id"),
-        agency_id: text("agencyId"),
-        platform_agent_id: Some(text("platformAgentId")),
-        platform_agency_id: Some("agency-1".into()),
-        drill_key: None,
-        started_at: 1_768_572_000_000,
-        duration_sec: 1300,
-        transcript: json!([
-            {"role": "agent", "content": "Thanks for calling, this is Sam.",
-             "startTime": 0.0, "endTime": 2.4},
-            {"role": "customer", "content": "Hi, I got a letter.",
-             "startTime": 2.9, "endTime": 5.1, "speakerConfidence": 0.97},
-        ])
-        .to_string(),
-        score: json!({
-            "overallScore": 88,
-            "summary": "Compliant enrollment.",
-            "feedback": "Summarise the benefits before the close.",
-            "compliancePercent": 96.5,
-            "complianceScorecard": {"recordingDisclosure": true},
-            "talkRatio": 0.55,
-        })
-        .to_string(),
+/// Ingests two real calls of `agent` through the operator's ingestion, as a dialer would
+/// send them: one scored, a default-rubric health-plan sale (so its score carries the
+/// compliance scorecard, and its detail an audio link), and one whose transcript has no rep
+/// turn (not scored: its webhook is the only trace). Returns the scored call's id.
+async fn real_calls(service: &Service, agent: &Value) -> String {
+    let agency_id = agent["agencyId"].as_str().expect("agencyId");
+    service
+        .db
+        .set_real_calls(
+            &service.tenant_id,
+            agency_id,
+            Some((false, Rubric::Default)),
+        )
+        .await
+        .expect("enable real calls")
+        .expect("the agency exists");
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("call.wav"), b"RIFF conformance").expect("recording");
+    let record = |id: &str, transcript: Value| {
+        Ok(json!({
+            "dialerCallId": id, "agencyId": agency_id,
+            "rep": {"agentId": agent["platformAgentId"]},
+            "startedAt": "2026-01-16T14:00:00.000Z", "durationSec": 1300,
+            "recording": "call.wav", "transcript": transcript,
+            "disposition": "sale", "productLine": "health_plan_enrollment",
+        }))
+    };
+    let scored = json!([
+        {"role": "agent", "content": "Thanks for calling, this is Sam, a licensed agent. This call is recorded.",
+         "startTime": 0.0, "endTime": 2.4},
+        {"role": "customer", "content": "Hi, I got a letter.", "startTime": 2.9, "endTime": 5.1},
+        {"role": "agent", "content": "Would you like to enroll today?", "startTime": 5.5, "endTime": 7.0},
+    ]);
+    let silent =
+        json!([{"role": "customer", "content": "Hello?", "startTime": 0.0, "endTime": 1.0}]);
+    let archive = Archive::new(default_audio_dir(service.db.path()));
+    let outcomes = Ingest::new(service.db.clone(), archive, Clock::System, dir.path())
+        .ingest(
+            &service.tenant_id,
+            vec![record("d-scored", scored), record("d-silent", silent)],
+        )
+        .await
+        .expect("ingest");
+    match &outcomes[0].disposal {
+        Disposal::Stored {
+            call_id,
+            scored: true,
+        } => call_id.clone(),
+        other => panic!("the first record was not stored scored: {other:?}"),
     }
+}
+
+/// The `call.scored` bodies the service queued for delivery (the tenant has an endpoint that
+/// answers nothing: the bodies are what would be signed and sent).
+fn queued_webhooks(service: &Service) -> Vec<Value> {
+    let conn = rusqlite::Connection::open(service.db.path()).expect("open the service's database");
+    let mut stmt = conn
+        .prepare("SELECT body FROM webhook_deliveries ORDER BY created_at")
+        .expect("query");
+    stmt.query_map([], |r| r.get::<_, String>(0))
+        .expect("rows")
+        .map(|body| serde_json::from_str(&body.expect("body")).expect("JSON body"))
+        .collect()
 }
 
 /// The call reads of both sources, with their errors.
 async fn call_reads(api: &mut Conformance, agent: &Value, practice_id: &str) {
-    let real = real_call(&api.service, agent);
-    let real_id = real.id.clone();
-    api.service
-        .db
-        .insert_scored_calls(vec![real])
-        .await
-        .expect("seed a real call");
+    let real_id = real_calls(&api.service, agent).await;
     for (source, id) in [("roleplay", practice_id), ("real_call", &real_id)] {
         let path = format!("/calls?from=2020-01-01T00:00:00Z&source={source}");
         let page = api.exchange(CALLS, api.get(&path)).await;
@@ -243,8 +272,12 @@ async fn call_reads(api: &mut Conformance, agent: &Value, practice_id: &str) {
     }
     let real_path = format!("/calls/{real_id}");
     let detail = api.exchange(CALL, api.get(&real_path)).await;
-    assert_eq!(detail["score"]["talkRatio"], 0.55);
+    assert!(
+        detail["score"]["complianceScorecard"]["checks"].is_array(),
+        "{detail}"
+    );
     assert_eq!(detail["transcript"][0]["endTime"], 2.4);
+    assert!(detail["audioUrl"].is_string(), "{detail}");
 
     let unknown_call = Body::of("GET", "/calls/{callId}", 404);
     let unknown_path = "/calls/svc_call_nosuchcall";
@@ -266,8 +299,32 @@ async fn call_reads(api: &mut Conformance, agent: &Value, practice_id: &str) {
 #[tokio::test]
 async fn every_response_of_the_service_matches_the_document_it_serves() {
     let mut api = Conformance::start().await;
+    // An endpoint nothing listens on: deliveries are queued (and fail), their bodies kept.
+    api.service
+        .set_webhook_url("https://127.0.0.1:9/hook")
+        .await;
     let agent = roster(&mut api).await;
     let practice_id = practice_call(&mut api).await;
     call_reads(&mut api, &agent, &practice_id).await;
+    let webhooks = queued_webhooks(&api.service);
+    let outcomes: Vec<(&Value, &Value)> = webhooks
+        .iter()
+        .map(|body| (&body["source"], &body["success"]))
+        .collect();
+    for expected in [
+        (&json!("roleplay"), &json!(true)),
+        (&json!("real_call"), &json!(true)),
+        (&json!("real_call"), &json!(false)),
+    ] {
+        assert!(
+            outcomes.contains(&expected),
+            "no {expected:?} webhook in {webhooks:?}"
+        );
+    }
+    for (i, body) in webhooks.iter().enumerate() {
+        let label = format!("webhook {i}");
+        let problems = api.doc.check(&label, Body::webhook("call.scored"), body);
+        api.problems.extend(problems);
+    }
     assert!(api.problems.is_empty(), "\n{}", api.problems.join("\n"));
 }
