@@ -153,6 +153,32 @@ impl Db {
             .await
     }
 
+    /// The tenant's agency with the tenant's id `platform_agency_id`, with its real-call
+    /// settings.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn real_call_agency_by_platform_id(
+        &self,
+        tenant_id: &str,
+        platform_agency_id: &str,
+    ) -> Result<Option<RealCallAgency>, DbError> {
+        let (tenant_id, platform_id) = (tenant_id.to_owned(), platform_agency_id.to_owned());
+        self.read(move |conn| {
+            let id: Option<String> = conn
+                .prepare_cached(
+                    "SELECT id FROM agencies WHERE tenant_id = ?1 AND platform_agency_id = ?2",
+                )?
+                .query_row(params![tenant_id, platform_id], |r| r.get(0))
+                .optional()?;
+            match id {
+                Some(id) => real_call_agency(conn, &tenant_id, &id),
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
     /// Switches an agency's real calls on (`Some`: with these settings) or off (`None`).
     /// Returns the agency as now stored, or `None` when the tenant has no such agency.
     ///

@@ -20,7 +20,7 @@ use svc_receiver::CallSource;
 
 use super::attribution::attribute;
 use super::audio::Archive;
-use super::record::DialerRecord;
+use super::record::{AgencyName, DialerRecord};
 use crate::clock::Clock;
 use crate::db::{Candidate, Db, DbError, NewRealCall, RealCallAgency, Stored};
 use crate::ids;
@@ -132,7 +132,7 @@ impl Ingest {
         tenant_id: &str,
         records: Vec<Result<Value, String>>,
     ) -> Result<Vec<RecordOutcome>, DbError> {
-        let mut agencies: HashMap<String, Option<RealCallAgency>> = HashMap::new();
+        let mut agencies: HashMap<AgencyName, Option<RealCallAgency>> = HashMap::new();
         let mut rosters: HashMap<String, Vec<Candidate>> = HashMap::new();
         let mut outcomes = Vec::with_capacity(records.len());
         let mut records = records.into_iter().enumerate().peekable();
@@ -140,7 +140,7 @@ impl Ingest {
             let mut ready = Vec::new();
             // (agency, dialer call id) of the batch's calls to store, and their slot: a later
             // record of the same call is the call already ingested.
-            let mut in_batch: HashMap<(String, String), usize> = HashMap::new();
+            let mut in_batch: HashMap<(AgencyName, String), usize> = HashMap::new();
             let mut repeats: Vec<(usize, usize)> = Vec::new();
             for (i, record) in records.by_ref().take(BATCH) {
                 let slot = outcomes.len();
@@ -148,7 +148,7 @@ impl Ingest {
                     Err(error) => (None, Disposal::Invalid(error)),
                     Ok(record) => {
                         let id = Some(record.dialer_call_id.clone());
-                        let key = (record.agency_id.clone(), record.dialer_call_id.clone());
+                        let key = (record.agency.clone(), record.dialer_call_id.clone());
                         if let Some(first) = in_batch.get(&key) {
                             repeats.push((slot, *first));
                             // Replaced once the batch is stored.
@@ -208,20 +208,24 @@ impl Ingest {
         &self,
         tenant_id: &str,
         record: DialerRecord,
-        agencies: &mut HashMap<String, Option<RealCallAgency>>,
+        agencies: &mut HashMap<AgencyName, Option<RealCallAgency>>,
         rosters: &mut HashMap<String, Vec<Candidate>>,
     ) -> Result<Result<NewRealCall, Disposal>, DbError> {
-        if !agencies.contains_key(&record.agency_id) {
-            let agency = self
-                .db
-                .real_call_agency(tenant_id, &record.agency_id)
-                .await?;
-            agencies.insert(record.agency_id.clone(), agency);
+        if !agencies.contains_key(&record.agency) {
+            let agency = match &record.agency {
+                AgencyName::Id(id) => self.db.real_call_agency(tenant_id, id).await?,
+                AgencyName::Platform(id) => {
+                    self.db
+                        .real_call_agency_by_platform_id(tenant_id, id)
+                        .await?
+                }
+            };
+            agencies.insert(record.agency.clone(), agency);
         }
-        let Some(Some(agency)) = agencies.get(&record.agency_id) else {
+        let Some(Some(agency)) = agencies.get(&record.agency) else {
             return Ok(Err(Disposal::Invalid(format!(
-                "agencyId {:?} is not an agency of this tenant",
-                record.agency_id
+                "{} is not an agency of this tenant",
+                record.agency
             ))));
         };
         if let Some(call_id) = self

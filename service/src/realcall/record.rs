@@ -10,7 +10,9 @@
 //!   "productLine": "health_plan_enrollment" | "other" }
 //! ```
 //!
-//! Unknown keys are ignored; a record that does not read, or has a negative duration, is
+//! Instead of `agencyId`, a record may name its agency by the tenant's `platformAgencyId` (this
+//! service's extension, so that a fixture file works against any database); exactly one of the
+//! two. Unknown keys are ignored; a record that does not read, or has a negative duration, is
 //! invalid (reported, nothing stored).
 
 use serde::{Deserialize, Serialize};
@@ -59,7 +61,10 @@ pub struct DialerTurn {
 #[serde(rename_all = "camelCase")]
 struct Raw {
     dialer_call_id: String,
-    agency_id: String,
+    #[serde(default)]
+    agency_id: Option<String>,
+    #[serde(default)]
+    platform_agency_id: Option<String>,
     #[serde(default)]
     rep: Rep,
     started_at: String,
@@ -72,13 +77,31 @@ struct Raw {
     product_line: String,
 }
 
+/// How a record names the agency its dialer connection belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum AgencyName {
+    /// The service agency id (`agencyId`).
+    Id(String),
+    /// The tenant's id for the agency (`platformAgencyId`).
+    Platform(String),
+}
+
+impl std::fmt::Display for AgencyName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AgencyName::Id(id) => write!(f, "agencyId {id:?}"),
+            AgencyName::Platform(id) => write!(f, "platformAgencyId {id:?}"),
+        }
+    }
+}
+
 /// A dialer record that reads.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DialerRecord {
     /// The dialer's id for the call, unique per agency.
     pub dialer_call_id: String,
-    /// The service agency id the dialer connection belongs to.
-    pub agency_id: String,
+    /// The agency the dialer connection belongs to.
+    pub agency: AgencyName,
     /// Who made the call.
     pub rep: Rep,
     /// Start (ms).
@@ -115,6 +138,18 @@ impl DialerRecord {
                 raw.duration_sec
             ));
         }
+        let trimmed = |id: Option<String>| {
+            id.map(|id| id.trim().to_owned())
+                .filter(|id| !id.is_empty())
+        };
+        let agency = match (trimmed(raw.agency_id), trimmed(raw.platform_agency_id)) {
+            (Some(id), None) => AgencyName::Id(id),
+            (None, Some(id)) => AgencyName::Platform(id),
+            (None, None) => return Err("agencyId is required".into()),
+            (Some(_), Some(_)) => {
+                return Err("name the agency by agencyId or platformAgencyId, not both".into());
+            }
+        };
         let disposition = Disposition::parse(&raw.disposition).ok_or_else(|| {
             format!(
                 "disposition must be one of {} (got {:?})",
@@ -131,7 +166,7 @@ impl DialerRecord {
         })?;
         Ok(Self {
             dialer_call_id,
-            agency_id: raw.agency_id.trim().to_owned(),
+            agency,
             rep: raw.rep,
             started_at,
             duration_sec: raw.duration_sec,
@@ -205,6 +240,11 @@ mod tests {
         }
         let mut missing = record();
         missing.as_object_mut().expect("object").remove("agencyId");
-        assert!(DialerRecord::parse(missing).is_err());
+        assert!(DialerRecord::parse(missing.clone()).is_err());
+        missing["platformAgencyId"] = json!("agency-1");
+        let by_platform = DialerRecord::parse(missing.clone()).expect("by the tenant's id");
+        assert_eq!(by_platform.agency, AgencyName::Platform("agency-1".into()));
+        missing["agencyId"] = json!("svc_agency_1");
+        assert!(DialerRecord::parse(missing).is_err(), "both");
     }
 }
