@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use svc_fixtures::calls::{self, ROLEPLAY};
+use svc_fixtures::calls::ROLEPLAY;
 use svc_fixtures::faults;
 use wiremock::ResponseTemplate;
 
@@ -20,7 +20,12 @@ async fn a_429_with_retry_after_is_waited_out_and_the_run_completes() {
     let ids = fake
         .calls
         .add_many(ROLEPLAY, [mins_ago(40), mins_ago(50), mins_ago(60)]);
-    faults::rate_limited(&fake.server, "GET", "/v1/calls", 1, 1).await;
+    faults::rate_limited(&fake.server)
+        .route("GET", "/calls")
+        .retry_after(1)
+        .times(1)
+        .mount()
+        .await;
     let started = Instant::now();
     let run = fake.reconcile(&["--source", "roleplay"]).await;
     assert_eq!(run.code, 0, "{run:?}");
@@ -43,9 +48,17 @@ async fn a_500_on_a_page_or_a_detail_is_retried_and_the_run_completes() {
     let ids = fake
         .calls
         .add_many(ROLEPLAY, [mins_ago(40), mins_ago(50), mins_ago(60)]);
-    faults::error_then_success(&fake.server, "GET", "/v1/calls", "INTERNAL_ERROR", 2).await;
-    let detail = format!("/v1/calls/{}", ids[1]);
-    faults::error_then_success(&fake.server, "GET", &detail, "INTERNAL_ERROR", 1).await;
+    faults::error(&fake.server, "INTERNAL_ERROR")
+        .route("GET", "/calls")
+        .times(2)
+        .mount()
+        .await;
+    let detail = format!("/calls/{}", ids[1]);
+    faults::error(&fake.server, "INTERNAL_ERROR")
+        .route("GET", &detail)
+        .times(1)
+        .mount()
+        .await;
     let run = fake.reconcile(&["--source", "roleplay"]).await;
     assert_eq!(run.code, 0, "{run:?}");
     let out = report(&run);
@@ -66,7 +79,11 @@ async fn a_service_still_failing_after_the_retries_exits_75_and_leaves_the_water
     assert_eq!(fake.reconcile(&["--source", "roleplay"]).await.code, 0);
     let mark = watermark(&fake.store, ROLEPLAY);
     fake.calls.add(ROLEPLAY, mins_ago(10));
-    faults::error_then_success(&fake.server, "GET", "/v1/calls", "INTERNAL_ERROR", 100).await;
+    faults::error(&fake.server, "INTERNAL_ERROR")
+        .route("GET", "/calls")
+        .times(100)
+        .mount()
+        .await;
     let run = fake.reconcile(&["--source", "roleplay"]).await;
     assert_eq!(run.code, 75, "temporary: run again later: {run:?}");
     let out = report(&run);
@@ -86,7 +103,12 @@ async fn a_service_still_failing_after_the_retries_exits_75_and_leaves_the_water
 async fn a_connection_reset_in_the_middle_of_a_listing_is_retried() {
     let fake = fake().await;
     let ids = fake.calls.add_many(ROLEPLAY, (1..=150).map(mins_ago));
-    calls::reset_later_page(&fake.server, 1).await;
+    faults::connection_reset(&fake.server)
+        .route("GET", "/calls")
+        .page(2)
+        .times(1)
+        .mount()
+        .await;
     let run = fake.reconcile(&["--source", "roleplay"]).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(source_report(&report(&run), ROLEPLAY)["pages"], json!(2));
@@ -100,15 +122,12 @@ async fn a_page_slower_than_the_timeout_is_asked_again() {
     let fake = fake().await;
     let ids = fake.calls.add_many(ROLEPLAY, [mins_ago(20), mins_ago(30)]);
     let late = ResponseTemplate::new(500);
-    faults::slow(
-        &fake.server,
-        "GET",
-        "/v1/calls",
-        Duration::from_secs(3),
-        late,
-        1,
-    )
-    .await;
+    faults::slow(&fake.server, Duration::from_secs(3))
+        .route("GET", "/calls")
+        .respond_with(late)
+        .times(1)
+        .mount()
+        .await;
     let run = fake
         .reconcile(&["--source", "roleplay", "--timeout", "1"])
         .await;

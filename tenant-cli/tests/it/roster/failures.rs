@@ -113,7 +113,11 @@ async fn a_key_refused_part_way_stops_the_import_and_exits_4() {
 async fn rows_that_all_failed_for_a_temporary_reason_exit_75_and_a_rerun_registers_them() {
     let (server, roster, sandbox) = roster_sandbox().await;
     // POST /agents is never retried on 5xx: each row fails once.
-    faults::error_then_success(&server, "POST", "/v1/agents", "SERVICE_UNAVAILABLE", 4).await;
+    faults::error(&server, "SERVICE_UNAVAILABLE")
+        .route("POST", "/agents")
+        .times(4)
+        .mount()
+        .await;
     let run = import(&sandbox, GOOD, &["--json"]).await;
     assert_eq!(run.code, 75, "{run:?}");
     assert_eq!(run.json()["summary"]["failed"], json!(4), "{run:?}");
@@ -128,7 +132,12 @@ async fn rows_that_all_failed_for_a_temporary_reason_exit_75_and_a_rerun_registe
 #[tokio::test]
 async fn an_agency_still_rate_limited_after_retries_is_a_temporary_failure_of_its_rows() {
     let (server, _roster, sandbox) = roster_sandbox().await;
-    faults::rate_limited(&server, "POST", "/v1/agencies", 0, 100).await;
+    faults::rate_limited(&server)
+        .route("POST", "/agencies")
+        .retry_after(0)
+        .times(100)
+        .mount()
+        .await;
     let run = import(&sandbox, GOOD, &["--json", "--retries", "1"]).await;
     assert_eq!(run.code, 75, "{run:?}");
     assert_eq!(run.json()["summary"]["failed"], json!(4), "{run:?}");
