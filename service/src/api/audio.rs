@@ -83,10 +83,10 @@ async fn audio(
         .await?
         .filter(|name| is_archive_name(name))
         .ok_or(ApiError::CallNotFound)?;
-    let path = state.archive.path(&file);
-    if !path.is_file() {
+    if !state.archive.holds(&file) {
         return Err(ApiError::CallNotFound);
     }
+    let path = state.archive.path(&file);
     let served = ServeFile::new(path)
         .oneshot(request)
         .await

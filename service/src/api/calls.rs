@@ -278,7 +278,7 @@ async fn call_detail(
     let archived = record
         .audio_file
         .as_deref()
-        .is_some_and(|name| state.archive.path(name).is_file());
+        .is_some_and(|name| state.archive.holds(name));
     let mut detail = CallDetail::from_record(record).map_err(|e| ApiError::Internal(e.into()))?;
     // Real calls with an archive get a short-lived signed link (contract section 2).
     if archived {
