@@ -24,6 +24,10 @@ pub struct ServeArgs {
     /// webhook URLs must be HTTPS.
     #[arg(long, env = "SVC_ALLOW_HTTP_WEBHOOKS")]
     pub allow_http_webhooks: bool,
+    /// Deliver webhooks to internal addresses too (loopback, private, link-local, unique-local;
+    /// refused by default, checked at connect time). Implied by --allow-http-webhooks.
+    #[arg(long, env = "SVC_ALLOW_PRIVATE_WEBHOOKS")]
+    pub allow_private_webhooks: bool,
     /// Take the caller's address for IP allowlists from the last entry of
     /// `X-Forwarded-For` (the address your reverse proxy saw) instead of the TCP peer.
     /// Only enable behind a proxy you run that always sets the header; otherwise any
@@ -63,6 +67,7 @@ impl ServeArgs {
         let mut config = Config::new(self.db);
         config.listen = self.listen;
         config.allow_http_webhooks = self.allow_http_webhooks;
+        config.allow_private_webhooks = self.allow_private_webhooks;
         config.trust_forwarded_for = self.trust_forwarded_for;
         config.token_ttl_secs = self.token_ttl_secs;
         config.call_ceiling_secs = self.call_ceiling_secs;
@@ -83,6 +88,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Whether plain-HTTP webhook URLs are delivered to (local testing only).
     pub allow_http_webhooks: bool,
+    /// Whether internal addresses are delivered to (see [`crate::webhook::address`]).
+    pub allow_private_webhooks: bool,
     /// Whether `X-Forwarded-For` names the caller (see [`ServeArgs::trust_forwarded_for`]).
     pub trust_forwarded_for: bool,
     /// Source of time for every time rule.
@@ -126,6 +133,7 @@ impl Config {
             db_path: db_path.into(),
             listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
             allow_http_webhooks: false,
+            allow_private_webhooks: false,
             trust_forwarded_for: false,
             clock: Clock::System,
             token_ttl_secs: DEFAULT_TOKEN_TTL_SECS,

@@ -38,9 +38,10 @@ pub enum TokenError {
     /// Malformed, badly signed, or not one of ours.
     #[error("the session token is malformed or was not issued by this service")]
     Invalid,
-    /// Validly signed and past its expiry.
-    #[error("the session token expired before redemption")]
-    Expired,
+    /// Validly signed and past its expiry; its claims, to ask whether it was spent before it
+    /// expired (a spent token is `TOKEN_ALREADY_USED` whatever its age).
+    #[error("the session token expired")]
+    Expired(Box<Claims>),
 }
 
 /// The service's token signing key (raw bytes, from the database).
@@ -102,7 +103,7 @@ impl TokenKey {
         )
         .map_err(|_| TokenError::Invalid)?;
         if now.timestamp() >= data.claims.exp {
-            return Err(TokenError::Expired);
+            return Err(TokenError::Expired(Box::new(data.claims)));
         }
         Ok(data.claims)
     }
@@ -147,11 +148,11 @@ mod tests {
         let token = key.mint(&claims).expect("mint");
         assert_eq!(
             key.verify(&token, now() + Duration::seconds(299)),
-            Ok(claims)
+            Ok(claims.clone())
         );
         assert_eq!(
             key.verify(&token, now() + Duration::seconds(300)),
-            Err(TokenError::Expired)
+            Err(TokenError::Expired(Box::new(claims)))
         );
     }
 

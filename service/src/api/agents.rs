@@ -71,10 +71,13 @@ pub struct Agent {
     /// Last name.
     pub last_name: String,
     /// Email as registered.
+    #[schema(required = true)]
     pub email: Option<String>,
     /// NPN (digits only).
+    #[schema(required = true)]
     pub npn: Option<String>,
     /// The tenant's id for the agent.
+    #[schema(required = true)]
     pub platform_agent_id: Option<String>,
     /// Service agency id.
     pub agency_id: String,
@@ -113,6 +116,7 @@ pub struct AgentList {
     /// The agents, in registration order.
     pub data: Vec<Agent>,
     /// Pass as `cursor` for the next page; `null` on the last page.
+    #[schema(required = true)]
     pub next_cursor: Option<String>,
 }
 

@@ -23,11 +23,13 @@ pub struct CallDetail {
     /// The score.
     pub score: Score,
     /// Null for practice calls.
+    #[schema(required = true)]
     pub audio_url: Option<String>,
     /// Null for practice calls.
+    #[schema(required = true)]
     pub audio_url_expires_at: Option<String>,
     /// Reserved; null in v1.
-    #[schema(value_type = Option<Object>)]
+    #[schema(required = true, value_type = Option<Object>)]
     pub waveform: Option<Value>,
     /// Creation.
     pub created_at: String,

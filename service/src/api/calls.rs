@@ -94,17 +94,35 @@ pub struct CallList {
     /// The rows, newest first.
     pub data: Vec<CallRow>,
     /// Cursor of the next page; null on the last.
+    #[schema(required = true)]
     pub next_cursor: Option<String>,
 }
 
-fn time_bound(field: &str, raw: &str) -> Result<i64, ApiError> {
-    parse_timestamp(raw.trim())
-        .map(|t| t.timestamp_millis())
-        .ok_or_else(|| {
-            ApiError::invalid(format!(
-                "{field} must be an ISO 8601 date-time with an offset"
-            ))
-        })
+/// Which end of the window a bound is: times are stored in milliseconds, so a bound with a
+/// finer fraction is moved inward to the next whole millisecond (a lower bound up, an upper
+/// bound down), and the inclusive bounds hold exactly.
+#[derive(Clone, Copy)]
+enum End {
+    From,
+    To,
+}
+
+fn time_bound(end: End, raw: &str) -> Result<i64, ApiError> {
+    let field = match end {
+        End::From => "from",
+        End::To => "to",
+    };
+    let at = parse_timestamp(raw.trim()).ok_or_else(|| {
+        ApiError::invalid(format!(
+            "{field} must be an ISO 8601 date-time with an offset"
+        ))
+    })?;
+    let millis = at.timestamp_millis();
+    let finer = at.timestamp_subsec_nanos() % 1_000_000 != 0;
+    Ok(match end {
+        End::From if finer => millis.saturating_add(1),
+        _ => millis,
+    })
 }
 
 async fn build_filter(
@@ -113,10 +131,10 @@ async fn build_filter(
     query: &ListCallsQuery,
 ) -> Result<CallFilter, ApiError> {
     let from = match query.from.as_deref() {
-        Some(raw) => time_bound("from", raw)?,
+        Some(raw) => time_bound(End::From, raw)?,
         None => return Err(ApiError::invalid("from is required")),
     };
-    let to = optional("to", query.to.as_deref(), time_bound)?;
+    let to = optional("to", query.to.as_deref(), |_, raw| time_bound(End::To, raw))?;
     if to.is_some_and(|to| to < from) {
         return Err(ApiError::invalid("to must not be before from"));
     }

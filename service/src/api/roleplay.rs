@@ -124,7 +124,15 @@ impl FromRequestParts<AppState> for PresentedToken {
         })?;
         match state.practice.token_key.verify(token, state.clock.now()) {
             Ok(claims) => Ok(PresentedToken(claims)),
-            Err(TokenError::Expired) => Err(ApiError::TokenExpired),
+            // A token spent before it expired was redeemed: replaying it is TOKEN_ALREADY_USED,
+            // not "expired before redemption".
+            Err(TokenError::Expired(claims)) => {
+                if state.db.token_spent(&claims.jti, &claims.tid).await? {
+                    Err(ApiError::TokenAlreadyUsed)
+                } else {
+                    Err(ApiError::TokenExpired)
+                }
+            }
             Err(_) => Err(ApiError::InvalidToken(
                 "the session token is malformed or was not issued by this service".into(),
             )),

@@ -30,8 +30,10 @@ pub struct CallScoredEvent {
     /// Service agency id.
     pub agency_id: String,
     /// The agent's tenant id; null if never registered (and possibly on a failure).
+    #[schema(required = true)]
     pub platform_agent_id: Option<String>,
     /// The agency's tenant id; null if never registered.
+    #[schema(required = true)]
     pub platform_agency_id: Option<String>,
     /// The earlier mint form's rep label; present only when the call has one.
     #[schema(required = false)]

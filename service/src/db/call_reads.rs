@@ -26,28 +26,33 @@ pub struct CallRow {
     /// Service agency id.
     pub agency_id: String,
     /// Tenant agent id.
+    #[schema(required = true)]
     pub platform_agent_id: Option<String>,
     /// Tenant agency id.
+    #[schema(required = true)]
     pub platform_agency_id: Option<String>,
     /// Minting-time rep label.
+    #[schema(required = true)]
     pub external_user_id: Option<String>,
     /// Minting-time agency label.
+    #[schema(required = true)]
     pub external_agency_id: Option<String>,
     /// The drill practised; null for real calls.
+    #[schema(required = true)]
     pub drill_key: Option<String>,
     /// Start.
     #[serde(serialize_with = "serialize_opt_millis")]
-    #[schema(value_type = Option<String>)]
+    #[schema(required = true, value_type = Option<String>)]
     pub started_at: Option<i64>,
     /// End.
     #[serde(serialize_with = "serialize_opt_millis")]
-    #[schema(value_type = Option<String>)]
+    #[schema(required = true, value_type = Option<String>)]
     pub ended_at: Option<i64>,
     /// Whole seconds.
     pub duration_sec: i64,
     /// When it was scored.
     #[serde(serialize_with = "serialize_opt_millis")]
-    #[schema(value_type = Option<String>)]
+    #[schema(required = true, value_type = Option<String>)]
     pub scored_at: Option<i64>,
 }
 

@@ -58,6 +58,15 @@ pub enum DbError {
     /// A stored value could not be decoded.
     #[error("corrupt stored value: {0}")]
     Corrupt(String),
+    /// The database file could not be created or its permissions set.
+    #[error("database file {path}: {source}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// The unique keys of the schema, as reported by [`unique_violation`].
@@ -154,9 +163,19 @@ impl Db {
     }
 
     fn open_blocking(path: PathBuf) -> Result<Db, DbError> {
+        restrict_to_owner(&path)?;
         let mut writer = connect(&path)?;
         enable_wal(&writer)?;
         migrations::migrate(&mut writer)?;
+        // SQLite gives the -wal and -shm files the database file's mode; make sure of it for
+        // files an older version created.
+        for suffix in ["-wal", "-shm"] {
+            let mut side = path.clone().into_os_string();
+            side.push(suffix);
+            if std::path::Path::new(&side).exists() {
+                restrict_to_owner(std::path::Path::new(&side))?;
+            }
+        }
         Ok(Db {
             inner: Arc::new(Inner {
                 path,
@@ -237,6 +256,36 @@ impl Db {
     }
 }
 
+/// Creates the database file readable and writable by its owner only (it holds every signing
+/// secret in clear), or narrows an existing file to that.
+fn restrict_to_owner(path: &Path) -> Result<(), DbError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let io = |source| DbError::File {
+            path: path.to_path_buf(),
+            source,
+        };
+        // Never open (and close) an existing database file here: closing any descriptor of
+        // the file drops the POSIX locks this process's SQLite connections hold on it.
+        if !path.exists() {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+            {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(io(e)),
+                _ => {}
+            }
+        }
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
 /// Switches to WAL. Changing the journal mode does not wait on the busy handler, so a
 /// second process opening the same file at the same moment retries here for a while.
 fn enable_wal(conn: &Connection) -> Result<(), DbError> {
@@ -266,4 +315,26 @@ fn connect(path: &Path) -> Result<Connection, DbError> {
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::Db;
+
+    #[tokio::test]
+    async fn the_database_and_its_wal_files_are_readable_by_their_owner_only() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("secrets.db");
+        let db = Db::open(&path).await.expect("open");
+        db.cursor_key().await.expect("a write, so the WAL exists");
+        for name in ["secrets.db", "secrets.db-wal", "secrets.db-shm"] {
+            let mode = std::fs::metadata(dir.path().join(name))
+                .expect(name)
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{name}");
+        }
+    }
 }

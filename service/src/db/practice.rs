@@ -272,6 +272,23 @@ impl Db {
         self.read(|conn| Ok(calls::calls_to_score(conn)?)).await
     }
 
+    /// Whether the tenant's token `jti` was spent (redeemed).
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn token_spent(&self, jti: &str, tenant_id: &str) -> Result<bool, DbError> {
+        let (jti, tenant_id) = (jti.to_owned(), tenant_id.to_owned());
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM session_tokens
+                     WHERE jti = ?1 AND tenant_id = ?2 AND spent_at IS NOT NULL)",
+                )?
+                .query_row(params![jti, tenant_id], |r| r.get(0))?)
+        })
+        .await
+    }
+
     /// Marks a call `scoring` and returns what scoring needs.
     ///
     /// # Errors

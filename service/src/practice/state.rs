@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::db::Db;
 use crate::scoring::worker::Scorer;
 use crate::session_token::TokenKey;
-use crate::webhook::client::WebhookClient;
+use crate::webhook::client::{UrlPolicy, WebhookClient};
 use crate::webhook::outbox::Outbox;
 
 /// How long a client has to send its `auth` frame.
@@ -46,9 +46,14 @@ impl Practice {
                 .await
                 .context("loading the session token key")?,
         );
-        let client =
-            WebhookClient::with_timeout(config.allow_http_webhooks, config.webhook_timeout)
-                .context("building the webhook client")?;
+        let client = WebhookClient::with_policy(
+            UrlPolicy {
+                allow_http: config.allow_http_webhooks,
+                allow_private: config.allow_private_webhooks,
+            },
+            config.webhook_timeout,
+        )
+        .context("building the webhook client")?;
         let outbox = Outbox::new(
             db.clone(),
             client,

@@ -1,12 +1,17 @@
-//! One delivery attempt of a webhook: the URL policy, a signature made at send time, a 10-second
-//! deadline and no redirects followed. Retries and the delivery log live in the outbox; this
+//! One delivery attempt of a webhook: the URL policy (HTTPS, and no internal address, see
+//! [`super::address`]), a signature made at send time, a 3-second connect timeout within the
+//! 10-second deadline, and no redirects followed. Retries and the delivery log live in the outbox; this
 //! module only reports what happened (status, latency, error) so the caller can record it.
 
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use std::net::IpAddr;
+
 use reqwest::Url;
 use reqwest::redirect::Policy;
+
+use super::address::{self, FilteringResolver};
 
 /// The contract's webhook response deadline.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -76,20 +81,45 @@ impl Attempt {
     }
 }
 
+/// How long connecting to an endpoint may take: an endpoint that does not even accept the
+/// connection should not hold a delivery worker for the whole 10-second deadline.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Which endpoints a client delivers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UrlPolicy {
+    /// Plain-HTTP URLs too (local testing only; also allows internal addresses).
+    pub allow_http: bool,
+    /// Internal addresses too (loopback, private, link-local, …; see [`super::address`]).
+    pub allow_private: bool,
+}
+
+impl UrlPolicy {
+    /// Whether internal addresses may be connected to.
+    pub fn private_allowed(self) -> bool {
+        self.allow_http || self.allow_private
+    }
+}
+
 /// Makes delivery attempts. Cheap to clone (one connection pool).
 #[derive(Debug, Clone)]
 pub struct WebhookClient {
     http: reqwest::Client,
-    allow_http: bool,
+    policy: UrlPolicy,
 }
 
 impl WebhookClient {
-    /// A client with the contract's 10-second deadline.
+    /// A client with the contract's 10-second deadline; `allow_http` is local testing (plain
+    /// HTTP and internal addresses allowed).
     ///
     /// # Errors
     /// When the TLS backend cannot be initialised.
     pub fn new(allow_http: bool) -> Result<Self, reqwest::Error> {
-        Self::with_timeout(allow_http, DEFAULT_TIMEOUT)
+        let policy = UrlPolicy {
+            allow_http,
+            allow_private: allow_http,
+        };
+        Self::with_policy(policy, DEFAULT_TIMEOUT)
     }
 
     /// A client with another deadline (tests use a short one).
@@ -97,13 +127,31 @@ impl WebhookClient {
     /// # Errors
     /// When the TLS backend cannot be initialised.
     pub fn with_timeout(allow_http: bool, timeout: Duration) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder()
+        let policy = UrlPolicy {
+            allow_http,
+            allow_private: allow_http,
+        };
+        Self::with_policy(policy, timeout)
+    }
+
+    /// A client delivering under `policy` with a deadline of `timeout`.
+    ///
+    /// # Errors
+    /// When the TLS backend cannot be initialised.
+    pub fn with_policy(policy: UrlPolicy, timeout: Duration) -> Result<Self, reqwest::Error> {
+        let mut builder = reqwest::Client::builder()
             .use_rustls_tls()
             .timeout(timeout)
+            .connect_timeout(CONNECT_TIMEOUT.min(timeout))
             .redirect(Policy::none())
-            .user_agent(concat!("svc-service/", env!("CARGO_PKG_VERSION")))
-            .build()?;
-        Ok(Self { http, allow_http })
+            .user_agent(concat!("svc-service/", env!("CARGO_PKG_VERSION")));
+        if !policy.private_allowed() {
+            builder = builder.dns_resolver(std::sync::Arc::new(FilteringResolver));
+        }
+        Ok(Self {
+            http: builder.build()?,
+            policy,
+        })
     }
 
     /// Sends one attempt: the body signed now (`timestamp`, unix seconds) with the target's
@@ -117,16 +165,28 @@ impl WebhookClient {
         timestamp: i64,
     ) -> Attempt {
         let started = Instant::now();
-        let url = match check_url(&target.url, self.allow_http) {
-            Ok(url) => url,
-            Err(err) => {
-                return Attempt {
-                    status: None,
-                    latency: started.elapsed(),
-                    error: Some(err.to_string()),
-                };
-            }
+        let refused = |error: String| Attempt {
+            status: None,
+            latency: started.elapsed(),
+            error: Some(error),
         };
+        let url = match check_url(&target.url, self.policy.allow_http) {
+            Ok(url) => url,
+            Err(err) => return refused(err.to_string()),
+        };
+        // Names are checked by the resolver on what they resolve to; literals are checked here.
+        let literal = url
+            .host_str()
+            .map(|host| host.trim_start_matches('[').trim_end_matches(']'))
+            .and_then(|host| host.parse::<IpAddr>().ok());
+        if let Some(ip) = literal
+            && !self.policy.private_allowed()
+            && !address::allowed(ip)
+        {
+            return refused(format!(
+                "{ip} is an address webhooks may not reach (private, loopback, link-local, …)"
+            ));
+        }
         let signature = svc_receiver::sign(&target.secret, timestamp, body);
         let result = self
             .http
@@ -164,18 +224,24 @@ impl WebhookClient {
 }
 
 fn describe(err: &reqwest::Error) -> String {
-    if err.is_timeout() {
-        "timed out waiting for a response".to_string()
+    // The innermost cause says what happened (connection refused, an address refused by the
+    // resolver, a TLS failure).
+    let mut cause = None;
+    let mut source = std::error::Error::source(err);
+    while let Some(inner) = source {
+        cause = Some(inner.to_string());
+        source = inner.source();
+    }
+    let what = if err.is_timeout() {
+        return "timed out waiting for a response".to_string();
     } else if err.is_connect() {
-        "could not connect".to_string()
+        "could not connect"
     } else {
-        let mut text = String::from("request failed");
-        let mut source = std::error::Error::source(err);
-        while let Some(inner) = source {
-            text = format!("request failed: {inner}");
-            source = inner.source();
-        }
-        text
+        "request failed"
+    };
+    match cause {
+        Some(cause) => format!("{what}: {cause}"),
+        None => what.to_string(),
     }
 }
 
@@ -356,5 +422,58 @@ mod tests {
             .await;
         assert!(!attempt.succeeded());
         assert!(seen.lock().expect("lock").is_empty());
+    }
+}
+
+#[cfg(test)]
+mod address_policy {
+    use super::*;
+
+    fn target(url: &str) -> Target {
+        Target {
+            url: url.into(),
+            secret: "whsec_test".into(),
+        }
+    }
+
+    fn strict() -> WebhookClient {
+        let policy = UrlPolicy {
+            allow_http: false,
+            allow_private: false,
+        };
+        WebhookClient::with_policy(policy, Duration::from_secs(2)).expect("client")
+    }
+
+    #[tokio::test]
+    async fn internal_addresses_are_refused_at_connect_time() {
+        let client = strict();
+        for url in [
+            "https://127.0.0.1:9/hook",
+            "https://169.254.169.254/latest/meta-data",
+            "https://[::1]:9/hook",
+            "https://10.0.0.1/hook",
+            "https://localhost:9/hook",
+        ] {
+            let attempt = client.attempt(&target(url), "wh_1", b"{}", 0).await;
+            let error = attempt.error.clone().unwrap_or_default();
+            assert!(
+                attempt.status.is_none() && error.contains("may not reach"),
+                "{url}: {attempt:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn allowing_private_webhooks_lets_loopback_through() {
+        let policy = UrlPolicy {
+            allow_http: false,
+            allow_private: true,
+        };
+        let client = WebhookClient::with_policy(policy, Duration::from_secs(2)).expect("client");
+        let attempt = client
+            .attempt(&target("https://127.0.0.1:9/hook"), "wh_1", b"{}", 0)
+            .await;
+        let error = attempt.error.unwrap_or_default();
+        assert!(!error.contains("may not reach"), "{error}");
     }
 }

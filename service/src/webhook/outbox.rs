@@ -102,9 +102,11 @@ impl Outbox {
         let (next, outcome) = if succeeded {
             (Next::Delivered, Outcome::Delivered)
         } else if claimed.attempts == 0 {
+            // Counted from the failure: an attempt that timed out took up to 10 s.
+            let failed_at = self.clock.now();
             let delay =
                 chrono::Duration::from_std(self.retry_delay).unwrap_or(chrono::Duration::MAX);
-            let due = now.checked_add_signed(delay).unwrap_or(now);
+            let due = failed_at.checked_add_signed(delay).unwrap_or(failed_at);
             (Next::RetryAt(due.timestamp_millis()), Outcome::Retried)
         } else {
             (Next::GiveUp, Outcome::Failed)

@@ -4,6 +4,7 @@ mod agencies;
 mod agents;
 mod auth;
 mod cors;
+mod hardening;
 mod helpers;
 mod hostile;
 mod isolation;
