@@ -148,6 +148,14 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         WHERE dialer_call_id IS NOT NULL;
     CREATE INDEX calls_archived_audio ON calls (audio_archived_at) WHERE audio_file IS NOT NULL;
     "#,
+    // 4: fair webhook delivery: when each tenant's delivery was last taken up, for round-robin.
+    r#"
+    CREATE TABLE webhook_turns (
+        tenant_id       TEXT PRIMARY KEY,
+        last_claimed_at INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX webhook_leased ON webhook_deliveries (tenant_id, lease_until) WHERE state = 'pending';
+    "#,
 ];
 
 /// Brings `conn` up to the latest schema version inside one transaction.

@@ -43,21 +43,50 @@ pub struct Claimed {
     pub attempts: i64,
 }
 
-/// Claims the earliest due delivery for one attempt (leased for [`LEASE_MS`]).
+/// Deliveries of one tenant attempted at once, at most: a tenant whose endpoint accepts and
+/// never answers holds this many workers for the 10-second deadline, never all of them.
+pub(crate) const MAX_IN_FLIGHT_PER_TENANT: i64 = 2;
+
+/// Claims a due delivery for one attempt (leased for [`LEASE_MS`]), fairly across tenants:
+/// among tenants with fewer than [`MAX_IN_FLIGHT_PER_TENANT`] attempts in flight, the one
+/// served least recently goes first (round-robin), and within a tenant the earliest due.
 ///
 /// # Errors
 /// SQLite errors.
 pub(super) fn claim_due(conn: &Connection, now: i64) -> rusqlite::Result<Option<Claimed>> {
-    conn.query_row(
-        "UPDATE webhook_deliveries SET lease_until = ?1 + ?2, updated_at = ?1
-         WHERE id = (SELECT id FROM webhook_deliveries
-                     WHERE state = 'pending' AND next_attempt_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1)
-                     ORDER BY next_attempt_at LIMIT 1)
-         RETURNING id, tenant_id, body, attempts",
-        params![now, LEASE_MS],
-        |r| Ok(Claimed { id: r.get(0)?, tenant_id: r.get(1)?, body: r.get(2)?, attempts: r.get(3)? }),
-    )
-    .optional()
+    let claimed = conn
+        .query_row(
+            "UPDATE webhook_deliveries SET lease_until = ?1 + ?2, updated_at = ?1
+             WHERE id = (
+                SELECT d.id FROM webhook_deliveries d
+                LEFT JOIN webhook_turns t ON t.tenant_id = d.tenant_id
+                WHERE d.state = 'pending' AND d.next_attempt_at <= ?1
+                  AND (d.lease_until IS NULL OR d.lease_until <= ?1)
+                  AND (SELECT COUNT(*) FROM webhook_deliveries l
+                       WHERE l.tenant_id = d.tenant_id AND l.state = 'pending'
+                         AND l.lease_until > ?1) < ?3
+                ORDER BY COALESCE(t.last_claimed_at, 0), d.next_attempt_at
+                LIMIT 1)
+             RETURNING id, tenant_id, body, attempts",
+            params![now, LEASE_MS, MAX_IN_FLIGHT_PER_TENANT],
+            |r| {
+                Ok(Claimed {
+                    id: r.get(0)?,
+                    tenant_id: r.get(1)?,
+                    body: r.get(2)?,
+                    attempts: r.get(3)?,
+                })
+            },
+        )
+        .optional()?;
+    if let Some(claimed) = &claimed {
+        conn.execute(
+            "INSERT INTO webhook_turns (tenant_id, last_claimed_at) VALUES (?1, ?2)
+             ON CONFLICT (tenant_id) DO UPDATE SET last_claimed_at = ?2",
+            params![claimed.tenant_id, now],
+        )?;
+    }
+    Ok(claimed)
 }
 
 /// When the next pending delivery falls due (its lease included), if any.
@@ -224,6 +253,34 @@ mod tests {
         assert_eq!(claim_due(&c, 101).expect("claim"), None);
         assert_eq!(next_due(&c).expect("next"), Some(100 + LEASE_MS));
         assert!(claim_due(&c, 100 + LEASE_MS).expect("claim").is_some());
+    }
+
+    #[test]
+    fn tenants_take_turns_and_none_has_more_than_two_attempts_in_flight() {
+        let c = conn();
+        for n in 0..5 {
+            let id = format!("wh_busy_{n}");
+            enqueue(&c, &id, "ten_busy", "svc_call_b", "{}", n).expect("enqueue");
+        }
+        enqueue(&c, "wh_quiet", "ten_quiet", "svc_call_q", "{}", 10).expect("enqueue");
+        let tenant = |c: &Connection, now| {
+            claim_due(c, now)
+                .expect("claim")
+                .map(|claimed| claimed.tenant_id)
+        };
+        // The busy tenant's first delivery is due first; then the quiet tenant gets its turn
+        // although the busy one has older deliveries due.
+        assert_eq!(tenant(&c, 20).as_deref(), Some("ten_busy"));
+        assert_eq!(tenant(&c, 21).as_deref(), Some("ten_quiet"));
+        assert_eq!(tenant(&c, 22).as_deref(), Some("ten_busy"));
+        assert_eq!(tenant(&c, 23), None, "two of the busy tenant are in flight");
+        // Once the leases ran out, the quiet tenant (served least recently) goes first, then
+        // the busy one has its slots again.
+        let later = 22 + LEASE_MS;
+        assert_eq!(tenant(&c, later).as_deref(), Some("ten_quiet"));
+        assert_eq!(tenant(&c, later).as_deref(), Some("ten_busy"));
+        assert_eq!(tenant(&c, later).as_deref(), Some("ten_busy"));
+        assert_eq!(tenant(&c, later), None);
     }
 
     #[test]

@@ -79,6 +79,12 @@ impl Archive {
         let target = self.dir.join(&name);
         if target.exists() {
             fs::remove_file(&temp)?;
+            // Reused: mark it as recent, so the sweep does not delete it before the call that
+            // now refers to it is stored.
+            File::options()
+                .write(true)
+                .open(&target)?
+                .set_modified(std::time::SystemTime::now())?;
         } else {
             fs::rename(&temp, &target)?;
         }

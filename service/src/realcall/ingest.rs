@@ -144,8 +144,16 @@ impl Ingest {
             let mut repeats: Vec<(usize, usize)> = Vec::new();
             for (i, record) in records.by_ref().take(BATCH) {
                 let slot = outcomes.len();
+                // An invalid record is still named by its dialerCallId when it has one.
+                let named = record
+                    .as_ref()
+                    .ok()
+                    .and_then(|value| value.get("dialerCallId"))
+                    .and_then(Value::as_str)
+                    .map(|id| id.trim().to_owned())
+                    .filter(|id| !id.is_empty());
                 let (dialer_call_id, disposal) = match record.and_then(DialerRecord::parse) {
-                    Err(error) => (None, Disposal::Invalid(error)),
+                    Err(error) => (named, Disposal::Invalid(error)),
                     Ok(record) => {
                         let id = Some(record.dialer_call_id.clone());
                         let key = (record.agency.clone(), record.dialer_call_id.clone());

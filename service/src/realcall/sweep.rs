@@ -39,6 +39,12 @@ pub async fn sweep(db: &Db, archive: &Archive, now: DateTime<Utc>) -> Result<Swe
         deleted: 0,
     };
     for name in &released {
+        // Asked again just before deleting: an ingestion may have stored a call with the same
+        // recording since (a call committed in the instant between would read with
+        // `audioUrl: null`).
+        if db.audio_in_use(name).await? {
+            continue;
+        }
         match archive.remove(name) {
             Ok(()) => swept.deleted += 1,
             Err(error) => {
@@ -52,6 +58,7 @@ pub async fn sweep(db: &Db, archive: &Archive, now: DateTime<Utc>) -> Result<Swe
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
+        // Written or reused (see `Archive::store`) at least ORPHAN_AGE ago.
         let old = entry
             .metadata()
             .and_then(|m| m.modified())

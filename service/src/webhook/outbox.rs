@@ -1,6 +1,7 @@
 //! The outbox worker: delivers queued `call.scored` events with the contract's retry policy.
 //!
-//! Each attempt claims the earliest due delivery (leased, so a crash mid-send only delays it),
+//! Each attempt claims a due delivery, fairly across tenants (round-robin, at most two of one
+//! tenant in flight: see [`crate::db`]'s `claim_due`; leased, so a crash mid-send only delays it),
 //! reads the tenant's endpoint and secret *now* (rotation is immediate, pending retries
 //! included), signs afresh and sends. A failed first attempt is retried once after the retry
 //! delay; a failed retry is final. Every attempt is logged in the database and failures in the
@@ -21,6 +22,8 @@ pub const CONCURRENCY: usize = 8;
 /// The longest the worker sleeps without re-checking (covers leases, clock changes, and
 /// deliveries queued by another process: the operator's `calls ingest-real`).
 const MAX_IDLE: Duration = Duration::from_secs(5);
+/// The shortest idle wait, when a delivery is due but its tenant has its share in flight.
+const MIN_IDLE: Duration = Duration::from_millis(50);
 
 /// What one call to [`Outbox::try_deliver_next`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,18 +179,17 @@ impl Outbox {
     }
 
     async fn idle(&self) {
+        // Something may be due yet not claimable (its tenant already has its share in flight):
+        // look again shortly rather than at once, so a busy tenant never makes the loops spin.
         let wait = match self.db.next_delivery_due().await {
             Ok(Some(due)) => {
                 let millis = due
                     .saturating_sub(self.clock.now().timestamp_millis())
                     .max(0);
-                Duration::from_millis(u64::try_from(millis).unwrap_or(0)).min(MAX_IDLE)
+                Duration::from_millis(u64::try_from(millis).unwrap_or(0)).clamp(MIN_IDLE, MAX_IDLE)
             }
             Ok(None) | Err(_) => MAX_IDLE,
         };
-        if wait.is_zero() {
-            return;
-        }
         tokio::select! {
             () = self.notify.notified() => {}
             () = tokio::time::sleep(wait) => {}

@@ -2,3 +2,4 @@
 //! Each test failed before its fix.
 
 mod contract;
+mod fairness;
