@@ -55,6 +55,9 @@ pub(crate) enum Auth {
     SpentToken,
     /// The token minted before the clocks moved ([`Condition::TokenExpired`]).
     ExpiredToken,
+    /// A token minted and sent once with this redeem body first (whatever it answered): the
+    /// contract says which first answers leave it spent.
+    TokenAfter(&'static str),
 }
 
 /// A request body.

@@ -79,6 +79,7 @@ pub(crate) fn rows() -> Vec<Row> {
         lookups(),
         mint(),
         redeem(),
+        token_spending(),
         calls(),
         conditions(),
     ]
@@ -262,6 +263,28 @@ fn redeem() -> Vec<Row> {
         bad("POST", "/roleplay/session").auth(Auth::FreshToken).json(json!({ "drillKey": "ma-full-sale", "filters": { "zip": "73301" } })),
         bad("POST", "/roleplay/session").auth(Auth::FreshToken).json(json!({ "drillKey": "ma-full-sale", "filters": "TX" })),
         bad("POST", "/roleplay/session").auth(Auth::FreshToken).raw("drillKey=ma-full-sale", "application/x-www-form-urlencoded"),
+    ]
+}
+
+/// Section 7: a token refused before redemption (`INVALID_REQUEST`) stays unspent; one that
+/// reached redemption (`DRILL_NOT_FOUND`, `SERVICE_UNAVAILABLE`) is spent.
+fn token_spending() -> Vec<Row> {
+    let drill = json!({ "drillKey": "ma-full-sale" });
+    vec![
+        ok("POST", "/roleplay/session", 200)
+            .auth(Auth::TokenAfter("{}"))
+            .json(drill.clone()),
+        ok("POST", "/roleplay/session", 200)
+            .auth(Auth::TokenAfter(
+                r#"{"drillKey":"ma-full-sale","difficulty":"Hard"}"#,
+            ))
+            .json(drill.clone()),
+        err("POST", "/roleplay/session", 401, "TOKEN_ALREADY_USED")
+            .auth(Auth::TokenAfter(r#"{"drillKey":"no-such-drill"}"#))
+            .json(drill.clone()),
+        err("POST", "/roleplay/session", 401, "TOKEN_ALREADY_USED")
+            .auth(Auth::TokenAfter(r#"{"drillKey":"hi-crosssell"}"#))
+            .json(drill),
     ]
 }
 

@@ -242,6 +242,13 @@ impl Target {
                 Some(token)
             }
             Auth::ExpiredToken => self.expired_token.clone(),
+            Auth::TokenAfter(first) => {
+                let token = self.mint().await;
+                let body = Some((first.to_owned(), "application/json"));
+                self.request("POST", "/roleplay/session", Some(&token), body)
+                    .await;
+                Some(token)
+            }
         };
         let body = match &row.body {
             Body::None => None,
