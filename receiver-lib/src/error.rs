@@ -4,6 +4,7 @@
 //! answer the sender with [`VerifyError::public_message`] only, a fixed text per kind that
 //! never echoes hints, skews, key names or anything derived from the secret.
 
+use http::StatusCode;
 use thiserror::Error;
 
 /// What was wrong with an `X-Service-Signature` value (see [`crate::signature`] for the policy).
@@ -117,9 +118,10 @@ pub enum VerifyError {
     /// No `X-Service-Signature` header.
     #[error("missing X-Service-Signature header")]
     MissingHeader,
-    /// The header is present but not well formed.
+    /// The header is present but not well formed. The message includes what was wrong, so
+    /// it is not repeated as the error's `source`.
     #[error("malformed X-Service-Signature header: {0}")]
-    MalformedHeader(#[from] MalformedHeader),
+    MalformedHeader(MalformedHeader),
     /// The signed timestamp is older than the tolerance allows.
     #[error("signature timestamp is {skew_secs} s old, beyond the {tolerance_secs} s tolerance")]
     TimestampTooOld {
@@ -156,19 +158,38 @@ pub enum VerifyError {
         /// What the JSON decoder reported.
         reason: String,
     },
+    /// The signature holds and the body is a JSON object, but its `event` is not one this
+    /// version knows (v1 sends only `call.scored`). Refused by default, answered 400 so that the
+    /// sender's one retry also fails; see [`crate::UnknownEvents`] to acknowledge such
+    /// deliveries instead.
+    #[error("verified body is a {event:?} event, which this receiver does not know")]
+    UnknownEvent {
+        /// The `event` value, at most 64 characters of it.
+        event: String,
+    },
+}
+
+impl From<MalformedHeader> for VerifyError {
+    fn from(malformed: MalformedHeader) -> Self {
+        Self::MalformedHeader(malformed)
+    }
 }
 
 impl VerifyError {
-    /// The HTTP status an integration answers with: 400 for a missing or malformed header or an
-    /// undecodable body, 401 for a timestamp out of tolerance or no matching signature, 413 for
-    /// a body over the limit.
-    pub fn http_status(&self) -> u16 {
+    /// The HTTP status to answer with: 400 for a missing or malformed header, an undecodable
+    /// body or an unknown event, 401 for a timestamp out of tolerance or no matching signature,
+    /// 413 for a body over the limit. The same type as
+    /// `svc_receiver::axum::ReceiveError::http_status` (and axum's own `StatusCode`).
+    pub fn http_status(&self) -> StatusCode {
         match self {
-            Self::MissingHeader | Self::MalformedHeader(_) | Self::InvalidEvent { .. } => 400,
+            Self::MissingHeader
+            | Self::MalformedHeader(_)
+            | Self::InvalidEvent { .. }
+            | Self::UnknownEvent { .. } => StatusCode::BAD_REQUEST,
             Self::TimestampTooOld { .. }
             | Self::TimestampInFuture { .. }
-            | Self::NoMatchingSignature { .. } => 401,
-            Self::BodyTooLarge { .. } => 413,
+            | Self::NoMatchingSignature { .. } => StatusCode::UNAUTHORIZED,
+            Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         }
     }
 
@@ -184,6 +205,7 @@ impl VerifyError {
             Self::NoMatchingSignature { .. } => "invalid signature",
             Self::BodyTooLarge { .. } => "body too large",
             Self::InvalidEvent { .. } => "invalid event body",
+            Self::UnknownEvent { .. } => "unknown event",
         }
     }
 }

@@ -52,6 +52,18 @@ where
     }
 }
 
+/// The span every log event of one delivery is recorded in (the crate's own, and user code's
+/// in either mode), with the webhook id when the request carries a well-formed one, so that
+/// logs can be matched with the service's delivery list. It is an ERROR-level span so that a
+/// subscriber filtering at any level still shows the id on the events it keeps.
+#[cfg(any(feature = "sqlite", feature = "axum"))]
+pub(crate) fn delivery_span(id: Option<&WebhookId>) -> tracing::Span {
+    match id {
+        Some(id) => tracing::error_span!("webhook_delivery", webhook_id = %id),
+        None => tracing::error_span!("webhook_delivery"),
+    }
+}
+
 /// Runs `handler` on one event the way both integrations do, turning every way it can fail
 /// into the text that is logged (and, in inbox mode, stored as the entry's last error):
 /// - an `Err` is formatted with `{:#}`, the alternate form in which `anyhow` and `eyre` print

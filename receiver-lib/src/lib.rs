@@ -12,12 +12,14 @@
 //! 4. Some `v1` equals HMAC-SHA256 of `<t>.<raw body bytes>` under an active key of the
 //!    [`Keyring`], compared in constant time → else 401. The key is the **whole** `whsec_…`
 //!    string exactly as issued (its UTF-8 bytes, prefix included; nothing is decoded).
-//! 5. Only then is the body decoded into [`CallScored`] → else 400.
+//! 5. Only then is the body decoded into [`CallScored`] → else 400 (an event other than
+//!    `call.scored` too, unless the verifier acknowledges unknown events: [`UnknownEvents`]).
 //! 6. The webhook id is claimed in a [`dedup::DedupStore`]: a duplicate answers 200 without
 //!    running user code again; the same signature under another id is a replay → 401.
 //!
-//! Detailed reasons (with hints such as "the body looks re-serialised") go to `tracing`; the
-//! sender only ever gets a fixed status and a fixed short text.
+//! Detailed reasons (with hints such as "the body looks re-serialised") go to `tracing`, each
+//! event of a delivery inside a `webhook_delivery` span carrying its `webhook_id`; the sender
+//! only ever gets a fixed status and a fixed short text.
 //!
 //! # Receiving webhooks in axum
 //!
@@ -99,7 +101,8 @@ let app: axum::Router =
 //! | outcome | status |
 //! |---|---|
 //! | processed, or a duplicate of a processed delivery | 200 |
-//! | missing/malformed signature header, missing webhook id, undecodable body | 400 |
+//! | an unknown event, acknowledged by choice ([`UnknownEvents::Acknowledge`]) | 200 |
+//! | missing/malformed signature header, missing webhook id, undecodable body, unknown event | 400 |
 //! | timestamp outside tolerance, no matching signature, replay under another id | 401 |
 //! | same id being processed right now | 409 |
 //! | body over the limit | 413 |
@@ -111,8 +114,10 @@ let app: axum::Router =
 //! - [`signature`]: [`sign`] and the strict `X-Service-Signature` parser (its policy is documented there).
 //! - `secret`: [`SigningSecret`] and the [`Keyring`] of accepted secrets (with expiry, for
 //!   rotation), replaceable at run time through a [`SharedKeyring`].
-//! - `verify`: the framework-agnostic [`Verifier`]: raw bytes + header + now → [`VerifiedDelivery`].
-//! - `error`: [`VerifyError`] and its mapping to HTTP statuses.
+//! - `verify`: the framework-agnostic [`Verifier`]: raw bytes + header + now →
+//!   [`VerifiedDelivery`]; [`verify_request`], headers + body → [`CallScored`] in one call.
+//! - `delivery`: [`VerifiedDelivery`] and decoding it into the typed event.
+//! - `error`: [`VerifyError`] and its mapping to HTTP statuses (`http::StatusCode`).
 //! - `clock`: the injectable [`Clock`] every time rule reads.
 //! - [`dedup`]: the [`dedup::DedupStore`] trait (claim → new / duplicate / in flight / replayed,
 //!   complete, release) and the bounded, expiring in-memory store.
@@ -131,6 +136,7 @@ pub mod signature;
 pub mod sqlite;
 
 mod clock;
+mod delivery;
 mod error;
 mod event;
 mod handler;
@@ -138,11 +144,13 @@ mod secret;
 mod verify;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use delivery::VerifiedDelivery;
 pub use error::{MalformedHeader, MismatchHint, VerifyError};
 pub use event::{CALL_SCORED, CallScored, CallSource, FailureReason};
 pub use handler::{EventHandler, Received};
 pub use secret::{Keyring, SECRET_PREFIX, SecretError, SharedKeyring, SigningSecret};
 pub use signature::sign;
 pub use verify::{
-    DEFAULT_MAX_BODY_BYTES, DEFAULT_TOLERANCE, Tolerance, VerifiedDelivery, Verifier,
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_TOLERANCE, SIGNATURE_HEADER, Tolerance, UnknownEvents,
+    Verifier, WEBHOOK_ID_HEADER, verify_request,
 };

@@ -1,14 +1,23 @@
 //! The framework-agnostic verifier: raw body bytes + header value + "now" in, a
-//! [`VerifiedDelivery`] out. Nothing is parsed as JSON before the signature holds.
+//! [`VerifiedDelivery`] out; or, in one call, request headers + raw body in, the typed event
+//! out ([`verify_request`]). Nothing is parsed as JSON before the signature holds.
 
 use std::time::Duration;
 
+use http::HeaderMap;
 use subtle::ConstantTimeEq;
 
-use crate::error::{MismatchHint, VerifyError};
-use crate::event::{CALL_SCORED, CallScored, CallSource, FailureReason};
-use crate::secret::{Keyring, SharedKeyring};
+use crate::clock::{Clock, SystemClock};
+use crate::delivery::VerifiedDelivery;
+use crate::error::{MalformedHeader, MismatchHint, VerifyError};
+use crate::event::CallScored;
+use crate::secret::{Keyring, SharedKeyring, SigningSecret};
 use crate::signature::{SignatureHeader, mac_of};
+
+/// The signature header's name (lowercase, as `http` spells header names).
+pub const SIGNATURE_HEADER: &str = "x-service-signature";
+/// The idempotency key header's name: the same on the sender's retry.
+pub const WEBHOOK_ID_HEADER: &str = "x-service-webhook-id";
 
 /// The default timestamp tolerance: 5 minutes either way (contract section 6).
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
@@ -33,6 +42,24 @@ impl Default for Tolerance {
     }
 }
 
+/// What the integrations answer for a verified delivery whose `event` this version does not
+/// know ([`VerifyError::UnknownEvent`]).
+///
+/// v1 has one event, `call.scored`. A later service version may send others; refusing them (the
+/// default) answers 400, the sender retries once, and the event is then gone. A receiver that
+/// would rather stay quiet about events it cannot use can acknowledge them: they are answered
+/// 200 and logged (warn, with the webhook id and the event name), never stored and never
+/// handed to user code.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UnknownEvents {
+    /// Answer 400 (the default): the delivery counts as failed at the sender.
+    #[default]
+    Refuse,
+    /// Answer 200 and log it; user code never sees it.
+    Acknowledge,
+}
+
 /// Verifies deliveries against a [`Keyring`].
 ///
 /// ```
@@ -50,6 +77,7 @@ pub struct Verifier {
     keys: Keys,
     tolerance: Tolerance,
     max_body_bytes: usize,
+    unknown_events: UnknownEvents,
 }
 
 /// Where a verifier's keys come from.
@@ -76,6 +104,7 @@ impl Verifier {
             keys,
             tolerance: Tolerance::default(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            unknown_events: UnknownEvents::default(),
         }
     }
 
@@ -89,6 +118,18 @@ impl Verifier {
     pub fn with_max_body_bytes(mut self, limit: usize) -> Self {
         self.max_body_bytes = limit;
         self
+    }
+
+    /// Sets what the integrations answer for an event this version does not know (refused
+    /// by default; see [`UnknownEvents`]).
+    pub fn with_unknown_events(mut self, unknown_events: UnknownEvents) -> Self {
+        self.unknown_events = unknown_events;
+        self
+    }
+
+    /// What the integrations answer for an event this version does not know.
+    pub fn unknown_events(&self) -> UnknownEvents {
+        self.unknown_events
     }
 
     /// The tolerance in force.
@@ -156,6 +197,37 @@ impl Verifier {
         Err(VerifyError::NoMatchingSignature { hint })
     }
 
+    /// Verifies a request as it arrived, reading "now" from the system clock, and decodes its
+    /// event: the one `X-Service-Signature` header of `headers`, the raw `body` bytes exactly
+    /// as received. [`Self::verify_request_at`] takes "now" instead, for tests and replays.
+    ///
+    /// Deduplicate on the `X-Service-Webhook-Id` header ([`WEBHOOK_ID_HEADER`]) before acting:
+    /// the sender's retry carries the same id.
+    ///
+    /// # Errors
+    /// [`VerifyError`] saying why; answer [`VerifyError::http_status`]. A header sent more
+    /// than once is [`MalformedHeader::Repeated`].
+    pub fn verify_request(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<CallScored, VerifyError> {
+        self.verify_request_at(headers, body, SystemClock.now())
+    }
+
+    /// [`Self::verify_request`] at `now` (unix seconds).
+    ///
+    /// # Errors
+    /// As [`Self::verify_request`].
+    pub fn verify_request_at(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        now: i64,
+    ) -> Result<CallScored, VerifyError> {
+        self.verify(signature_header(headers)?, body, now)?.decode()
+    }
+
     fn check_timestamp(&self, timestamp: i64, now: i64) -> Result<(), VerifyError> {
         let Tolerance::Window(window) = self.tolerance else {
             return Ok(());
@@ -208,60 +280,43 @@ fn mismatch_hint(body: &[u8]) -> MismatchHint {
     }
 }
 
-/// A delivery whose signature holds. The only way to get a typed event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VerifiedDelivery<'b> {
-    body: &'b [u8],
-    timestamp: i64,
-    key: std::sync::Arc<str>,
-    signature: [u8; 32],
+/// The value of the one `X-Service-Signature` header of a request.
+pub(crate) fn signature_header(headers: &HeaderMap) -> Result<&[u8], VerifyError> {
+    let mut values = headers.get_all(SIGNATURE_HEADER).iter();
+    let header = values.next().ok_or(VerifyError::MissingHeader)?;
+    if values.next().is_some() {
+        return Err(MalformedHeader::Repeated.into());
+    }
+    Ok(header.as_bytes())
 }
 
-impl<'b> VerifiedDelivery<'b> {
-    /// The raw verified body.
-    pub fn body(&self) -> &'b [u8] {
-        self.body
-    }
-
-    /// The signed timestamp, unix seconds.
-    pub fn timestamp(&self) -> i64 {
-        self.timestamp
-    }
-
-    /// The label of the keyring key that matched.
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// The signature that matched (HMAC of `<t>.<body>`); what replay protection remembers.
-    pub fn signature(&self) -> &[u8; 32] {
-        &self.signature
-    }
-
-    /// Decodes the verified body into the typed event. Unknown fields are ignored; unknown
-    /// `source` and `reason` values are kept, and logged (`tracing` warn) as the contract asks.
-    ///
-    /// # Errors
-    /// [`VerifyError::InvalidEvent`] when the body is not a `call.scored` object, its `event`
-    /// included: v1 sends no other, and an event this version does not know is refused (the
-    /// integrations answer 400) rather than read as a `call.scored`.
-    pub fn decode(&self) -> Result<CallScored, VerifyError> {
-        let event: CallScored =
-            serde_json::from_slice(self.body).map_err(|err| VerifyError::InvalidEvent {
-                reason: err.to_string(),
-            })?;
-        if event.event != CALL_SCORED {
-            let named: String = event.event.chars().take(64).collect();
-            return Err(VerifyError::InvalidEvent {
-                reason: format!("the event is {:?}, not {CALL_SCORED}", named),
-            });
-        }
-        if let Some(FailureReason::Other(code)) = &event.reason {
-            tracing::warn!(call_id = %event.call_id, reason = %code, "unknown call.scored reason code");
-        }
-        if let CallSource::Other(source) = &event.source {
-            tracing::warn!(call_id = %event.call_id, source = %source, "unknown call.scored source");
-        }
-        Ok(event)
-    }
+/// Verifies a request with one secret, in one call, reading the clock itself: the one
+/// `X-Service-Signature` header of `headers` and the raw `body` bytes exactly as received, then
+/// the typed event. What Stripe's `constructEvent` and svix's `verify` do; the verify-only path
+/// for any framework that gives you an [`http::HeaderMap`] and the body bytes.
+///
+/// It builds a [`Verifier`] per call (a few allocations); a receiver handling many deliveries,
+/// or rotating secrets, builds one [`Verifier`] and calls [`Verifier::verify_request`].
+///
+/// ```
+/// use svc_receiver::{SigningSecret, sign, verify_request};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let secret = SigningSecret::new("whsec_fixture")?;
+/// let body = br#"{"event":"call.scored","success":true,"callId":"svc_call_1","source":"roleplay","agentId":"svc_agent_1","agencyId":"svc_agency_1","platformAgentId":null,"platformAgencyId":null,"occurredAt":"2026-01-01T00:00:00Z","requestId":"req_1"}"#;
+/// # let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
+/// let mut headers = http::HeaderMap::new();
+/// headers.insert("x-service-signature", sign("whsec_fixture", now as i64, body).parse()?);
+/// let event = verify_request(&secret, &headers, body)?;
+/// assert_eq!(event.call_id, "svc_call_1");
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// [`VerifyError`] saying why; answer [`VerifyError::http_status`].
+pub fn verify_request(
+    secret: &SigningSecret,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<CallScored, VerifyError> {
+    Verifier::new(Keyring::single(secret.clone())).verify_request(headers, body)
 }

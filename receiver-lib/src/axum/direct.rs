@@ -9,9 +9,11 @@ use ::axum::extract::{DefaultBodyLimit, State};
 use ::axum::http::{HeaderMap, StatusCode};
 use ::axum::routing::{MethodRouter, post};
 use tokio::time::Instant;
+use tracing::Instrument;
 
-use super::request::{ReceiveError, check};
+use super::request::{ReceiveError, answer, check, delivery_span, webhook_id};
 use crate::clock::{Clock, SystemClock};
+use crate::dedup::WebhookId;
 use crate::dedup::{Claim, DedupStore};
 use crate::handler::{EventHandler, Received, run_handler};
 use crate::verify::Verifier;
@@ -72,11 +74,12 @@ impl<S: DedupStore, H: EventHandler> WebhookReceiver<S, H> {
     async fn receive(
         self: Arc<Self>,
         headers: HeaderMap,
+        webhook_id: Option<WebhookId>,
         body: Result<Bytes, BytesRejection>,
     ) -> Result<StatusCode, ReceiveError> {
         let arrived = Instant::now();
         let now = self.clock.now();
-        let (checked, body) = check(&self.verifier, &headers, body, now)?;
+        let (checked, body) = check(&self.verifier, &headers, webhook_id, body, now)?;
         match self
             .store
             .claim(&checked.webhook_id, &checked.signature, now)
@@ -115,18 +118,23 @@ impl<S: DedupStore, H: EventHandler> WebhookReceiver<S, H> {
         left: Duration,
     ) -> Result<(), ReceiveError> {
         let this = Arc::clone(self);
-        let task = tokio::spawn(async move {
-            let id = received.webhook_id.clone();
-            let outcome = run_handler(&*this.handler, received).await;
-            let settled = match &outcome {
-                Ok(()) => this.store.complete(&id, this.clock.now()).await,
-                Err(_) => this.store.release(&id).await,
-            };
-            match settled {
-                Ok(()) => outcome.map_err(ReceiveError::Handler),
-                Err(err) => Err(ReceiveError::Store(err)),
+        // In the delivery's span, so that user code's log events carry the webhook id too.
+        let span = tracing::Span::current();
+        let task = tokio::spawn(
+            async move {
+                let id = received.webhook_id.clone();
+                let outcome = run_handler(&*this.handler, received).await;
+                let settled = match &outcome {
+                    Ok(()) => this.store.complete(&id, this.clock.now()).await,
+                    Err(_) => this.store.release(&id).await,
+                };
+                match settled {
+                    Ok(()) => outcome.map_err(ReceiveError::Handler),
+                    Err(err) => Err(ReceiveError::Store(err)),
+                }
             }
-        });
+            .instrument(span),
+        );
         match tokio::time::timeout(left, task).await {
             Ok(Ok(result)) => result,
             Ok(Err(join)) => Err(ReceiveError::Handler(format!(
@@ -141,7 +149,8 @@ impl<S: DedupStore, H: EventHandler> WebhookReceiver<S, H> {
 /// `Router::new().route("/webhooks/svc", webhook_route(receiver))`.
 ///
 /// Answers 200 when user code succeeded or the id was already processed (duplicate), and the
-/// status of [`ReceiveError::http_status`] otherwise.
+/// status of [`ReceiveError::http_status`] otherwise. Every log event of a delivery, user
+/// code's included, is recorded in a `webhook_delivery` span carrying its `webhook_id`.
 pub fn webhook_route<S, H, T>(receiver: WebhookReceiver<S, H>) -> MethodRouter<T>
 where
     S: DedupStore,
@@ -153,7 +162,11 @@ where
         |State(receiver): State<Arc<WebhookReceiver<S, H>>>,
          headers: HeaderMap,
          body: Result<Bytes, BytesRejection>| async move {
-            receiver.receive(headers, body).await
+            let id = webhook_id(&headers);
+            let span = delivery_span(id.as_ref());
+            async move { answer(receiver.receive(headers, id, body).await) }
+                .instrument(span)
+                .await
         },
     )
     .layer(DefaultBodyLimit::max(limit))

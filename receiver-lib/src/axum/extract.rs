@@ -6,7 +6,9 @@ use std::sync::Arc;
 use ::axum::body::Bytes;
 use ::axum::extract::{FromRef, FromRequest, Request};
 
-use super::request::{ReceiveError, check};
+use tracing::Instrument;
+
+use super::request::{ReceiveError, check, delivery_span, webhook_id};
 use crate::clock::Clock;
 use crate::dedup::WebhookId;
 use crate::event::CallScored;
@@ -37,7 +39,9 @@ impl VerifyState {
     }
 }
 
-/// A verified, decoded delivery. Rejections answer the fixed status of [`ReceiveError`].
+/// A verified, decoded delivery. Rejections answer the fixed status of [`ReceiveError`] and
+/// are logged with the delivery's webhook id (an unknown event acknowledged by choice answers
+/// 200 without running the handler).
 ///
 /// The body is read under the route's `DefaultBodyLimit` (axum's default is 2 MB); add
 /// `DefaultBodyLimit::max(verifier.max_body_bytes())` to the route to read no more than the
@@ -64,12 +68,22 @@ where
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let verify = VerifyState::from_ref(state);
         let headers = request.headers().clone();
-        let body = Bytes::from_request(request, state).await;
-        let (checked, _) = check(&verify.verifier, &headers, body, verify.clock.now())?;
-        Ok(Self {
-            webhook_id: checked.webhook_id,
-            signature: checked.signature,
-            event: checked.event,
-        })
+        let id = webhook_id(&headers);
+        let span = delivery_span(id.as_ref());
+        async move {
+            let body = Bytes::from_request(request, state).await;
+            let now = verify.clock.now();
+            let (checked, _) = check(&verify.verifier, &headers, id, body, now).inspect_err(
+                // The rejection is logged here, in the delivery's span, with its webhook id.
+                ReceiveError::log,
+            )?;
+            Ok(Self {
+                webhook_id: checked.webhook_id,
+                signature: checked.signature,
+                event: checked.event,
+            })
+        }
+        .instrument(span)
+        .await
     }
 }

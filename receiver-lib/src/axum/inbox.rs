@@ -9,8 +9,11 @@ use ::axum::extract::{DefaultBodyLimit, State};
 use ::axum::http::{HeaderMap, StatusCode};
 use ::axum::routing::{MethodRouter, post};
 
-use super::request::{ReceiveError, check};
+use tracing::Instrument;
+
+use super::request::{ReceiveError, answer, check, delivery_span, webhook_id};
 use crate::clock::{Clock, SystemClock};
+use crate::dedup::WebhookId;
 use crate::sqlite::{Accepted, SqliteInbox};
 use crate::verify::Verifier;
 
@@ -50,10 +53,11 @@ impl InboxReceiver {
     async fn receive(
         &self,
         headers: HeaderMap,
+        webhook_id: Option<WebhookId>,
         body: Result<Bytes, BytesRejection>,
     ) -> Result<StatusCode, ReceiveError> {
         let now = self.clock.now();
-        let (checked, body) = check(&self.verifier, &headers, body, now)?;
+        let (checked, body) = check(&self.verifier, &headers, webhook_id, body, now)?;
         match self
             .inbox
             .accept(&checked.webhook_id, &checked.signature, &body, now)
@@ -66,7 +70,8 @@ impl InboxReceiver {
 }
 
 /// A POST route for inbox mode: answers 200 once the event is durably stored (or was already),
-/// and the status of [`ReceiveError::http_status`] otherwise.
+/// and the status of [`ReceiveError::http_status`] otherwise. Its log events, and those of
+/// the worker that hands the entry to user code, carry the delivery's `webhook_id`.
 pub fn inbox_route<T>(receiver: InboxReceiver) -> MethodRouter<T>
 where
     T: Clone + Send + Sync + 'static,
@@ -76,7 +81,11 @@ where
         |State(receiver): State<Arc<InboxReceiver>>,
          headers: HeaderMap,
          body: Result<Bytes, BytesRejection>| async move {
-            receiver.receive(headers, body).await
+            let id = webhook_id(&headers);
+            let span = delivery_span(id.as_ref());
+            async move { answer(receiver.receive(headers, id, body).await) }
+                .instrument(span)
+                .await
         },
     )
     .layer(DefaultBodyLimit::max(limit))

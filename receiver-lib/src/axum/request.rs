@@ -8,16 +8,17 @@ use ::axum::response::{IntoResponse, Response};
 use thiserror::Error;
 
 use crate::dedup::{StoreError, WebhookId};
-use crate::error::{MalformedHeader, VerifyError};
+use crate::error::VerifyError;
 use crate::event::CallScored;
-use crate::verify::Verifier;
+use crate::verify::{UnknownEvents, Verifier, signature_header};
 
-/// The signature header name.
-pub const SIGNATURE_HEADER: &str = "x-service-signature";
-/// The idempotency key header name.
-pub const WEBHOOK_ID_HEADER: &str = "x-service-webhook-id";
+pub(crate) use crate::handler::delivery_span;
 
-/// Every way receiving a delivery can fail, each with a fixed HTTP status.
+pub use crate::verify::{SIGNATURE_HEADER, WEBHOOK_ID_HEADER};
+
+/// Every way receiving a delivery can end without user code processing it, each with a fixed
+/// HTTP status. All but one are failures the sender sees as such; an unknown event
+/// acknowledged by choice ([`ReceiveError::UnknownEventAcknowledged`]) answers 200.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum ReceiveError {
@@ -47,20 +48,27 @@ pub enum ReceiveError {
     /// the id used the whole deadline (the claim was released without running user code).
     #[error("webhook handler did not finish within the deadline")]
     HandlerTimedOut,
+    /// A verified delivery of an event this version does not know, acknowledged because the
+    /// verifier was built with [`UnknownEvents::Acknowledge`]: 200, logged, not processed.
+    #[error("unknown event {event:?} acknowledged without processing")]
+    UnknownEventAcknowledged {
+        /// The `event` value, at most 64 characters of it.
+        event: String,
+    },
 }
 
 impl ReceiveError {
-    /// The HTTP status answered for this failure.
+    /// The HTTP status answered for this outcome (the same type as
+    /// [`VerifyError::http_status`]).
     pub fn http_status(&self) -> StatusCode {
         match self {
-            Self::Verify(err) => {
-                StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::BAD_REQUEST)
-            }
+            Self::Verify(err) => err.http_status(),
             Self::UnreadableBody | Self::InvalidWebhookId => StatusCode::BAD_REQUEST,
             Self::Replayed => StatusCode::UNAUTHORIZED,
             Self::InFlight => StatusCode::CONFLICT,
             Self::Store(_) | Self::HandlerTimedOut => StatusCode::SERVICE_UNAVAILABLE,
             Self::Handler(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::UnknownEventAcknowledged { .. } => StatusCode::OK,
         }
     }
 
@@ -75,27 +83,65 @@ impl ReceiveError {
             Self::Store(_) => "temporarily unavailable",
             Self::Handler(_) => "processing failed",
             Self::HandlerTimedOut => "processing timed out",
+            Self::UnknownEventAcknowledged { .. } => "unknown event acknowledged",
         }
     }
-}
 
-impl IntoResponse for ReceiveError {
-    fn into_response(self) -> Response {
+    /// Logs why the delivery was not processed, with the whole chain of causes: an error for
+    /// what the receiver should fix (5xx), a warning otherwise. The integrations call it inside
+    /// the delivery's span, so the event carries the webhook id.
+    pub(crate) fn log(&self) {
         // The whole chain, so that the cause of a store of one's own reaches the log.
         let mut error = self.to_string();
-        let mut source = std::error::Error::source(&self);
+        let mut source = std::error::Error::source(self);
         while let Some(cause) = source {
             error.push_str(": ");
             error.push_str(&cause.to_string());
             source = cause.source();
         }
-        if self.http_status().is_server_error() {
-            tracing::error!(%error, "webhook delivery not processed");
-        } else {
-            tracing::warn!(%error, "webhook delivery rejected");
+        match self.http_status() {
+            status if status.is_server_error() => {
+                tracing::error!(%error, %status, "webhook delivery not processed");
+            }
+            status if status.is_success() => {
+                tracing::warn!(%error, %status, "webhook delivery acknowledged, not processed");
+            }
+            status => tracing::warn!(%error, %status, "webhook delivery rejected"),
+        }
+    }
+}
+
+/// The response: the status, and `{"error": "<fixed text>"}` for a failure. Logging is done
+/// before, by whoever produced the error (the routes and the extractor log inside the
+/// delivery's span, so that every log event of a delivery carries its webhook id).
+impl IntoResponse for ReceiveError {
+    fn into_response(self) -> Response {
+        let status = self.http_status();
+        if status.is_success() {
+            return status.into_response();
         }
         let body = ::axum::Json(serde_json::json!({ "error": self.public_message() }));
-        (self.http_status(), body).into_response()
+        (status, body).into_response()
+    }
+}
+
+/// The `X-Service-Webhook-Id` of a request: exactly one, well formed.
+pub(crate) fn webhook_id(headers: &HeaderMap) -> Option<WebhookId> {
+    let mut ids = headers.get_all(WEBHOOK_ID_HEADER).iter();
+    match (ids.next(), ids.next()) {
+        (Some(value), None) => WebhookId::parse(value.as_bytes()).ok(),
+        _ => None,
+    }
+}
+
+/// Logs a route's outcome (inside the delivery's span) and turns it into the response.
+pub(crate) fn answer(outcome: Result<StatusCode, ReceiveError>) -> Response {
+    match outcome {
+        Ok(status) => status.into_response(),
+        Err(err) => {
+            err.log();
+            err.into_response()
+        }
     }
 }
 
@@ -106,10 +152,13 @@ pub(crate) struct Checked {
     pub(crate) event: CallScored,
 }
 
-/// Reads and checks one request: body limit, signature, id, decode, in that order.
+/// Reads and checks one request: body limit, signature, id, decode, in that order. An event
+/// this version does not know is [`ReceiveError::UnknownEventAcknowledged`] when the verifier
+/// acknowledges them.
 pub(crate) fn check(
     verifier: &Verifier,
     headers: &HeaderMap,
+    webhook_id: Option<WebhookId>,
     body: Result<Bytes, BytesRejection>,
     now: i64,
 ) -> Result<(Checked, Bytes), ReceiveError> {
@@ -121,19 +170,17 @@ pub(crate) fn check(
         }
         _ => ReceiveError::UnreadableBody,
     })?;
-    let mut values = headers.get_all(SIGNATURE_HEADER).iter();
-    let header = values.next().ok_or(VerifyError::MissingHeader)?;
-    if values.next().is_some() {
-        return Err(VerifyError::MalformedHeader(MalformedHeader::Repeated).into());
-    }
-    let delivery = verifier.verify(header.as_bytes(), &body, now)?;
-    let mut ids = headers.get_all(WEBHOOK_ID_HEADER).iter();
-    let webhook_id = match (ids.next(), ids.next()) {
-        (Some(value), None) => WebhookId::parse(value.as_bytes()).ok(),
-        _ => None,
-    }
-    .ok_or(ReceiveError::InvalidWebhookId)?;
-    let event = delivery.decode()?;
+    let delivery = verifier.verify(signature_header(headers)?, &body, now)?;
+    let webhook_id = webhook_id.ok_or(ReceiveError::InvalidWebhookId)?;
+    let event = match delivery.decode() {
+        Ok(event) => event,
+        Err(VerifyError::UnknownEvent { event })
+            if verifier.unknown_events() == UnknownEvents::Acknowledge =>
+        {
+            return Err(ReceiveError::UnknownEventAcknowledged { event });
+        }
+        Err(err) => return Err(err.into()),
+    };
     let signature = *delivery.signature();
     Ok((
         Checked {

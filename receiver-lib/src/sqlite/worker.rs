@@ -10,10 +10,12 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::inbox::{InboxPolicy, Settled, SqliteInbox};
+use tracing::Instrument;
+
+use super::inbox::{InboxEntry, InboxPolicy, Settled, SqliteInbox};
 use crate::clock::Clock;
 use crate::dedup::StoreError;
-use crate::handler::{EventHandler, Received, run_handler};
+use crate::handler::{EventHandler, Received, delivery_span, run_handler};
 
 /// How long an idle worker waits for an arrival before looking for due retries again.
 const IDLE_POLL: Duration = Duration::from_secs(1);
@@ -56,6 +58,20 @@ pub async fn process_next<H: EventHandler>(
     let Some(entry) = inbox.next_due(now).await? else {
         return Ok(Step::Empty);
     };
+    // The entry's log events, user code's included, carry its webhook id.
+    let span = delivery_span(Some(&entry.webhook_id));
+    settle_next(inbox, handler, entry, now)
+        .instrument(span)
+        .await
+}
+
+/// Hands one reserved entry to `handler` and records the outcome.
+async fn settle_next<H: EventHandler>(
+    inbox: &SqliteInbox,
+    handler: &H,
+    entry: InboxEntry,
+    now: i64,
+) -> Result<Step, StoreError> {
     // The body was verified and decoded before it was stored; a failure here would mean the
     // file was edited, so it is recorded like a handler failure rather than lost.
     let outcome = match serde_json::from_slice(&entry.body) {
@@ -75,8 +91,7 @@ pub async fn process_next<H: EventHandler>(
         Err(err) => Err(format!("stored body does not decode: {err}")),
     };
     if let Err(err) = &outcome {
-        tracing::warn!(webhook_id = %entry.webhook_id, attempt = entry.attempt, error = %err,
-            "webhook handler failed");
+        tracing::warn!(attempt = entry.attempt, error = %err, "webhook handler failed");
     }
     Ok(Step::Settled(inbox.settle(&entry, outcome, now).await?))
 }

@@ -2,8 +2,8 @@
 //! deadline, an error with a chain of context. The sender's single retry must still be
 //! processed, and the answer must come within its 10 seconds.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -11,7 +11,7 @@ use svc_receiver::axum::{WebhookReceiver, webhook_route};
 use svc_receiver::dedup::{Claim, DedupStore, MemoryDedupStore, StoreError, WebhookId};
 use svc_receiver::{EventHandler, ManualClock, Received, sign};
 
-use crate::helpers::{SECRET, T, client, event_body, post, spawn};
+use crate::helpers::{Logs, SECRET, T, client, event_body, post, spawn};
 
 /// A memory store whose claims take `claim_ms` milliseconds, like a busy database.
 #[derive(Default)]
@@ -133,39 +133,10 @@ async fn a_claim_that_uses_the_whole_deadline_is_released_unprocessed_and_the_re
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
-/// Log lines written while a test runs, for the few facts only the log carries.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Logs {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("logs")).into_owned()
-    }
-}
-
-impl std::io::Write for Logs {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("logs").extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn a_failed_delivery_is_logged_with_the_whole_error_chain() {
-    let logs = Logs::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer({
-            let logs = logs.clone();
-            move || logs.clone()
-        })
-        .with_ansi(false)
-        .finish();
     // The test's runtime is single-threaded: the route runs on this thread, under this log.
-    let _logging = tracing::subscriber::set_default(subscriber);
+    let (logs, _logging) = Logs::capture();
     let handler = |_: Received| async {
         Err::<(), _>(anyhow::anyhow!("connection refused").context("saving the score"))
     };

@@ -14,7 +14,10 @@ fn kind(err: &VerifyError) -> &'static str {
         VerifyError::TimestampInFuture { .. } => "timestamp_in_future",
         VerifyError::NoMatchingSignature { .. } => "no_matching_signature",
         VerifyError::BodyTooLarge { .. } => "body_too_large",
-        VerifyError::InvalidEvent { .. } => "invalid_event",
+        // The fixtures file one category for a body that is not a call.scored event; this
+        // crate tells an event of another kind (which may be acknowledged, see UnknownEvents)
+        // from a body that does not decode.
+        VerifyError::InvalidEvent { .. } | VerifyError::UnknownEvent { .. } => "invalid_event",
         _ => "unknown",
     }
 }

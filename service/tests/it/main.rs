@@ -14,5 +14,6 @@ mod practice_helpers;
 mod practice_outbox;
 mod practice_tokens;
 mod practice_webhooks;
+mod real_calls;
 mod roster;
 mod skeleton;

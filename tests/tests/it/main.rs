@@ -3,6 +3,7 @@
 //! `127.0.0.1:0` with a fresh database, and the `svc-fixtures`
 //! bodies and the service's own responses against its OpenAPI document.
 
+mod differential;
 mod openapi_check;
 mod openapi_fixtures;
 mod openapi_responses;
