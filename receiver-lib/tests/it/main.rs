@@ -10,5 +10,6 @@ mod logs;
 mod properties;
 mod request;
 mod rotation;
+mod serve;
 mod vectors;
 mod worker;
