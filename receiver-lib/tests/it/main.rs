@@ -8,6 +8,7 @@ mod hostile;
 mod inbox;
 mod logs;
 mod properties;
+mod reload;
 mod request;
 mod rotation;
 mod serve;
