@@ -215,7 +215,9 @@ impl SecretFile {
         async move {
             use crate::clock::{Clock, SystemClock};
             let mut shutdown = std::pin::pin!(shutdown);
-            let mut ticks = tokio::time::interval(self.poll_interval);
+            // The file was read when it was opened: the first read is one interval away.
+            let first = tokio::time::Instant::now() + self.poll_interval;
+            let mut ticks = tokio::time::interval_at(first, self.poll_interval);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut failing: Option<String> = None;
             loop {
