@@ -1,13 +1,16 @@
-//! axum integration (feature `axum`): ready-made POST handlers that read the raw body under a
-//! size limit, verify, deduplicate, and hand the typed event to user code.
+//! axum 0.8 integration (feature `axum`): ready-made POST handlers that read the raw body
+//! under a size limit, verify, deduplicate, and hand the typed event to user code; and
+//! [`Server`], which serves them with connection limits ([`ServerLimits`]) and stops them,
+//! and the inbox workers, under one graceful shutdown.
 //!
 //! Two modes:
 //! - [`direct`](webhook_route): user code runs inside the request (under a deadline well
 //!   inside the sender's 10 seconds); the claim is completed on success and released on
 //!   failure so the sender's single retry is processed.
 //! - inbox, `inbox_route` (feature `sqlite` too): the verified event is committed to a
-//!   SQLite inbox before the 2xx and handed to user code by `sqlite::run_inbox_worker`,
-//!   with retries. Use it when user code may be slow or fail: nothing acknowledged is lost.
+//!   SQLite inbox before the 2xx and handed to user code by the workers that
+//!   `Server::with_inbox_workers` runs (or `sqlite::run_inbox_workers`), with retries. Use it
+//!   when user code may be slow or fail: nothing acknowledged is lost.
 //!
 //! Processing is at least once, never silently zero: a crash between user code finishing and
 //! the claim being completed, or a claim lease running out under very slow code, can run user
@@ -17,7 +20,8 @@
 //! deduplication).
 //!
 //! Every rejection answers a fixed status and a fixed JSON body `{"error": "<kind>"}`; the
-//! detailed reason (with hints) goes to `tracing` only.
+//! detailed reason (with hints) goes to `tracing` only, inside the delivery's
+//! `webhook_delivery` span, which carries its `webhook_id`.
 
 mod direct;
 mod extract;
