@@ -146,13 +146,16 @@ impl Server {
         #[cfg(feature = "sqlite")]
         let (phase, workers) = {
             let (phase, phases) = watch::channel(Phase::Run);
-            (phase, self.workers.map(|start| tokio::spawn(start(phases))))
+            let workers = self
+                .workers
+                .map(|start| AbortOnDrop(tokio::spawn(start(phases))));
+            (phase, workers)
         };
         let served = serve_http(listener, self.router, self.limits, shutdown).await;
         #[cfg(feature = "sqlite")]
         if let Some(mut workers) = workers {
             let _ = phase.send(Phase::Drain);
-            if tokio::time::timeout(self.drain_timeout, &mut workers)
+            if tokio::time::timeout(self.drain_timeout, &mut workers.0)
                 .await
                 .is_err()
             {
@@ -161,10 +164,21 @@ impl Server {
                      out again after their lease",
                     self.drain_timeout
                 );
-                workers.abort();
             }
         }
         served
+    }
+}
+
+/// The workers' task, cancelled when dropped: past the drain timeout, or with the server's
+/// future when a caller drops it.
+#[cfg(feature = "sqlite")]
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+#[cfg(feature = "sqlite")]
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
