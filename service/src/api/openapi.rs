@@ -166,3 +166,86 @@ pub fn served_doc() -> serde_json::Value {
 async fn openapi_json() -> Json<serde_json::Value> {
     Json(served_doc())
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::served_doc;
+
+    /// The `required` list of a component schema, following the `allOf` utoipa writes for a
+    /// flattened struct.
+    fn required(doc: &Value, schema: &str) -> Vec<String> {
+        let schema = &doc["components"]["schemas"][schema];
+        let mut names: Vec<String> = schema["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect();
+        for part in schema["allOf"].as_array().into_iter().flatten() {
+            let part = match part["$ref"].as_str() {
+                Some(target) => {
+                    let name = target.rsplit('/').next().unwrap_or_default();
+                    required(doc, name)
+                }
+                None => part["required"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect(),
+            };
+            names.extend(part);
+        }
+        names
+    }
+
+    #[test]
+    fn the_contracts_always_present_nullable_fields_are_required() {
+        // Issue 12, item 14: "string or null" fields are always sent, as null when unset.
+        let doc = served_doc();
+        for (schema, fields) in [
+            ("Agent", &["email", "npn", "platformAgentId"][..]),
+            ("AgentList", &["nextCursor"][..]),
+            (
+                "CallListRow",
+                &[
+                    "platformAgentId",
+                    "platformAgencyId",
+                    "externalUserId",
+                    "externalAgencyId",
+                    "drillKey",
+                    "startedAt",
+                    "endedAt",
+                    "scoredAt",
+                ][..],
+            ),
+            ("CallList", &["nextCursor"][..]),
+            (
+                "CallDetail",
+                &["audioUrl", "audioUrlExpiresAt", "waveform", "scoredAt"][..],
+            ),
+            ("CallScoredEvent", &["platformAgentId", "platformAgencyId"][..]),
+        ] {
+            let required = required(&doc, schema);
+            for field in fields {
+                assert!(
+                    required.iter().any(|r| r == field),
+                    "{schema}.{field} is not required: {required:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_document_describes_the_call_scored_webhook_and_the_audio_link() {
+        let doc = served_doc();
+        assert_eq!(
+            doc["webhooks"]["call.scored"]["post"]["requestBody"]["content"]["application/json"]
+                ["schema"]["$ref"],
+            "#/components/schemas/CallScoredEvent"
+        );
+        assert!(doc["paths"]["/audio/{callId}"]["get"].is_object());
+    }
+}

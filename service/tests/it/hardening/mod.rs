@@ -3,3 +3,4 @@
 
 mod contract;
 mod fairness;
+mod links;
