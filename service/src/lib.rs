@@ -46,6 +46,7 @@ pub mod ids;
 pub mod live;
 pub mod operator;
 pub mod practice;
+pub mod ratelimit;
 pub mod realcall;
 pub mod request_id;
 pub mod scoring;

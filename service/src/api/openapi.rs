@@ -226,7 +226,10 @@ mod tests {
                 "CallDetail",
                 &["audioUrl", "audioUrlExpiresAt", "waveform", "scoredAt"][..],
             ),
-            ("CallScoredEvent", &["platformAgentId", "platformAgencyId"][..]),
+            (
+                "CallScoredEvent",
+                &["platformAgentId", "platformAgencyId"][..],
+            ),
         ] {
             let required = required(&doc, schema);
             for field in fields {
@@ -242,8 +245,8 @@ mod tests {
     fn the_document_describes_the_call_scored_webhook_and_the_audio_link() {
         let doc = served_doc();
         assert_eq!(
-            doc["webhooks"]["call.scored"]["post"]["requestBody"]["content"]["application/json"]
-                ["schema"]["$ref"],
+            doc["webhooks"]["call.scored"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+                ["$ref"],
             "#/components/schemas/CallScoredEvent"
         );
         assert!(doc["paths"]["/audio/{callId}"]["get"].is_object());

@@ -210,6 +210,12 @@ async fn redeem_session(
     {
         Spend::Spent { call_id } => call_id,
         Spend::AlreadyUsed => return Err(ApiError::TokenAlreadyUsed),
+        Spend::Voided => {
+            return Err(ApiError::InvalidToken(
+                "the session token was voided: its tenant was deactivated or its API keys revoked"
+                    .into(),
+            ));
+        }
         Spend::Unknown => {
             return Err(ApiError::InvalidToken(
                 "the session token is not known to this service".into(),

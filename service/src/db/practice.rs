@@ -160,8 +160,12 @@ impl Db {
                 .optional()?
                 .flatten();
             if let Some(minutes) = allowance {
+                // Each call in progress and each token outstanding holds a minute of what is
+                // left, so that tokens minted under a nearly spent allowance cannot run many
+                // calls at once.
                 let used = calls::usage_secs(tx, &mint.tenant_id, month_start, month_end)?;
-                if used >= minutes.saturating_mul(60) {
+                let reserved = calls::reserved_secs(tx, &mint.tenant_id, mint.now)?;
+                if used.saturating_add(reserved) >= minutes.saturating_mul(60) {
                     return Ok(MintResult::QuotaExceeded);
                 }
             }
@@ -207,6 +211,16 @@ impl Db {
         now: i64,
     ) -> Result<Option<LiveCall>, DbError> {
         let (session_id, ticket_hash) = (session_id.to_owned(), ticket_hash.to_owned());
+        // A read first: a bad or replayed ticket (anyone can open the socket and send one)
+        // must not take the single writer from every other tenant's requests.
+        let claimable = {
+            let (session_id, ticket_hash) = (session_id.clone(), ticket_hash.clone());
+            self.read(move |conn| Ok(calls::ticket_claimable(conn, &session_id, &ticket_hash)?))
+                .await?
+        };
+        if !claimable {
+            return Ok(None);
+        }
         self.write(move |tx| Ok(calls::claim_ticket(tx, &session_id, &ticket_hash, now)?))
             .await
     }

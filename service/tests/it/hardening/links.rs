@@ -30,8 +30,8 @@ async fn a_forged_host_header_is_never_echoed_in_the_connection_url() {
 
 #[tokio::test]
 async fn an_https_public_url_gives_a_wss_connection_url() {
-    let app = practice_app(|config| config.public_url = Some("https://svc.example.test/".into()))
-        .await;
+    let app =
+        practice_app(|config| config.public_url = Some("https://svc.example.test/".into())).await;
     let (tenant, _) = tenant_with_rep(&app).await;
     let token = token(&app, &tenant).await;
     let started = redeem(&app, &token, json!({ "drillKey": "ma-full-sale" }))

@@ -1,6 +1,8 @@
 //! Issue 12: the service hardened against abuse, and the contract deviations an audit found.
 //! Each test failed before its fix.
 
+mod abuse;
 mod contract;
 mod fairness;
 mod links;
+mod lockout;
