@@ -189,7 +189,10 @@ fn print(output: &Output, as_json: bool) -> anyhow::Result<()> {
 }
 
 /// Writes a line on stdout; a reader that went away (`| head`) is not an error.
-fn print_line(text: &str) -> anyhow::Result<()> {
+///
+/// # Errors
+/// Any other failure to write.
+pub fn print_line(text: &str) -> anyhow::Result<()> {
     use std::io::Write;
     match writeln!(std::io::stdout().lock(), "{text}") {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),

@@ -6,3 +6,4 @@ mod contract;
 mod fairness;
 mod links;
 mod lockout;
+mod pipes;
