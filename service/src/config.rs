@@ -107,6 +107,8 @@ pub struct Config {
     /// Base URL of the links this server hands out; `None`: `http://` and the address the
     /// server listens on ([`crate::run`] fills it in), or the request's `Host` without a server.
     pub public_url: Option<String>,
+    /// What one live practice call may send (see [`crate::live::limits`]).
+    pub live_limits: crate::live::limits::LiveLimits,
 }
 
 /// Where recordings are archived by default: `<database file>-audio`, beside the database.
@@ -142,6 +144,7 @@ impl Config {
             webhook_timeout: crate::webhook::client::DEFAULT_TIMEOUT,
             audio_dir: None,
             public_url: None,
+            live_limits: crate::live::limits::LiveLimits::default(),
         }
     }
 }

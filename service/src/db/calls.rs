@@ -304,6 +304,25 @@ pub(super) fn end_call(
     .optional()
 }
 
+/// Ends a live call with no transcript (see [`super::Db::end_call_without_transcript`]).
+///
+/// # Errors
+/// SQLite errors.
+pub(super) fn end_call_without_transcript(
+    conn: &Connection,
+    call_id: &str,
+    now: i64,
+) -> rusqlite::Result<Option<i64>> {
+    conn.query_row(
+        "UPDATE calls SET state = 'ended', ended_at = MAX(?2, started_at), list_at = MAX(?2, started_at),
+            duration_sec = (MAX(?2, started_at) - started_at) / 1000, transcript = NULL, updated_at = ?2
+         WHERE id = ?1 AND state = 'live' RETURNING duration_sec",
+        params![call_id, now],
+        |r| r.get(0),
+    )
+    .optional()
+}
+
 /// Live calls that went live at or before `cutoff` (at the ceiling).
 ///
 /// # Errors

@@ -240,6 +240,42 @@ impl Db {
             .await
     }
 
+    /// Ends a live call without its transcript (storing it failed): the call is then not
+    /// scored, and its minutes count. The duration in seconds, or `None` if not live.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn end_call_without_transcript(
+        &self,
+        call_id: &str,
+        now: i64,
+    ) -> Result<Option<i64>, DbError> {
+        let call_id = call_id.to_owned();
+        self.write(move |tx| Ok(calls::end_call_without_transcript(tx, &call_id, now)?))
+            .await
+    }
+
+    /// Caps the database file at its current size plus `pages` pages on the writer connection,
+    /// so that writes needing more fail with `SQLITE_FULL` (tests use it to simulate a full
+    /// disk).
+    ///
+    /// # Errors
+    /// Storage failure.
+    #[doc(hidden)]
+    pub async fn cap_file_for_tests(&self, pages: i64) -> Result<(), DbError> {
+        let inner = std::sync::Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let conn = inner
+                .writer
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let count: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            conn.pragma_update(None, "max_page_count", count + pages)?;
+            Ok(())
+        })
+        .await?
+    }
+
     /// Ends a live call nobody ever connected to (at the ceiling), with an empty transcript.
     ///
     /// # Errors

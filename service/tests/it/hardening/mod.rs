@@ -5,5 +5,6 @@ mod abuse;
 mod contract;
 mod fairness;
 mod links;
+mod live_limits;
 mod lockout;
 mod pipes;
