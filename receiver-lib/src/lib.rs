@@ -131,6 +131,7 @@ let app: axum::Router =
 #[cfg(feature = "axum")]
 pub mod axum;
 pub mod dedup;
+pub mod reload;
 pub mod signature;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;

@@ -9,15 +9,15 @@
 //! only trace of the attempt.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
-use svc_receiver::axum::{InboxReceiver, inbox_route};
-use svc_receiver::sqlite::{InboxPolicy, SqliteInbox, Step, process_next, run_inbox_workers};
-use svc_receiver::{Clock, Keyring, Received, SystemClock, Verifier};
+use svc_receiver::axum::{InboxReceiver, Server, inbox_route};
+use svc_receiver::reload::SecretFile;
+use svc_receiver::sqlite::{InboxPolicy, SqliteInbox};
+use svc_receiver::{Keyring, Received, SharedKeyring, Verifier};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 
 use crate::client::{CallId, Client, ErrorClass};
 use crate::store::Store;
@@ -48,10 +48,51 @@ pub struct ReceiverConfig {
 /// flight and records the deliveries not yet in the ledger (for up to 10 s; an entry whose
 /// recording fails stays in the inbox and is recorded at the next start).
 ///
+/// The server is `svc-receiver`'s [`Server`]: its connection limits (header-read, request and
+/// keep-alive idle timeouts, a cap on connections) apply.
+///
 /// # Errors
 /// The inbox cannot be opened in the store's file, or the server fails.
 pub async fn run(
     config: ReceiverConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let keys = SharedKeyring::new(config.keyring.clone());
+    serve(config, keys, listener, shutdown).await
+}
+
+/// Like [`run`], with the keys of `secret_file` (its secret, and the keys added to it with
+/// `with_key`) instead of `config.keyring`, which is not read: the file is read again when it
+/// changes and on SIGHUP, and a new secret takes effect at once (`webhook serve
+/// --secret-file`). Call it inside a Tokio runtime: the SIGHUP handler is installed when it is
+/// called, so a SIGHUP sent after that never ends the process.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_with_secret_file(
+    config: ReceiverConfig,
+    secret_file: SecretFile,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> impl Future<Output = anyhow::Result<()>> + Send + 'static {
+    let keys = secret_file.keys();
+    let (stop_watching, stopped) = tokio::sync::oneshot::channel::<()>();
+    let watch = secret_file.watch(async move {
+        let _ = stopped.await;
+    });
+    async move {
+        let watching = tokio::spawn(watch);
+        let served = serve(config, keys, listener, shutdown).await;
+        let _ = stop_watching.send(());
+        let _ = watching.await;
+        served
+    }
+}
+
+async fn serve(
+    config: ReceiverConfig,
+    keys: SharedKeyring,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
@@ -65,9 +106,8 @@ pub async fn run(
         .blocking(move |s| s.mark_ledger_open(&opened))
         .await
         .context("marking the ledger open")?;
-    let receiver = InboxReceiver::new(Verifier::new(config.keyring), inbox.clone());
+    let receiver = InboxReceiver::new(Verifier::with_shared_keyring(keys), inbox.clone());
     let app = axum::Router::new().route(&config.path, inbox_route(receiver));
-    let (stop, mut stopping) = watch::channel(false);
     let handler = {
         let (store, client) = (config.store.clone(), config.client.clone());
         move |received: Received| {
@@ -75,35 +115,15 @@ pub async fn run(
             async move { record(&store, client.as_ref(), received).await }
         }
     };
-    let workers = tokio::spawn(run_inbox_workers(
-        inbox.clone(),
-        handler.clone(),
-        SystemClock,
-        WORKERS,
-        async move {
-            let _ = stopping.wait_for(|stop| *stop).await;
-        },
-    ));
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
+    // On shutdown: requests in flight are answered, then the workers finish the entries in
+    // hand and record what arrived meanwhile, so that the ledger holds every delivery
+    // acknowledged (within the drain time).
+    Server::new(app)
+        .with_inbox_workers(inbox, handler, WORKERS)
+        .drain_timeout(DRAIN)
+        .run(listener, shutdown)
         .await
-        .context("serving webhooks");
-    // Requests in flight are answered; let the workers finish the entries in hand, then
-    // record what arrived meanwhile, so that the ledger holds every delivery acknowledged.
-    let _ = stop.send(true);
-    let _ = workers.await;
-    let deadline = Instant::now() + DRAIN;
-    while Instant::now() < deadline {
-        match process_next(&inbox, &handler, SystemClock.now()).await {
-            Ok(Step::Settled(_)) => {}
-            Ok(_) => break,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not drain the inbox; entries stay for the next start");
-                break;
-            }
-        }
-    }
-    served
+        .context("serving webhooks")
 }
 
 /// Records one verified delivery in the ledger and, with a client, stores the call's detail.
@@ -127,10 +147,10 @@ async fn record(store: &Store, client: Option<&Client>, received: Received) -> R
     };
     if inserted {
         if event.success {
-            tracing::info!(webhook_id = %received.webhook_id, call_id = %event.call_id,
-                source = %event.source, "call scored");
+            // The inbox worker's span carries the webhook id.
+            tracing::info!(call_id = %event.call_id, source = %event.source, "call scored");
         } else {
-            tracing::warn!(webhook_id = %received.webhook_id, call_id = %event.call_id,
+            tracing::warn!(call_id = %event.call_id,
                 reason = event.reason.as_ref().map(|r| r.as_str()).unwrap_or("-"),
                 reason_message = event.reason_message.as_deref().unwrap_or("-"),
                 "call not scored");

@@ -24,9 +24,11 @@ mod extract;
 #[cfg(feature = "sqlite")]
 mod inbox;
 mod request;
+mod serve;
 
 pub use direct::{DEFAULT_HANDLER_DEADLINE, WebhookReceiver, webhook_route};
 pub use extract::{VerifiedWebhook, VerifyState};
 #[cfg(feature = "sqlite")]
 pub use inbox::{InboxReceiver, inbox_route};
 pub use request::{ReceiveError, SIGNATURE_HEADER, WEBHOOK_ID_HEADER};
+pub use serve::{DEFAULT_DRAIN_TIMEOUT, Server, ServerLimits, shutdown_signal};

@@ -75,15 +75,18 @@ pub enum Claim {
     Replayed,
 }
 
-/// How long claims live.
+/// How long claims live. Every field's default is on its line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DedupPolicy {
     /// How long an id and its signature are remembered after the first claim. Keep it well
     /// past the retry delay (about 5 minutes) plus the tolerance, and at least twice the
-    /// verifier's tolerance, or replays slip through once forgotten; the default is 24 h.
+    /// verifier's tolerance, or replays slip through once forgotten. Default: 24 hours.
     pub retention: Duration,
     /// How long a claim stays in flight before another request may take it over (the first
-    /// holder is presumed dead). Longer than the sender's 10-second deadline.
+    /// holder is presumed dead). After a crash with a claim held, the sender's retry (about 5
+    /// minutes later) finds the lease expired and is processed. A live but slow run keeps its
+    /// claim only this long: keep it longer than the slowest run of user code (direct mode
+    /// answers 503 at its deadline, 8 s, but lets user code run on). Default: 60 seconds.
     pub in_flight_lease: Duration,
 }
 

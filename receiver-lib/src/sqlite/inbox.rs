@@ -93,18 +93,28 @@ impl Index for InboxIndex {
     }
 }
 
-/// Retry and retention settings of the inbox.
+/// Retry and retention settings of the inbox. Every field's default is on its line; with all of
+/// them, a failing entry is tried 10 times over about 43 minutes before it is set aside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InboxPolicy {
-    /// How long processed entries are kept for dedup and replay protection (24 h by default).
+    /// How long a processed entry (or a discarded dead letter) is kept after it was received,
+    /// so that the sender's retry of it is still a duplicate and a replay of it still caught.
+    /// Pending and dead entries are never dropped. Default: 24 hours; keep it well past the
+    /// sender's retry (about 5 minutes) plus the signature tolerance.
     pub retention: Duration,
     /// Attempts before an entry is set aside as dead: kept, listed by
     /// [`SqliteInbox::dead_letters`], until [`SqliteInbox::requeue_dead_letter`] hands it out
-    /// again or [`SqliteInbox::discard_dead_letter`] gives up on it.
+    /// again or [`SqliteInbox::discard_dead_letter`] gives up on it (`svc-cli inbox` does
+    /// both on the file `svc-cli webhook serve` writes). Default: 10.
     pub max_attempts: u32,
-    /// Delay before the first retry; doubles on each failure, capped at one hour.
+    /// Delay before the first retry; doubles on each failure (5 s, 10 s, 20 s, ...), capped at
+    /// one hour. Default: 5 seconds.
     pub first_backoff: Duration,
-    /// How long a handed-out entry is reserved for its handler before it is due again.
+    /// How long a handed-out entry is reserved for its handler before it is handed out again.
+    /// The handler gets 90% of it (270 s by default) and is then cancelled, its attempt
+    /// counted as failed. After a crash (the process killed with entries in hand) those entries
+    /// wait for the rest of their lease, up to 5 minutes by default, before another worker
+    /// takes them; a graceful shutdown settles them instead. Default: 300 seconds.
     pub lease: Duration,
 }
 
@@ -338,27 +348,30 @@ impl SqliteInbox {
     /// # Errors
     /// [`StoreError`] when the database fails.
     pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
-        let rows: Vec<(String, i64, String, i64)> = self
+        type Row = (String, i64, String, i64, Vec<u8>);
+        let rows: Vec<Row> = self
             .writer
             .run(|conn, _| {
                 let mut stmt = conn.prepare(
-                    "SELECT id, attempts, COALESCE(last_error, ''), received_at FROM webhook_inbox
-                     WHERE state = 'dead' ORDER BY rowid",
+                    "SELECT id, attempts, COALESCE(last_error, ''), received_at, body
+                     FROM webhook_inbox WHERE state = 'dead' ORDER BY rowid",
                 )?;
-                let rows =
-                    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+                let rows = stmt.query_map([], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })?;
                 rows.collect()
             })
             .await?;
         Ok(rows
             .into_iter()
             // Every stored id was a valid webhook id when it was accepted.
-            .filter_map(|(id, attempts, last_error, received_at)| {
+            .filter_map(|(id, attempts, last_error, received_at, body)| {
                 Some(DeadLetter {
                     webhook_id: WebhookId::parse(id.as_bytes()).ok()?,
                     attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
                     last_error,
                     received_at,
+                    body,
                 })
             })
             .collect())
@@ -438,8 +451,9 @@ impl SqliteInbox {
 }
 
 /// An inbox entry set aside after its last attempt failed; kept until it is requeued or
-/// discarded.
+/// discarded. Non-exhaustive: built by the inbox only.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeadLetter {
     /// The delivery's `X-Service-Webhook-Id`.
     pub webhook_id: WebhookId,
@@ -449,6 +463,8 @@ pub struct DeadLetter {
     pub last_error: String,
     /// When it was received (unix seconds).
     pub received_at: i64,
+    /// The verified raw body (a `call.scored` event), to see which call it was about.
+    pub body: Vec<u8>,
 }
 
 fn accept_in(

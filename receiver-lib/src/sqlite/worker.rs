@@ -10,6 +10,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tracing::Instrument;
 
 use super::inbox::{InboxEntry, InboxPolicy, Settled, SqliteInbox};
@@ -113,6 +114,9 @@ pub async fn run_inbox_worker<H: EventHandler>(
 /// Like [`run_inbox_worker`], with up to `workers` entries in hand at once (at least one), all
 /// on the calling task: handlers overlap while they wait, and each entry still goes to exactly
 /// one of them. Shutdown lets every entry in hand finish and be settled.
+///
+/// To also serve the route and stop both under one signal, draining what arrived last, use
+/// `svc_receiver::axum::Server::with_inbox_workers` (features `axum` and `sqlite`).
 pub async fn run_inbox_workers<H: EventHandler>(
     inbox: SqliteInbox,
     handler: H,
@@ -120,45 +124,73 @@ pub async fn run_inbox_workers<H: EventHandler>(
     workers: usize,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let (stop, stopping) = tokio::sync::watch::channel(false);
-    let loops = futures_util::future::join_all((0..workers.max(1)).map(|_| {
-        let mut stopping = stopping.clone();
-        worker_loop(&inbox, &handler, &clock, async move {
-            // An error means the sender is gone, which only happens once all loops are done.
-            let _ = stopping.wait_for(|stop| *stop).await;
-        })
-    }));
-    let mut loops = std::pin::pin!(loops);
+    let (phase, phases) = watch::channel(Phase::Run);
+    let mut loops = std::pin::pin!(run_pool(&inbox, &handler, &clock, workers, phases));
     tokio::select! {
-        _ = &mut loops => {}
+        () = &mut loops => {}
         () = shutdown => {
-            let _ = stop.send(true);
+            let _ = phase.send(Phase::Stop);
             loops.await;
         }
     }
+}
+
+/// What the loops of a pool are asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Hand out due entries, waiting for more when none is due.
+    Run,
+    /// Hand out due entries until none is due (or the inbox fails), then stop: what arrived
+    /// before a shutdown is handled before it completes. Asked for by the axum server.
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    Drain,
+    /// Stop once the entry in hand is settled.
+    Stop,
+}
+
+/// Runs `workers` loops (at least one) on the calling task until `phases` says so.
+pub(crate) async fn run_pool<H: EventHandler>(
+    inbox: &SqliteInbox,
+    handler: &H,
+    clock: &impl Clock,
+    workers: usize,
+    phases: watch::Receiver<Phase>,
+) {
+    futures_util::future::join_all(
+        (0..workers.max(1)).map(|_| worker_loop(inbox, handler, clock, phases.clone())),
+    )
+    .await;
 }
 
 async fn worker_loop<H: EventHandler>(
     inbox: &SqliteInbox,
     handler: &H,
     clock: &impl Clock,
-    shutdown: impl Future<Output = ()>,
+    mut phases: watch::Receiver<Phase>,
 ) {
-    let mut shutdown = std::pin::pin!(shutdown);
     loop {
+        if *phases.borrow_and_update() == Phase::Stop {
+            return;
+        }
         let idle = match process_next(inbox, handler, clock.now()).await {
-            Ok(Step::Settled(_)) => Duration::ZERO,
+            Ok(Step::Settled(_)) => continue,
             Ok(Step::Empty) => IDLE_POLL,
             Err(err) => {
                 tracing::error!(error = %err, "webhook inbox unavailable");
                 IDLE_POLL
             }
         };
+        if *phases.borrow_and_update() != Phase::Run {
+            return;
+        }
         tokio::select! {
-            biased;
-            () = &mut shutdown => return,
-            () = inbox.wait_for_arrival(idle), if !idle.is_zero() => {}
-            () = std::future::ready(()), if idle.is_zero() => {}
+            changed = phases.changed() => {
+                // The sender is gone: nobody can ask for more; stop.
+                if changed.is_err() {
+                    return;
+                }
+            }
+            () = inbox.wait_for_arrival(idle) => {}
         }
     }
 }

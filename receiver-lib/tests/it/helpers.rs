@@ -87,6 +87,15 @@ impl Logs {
     /// guard is dropped. A `#[tokio::test]` runtime is single-threaded, so routes and workers
     /// it spawns log here too.
     pub(crate) fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+        // tracing caches, per call site, whether any subscriber wants it, computed when the
+        // site is first hit. A site first hit by another test while no subscriber of this
+        // binary was alive could be cached as wanted by none, and its events (or the webhook
+        // span) lost here. A global subscriber that wants everything (a bare registry: it
+        // records spans, prints nothing) keeps every site wanted.
+        static WANT_EVERYTHING: std::sync::Once = std::sync::Once::new();
+        WANT_EVERYTHING.call_once(|| {
+            let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
+        });
         let logs = Self::default();
         let subscriber = tracing_subscriber::fmt()
             .with_writer({

@@ -9,4 +9,5 @@ mod practice;
 mod reconcile;
 mod roster;
 mod webhook_serve;
+mod webhook_serve_reload;
 mod webhook_verify;

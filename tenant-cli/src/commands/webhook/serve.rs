@@ -1,13 +1,17 @@
 //! `svc-cli webhook serve`: the flags of [`crate::receiver`], the receiver that writes
 //! deliveries into the local store `reconcile` reads. SIGTERM or Ctrl-C stops accepting, lets
-//! in-flight requests and entries finish, and exits 0.
+//! in-flight requests and entries finish, and exits 0. With `--secret-file`, the file is read
+//! again when it changes and on SIGHUP.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use svc_receiver::reload::SecretFile;
 use svc_receiver::{Keyring, SigningSecret};
 
 use crate::commands::Ctx;
@@ -32,9 +36,14 @@ pub struct ServeArgs {
         conflicts_with = "secret_file"
     )]
     secret_env: Option<String>,
-    /// Read the signing secret (whsec_…) from this file (surrounding whitespace ignored)
+    /// Read the signing secret (whsec_…) from this file (surrounding whitespace ignored); it
+    /// is read again when it changes and on SIGHUP, and a new secret takes effect at once (the
+    /// one it replaces is still accepted for 5 minutes)
     #[arg(long, value_name = "PATH")]
     secret_file: Option<PathBuf>,
+    /// How often the secret file is read, in milliseconds (for tests)
+    #[arg(long, default_value_t = 1000, value_name = "MS", hide = true, value_parser = clap::value_parser!(u64).range(1..))]
+    secret_poll_ms: u64,
     /// Also accept deliveries signed with the previous secret, read from this environment
     /// variable (while the service and this receiver switch secrets)
     #[arg(long, value_name = "VAR")]
@@ -54,6 +63,7 @@ impl std::fmt::Debug for ServeArgs {
             .field("store", &self.store)
             .field("secret_env", &self.secret_env)
             .field("secret_file", &self.secret_file)
+            .field("secret_poll_ms", &self.secret_poll_ms)
             .field("previous_secret_env", &self.previous_secret_env)
             .field("path", &self.path)
             .field("fetch", &self.fetch)
@@ -68,35 +78,54 @@ fn secret_from(source: &str, value: Option<String>) -> anyhow::Result<SigningSec
         .map_err(|e| CliError::Usage(format!("the secret in {source} is not valid: {e}")).into())
 }
 
+/// Where the receiver's keys come from.
+enum Keys {
+    /// Read once at start (`--secret-env`).
+    Fixed(Keyring),
+    /// Read from a file, again on change and on SIGHUP (`--secret-file`).
+    File(Box<SecretFile>),
+}
+
 impl ServeArgs {
-    fn keyring(&self) -> anyhow::Result<Keyring> {
-        let current = match (&self.secret_env, &self.secret_file) {
-            (Some(var), _) => secret_from(
-                &format!("environment variable {var}"),
-                std::env::var(var).ok(),
-            )?,
+    /// The secret of `--previous-secret-env`, if given.
+    fn previous(&self) -> anyhow::Result<Option<SigningSecret>> {
+        self.previous_secret_env
+            .as_ref()
+            .map(|var| {
+                secret_from(
+                    &format!("environment variable {var}"),
+                    std::env::var(var).ok(),
+                )
+            })
+            .transpose()
+    }
+
+    fn keys(&self) -> anyhow::Result<Keys> {
+        match (&self.secret_env, &self.secret_file) {
+            (Some(var), _) => {
+                let current = secret_from(
+                    &format!("environment variable {var}"),
+                    std::env::var(var).ok(),
+                )?;
+                let mut keyring = Keyring::new().with_key("current", current);
+                if let Some(previous) = self.previous()? {
+                    keyring = keyring.with_key("previous", previous);
+                }
+                Ok(Keys::Fixed(keyring))
+            }
             (None, Some(path)) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    CliError::Usage(format!(
-                        "cannot read the secret file {}: {e}",
-                        path.display()
-                    ))
-                })?;
-                secret_from(&format!("the file {}", path.display()), Some(text))?
+                let mut file = SecretFile::open(path)
+                    .map_err(|e| CliError::Usage(e.to_string()))?
+                    .poll_interval(Duration::from_millis(self.secret_poll_ms));
+                if let Some(previous) = self.previous()? {
+                    file = file.with_key("previous", previous);
+                }
+                Ok(Keys::File(Box::new(file)))
             }
             (None, None) => {
-                return Err(CliError::Usage("give --secret-env or --secret-file".into()).into());
+                Err(CliError::Usage("give --secret-env or --secret-file".into()).into())
             }
-        };
-        let mut keyring = Keyring::new().with_key("current", current);
-        if let Some(var) = &self.previous_secret_env {
-            let previous = secret_from(
-                &format!("environment variable {var}"),
-                std::env::var(var).ok(),
-            )?;
-            keyring = keyring.with_key("previous", previous);
         }
-        Ok(keyring)
     }
 }
 
@@ -110,7 +139,7 @@ pub async fn exec(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<()> {
             CliError::Usage(format!("--path must start with '/', got {:?}", args.path)).into(),
         );
     }
-    let keyring = args.keyring()?;
+    let keys = args.keys()?;
     let client = if args.fetch {
         Some(ctx.client()?)
     } else {
@@ -121,6 +150,26 @@ pub async fn exec(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let local = listener.local_addr().context("reading the bound address")?;
+    let mut config = ReceiverConfig {
+        store,
+        keyring: Keyring::new(),
+        path: args.path.clone(),
+        client,
+    };
+    // Built before the note below: with a secret file, this installs the SIGHUP handler, so
+    // that a SIGHUP sent once the receiver says it runs reloads the file.
+    let running: Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>> = match keys {
+        Keys::Fixed(keyring) => {
+            config.keyring = keyring;
+            Box::pin(receiver::run(config, listener, shutdown_signal()))
+        }
+        Keys::File(file) => Box::pin(receiver::run_with_secret_file(
+            config,
+            *file,
+            listener,
+            shutdown_signal(),
+        )),
+    };
     ctx.out.note(&format!(
         "receiving webhooks on http://{local}{} into {}{}",
         args.path,
@@ -131,41 +180,16 @@ pub async fn exec(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<()> {
             ""
         }
     ));
-    let config = ReceiverConfig {
-        store,
-        keyring,
-        path: args.path,
-        client,
-    };
-    receiver::run(config, listener, shutdown_signal()).await?;
+    running.await?;
     ctx.out.note("stopped");
     Ok(())
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
+/// Resolves on Ctrl-C or SIGTERM, and then gives the drain a deadline.
 async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
-    }
-    // A deadline for the drain: a client that never finishes its request cannot hold the
-    // process for ever.
+    svc_receiver::axum::shutdown_signal().await;
+    // A deadline for the drain: the server bounds each request and the inbox drain, but a
+    // stuck store could still hold the process.
     tokio::spawn(async {
         tokio::time::sleep(Duration::from_secs(30)).await;
         tracing::warn!("in-flight requests did not finish within 30 s; exiting");
