@@ -2,6 +2,7 @@
 //! Each test failed before its fix.
 
 mod abuse;
+mod connections;
 mod contract;
 mod fairness;
 mod links;
