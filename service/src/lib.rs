@@ -10,8 +10,9 @@
 //!   [`request_id`] (request ids, error envelopes, access log) and the body limit.
 //! - [`auth`] turns a bearer API key into a [`auth::Tenant`]; [`cors`] holds the
 //!   cross-origin policy (none on API-key routes, permissive for the SDK's redeem route).
-//! - [`error`] is the error contract ([`ApiError`]); [`extract`] has the JSON, query and
-//!   path extractors that reject into it; [`domain`] validates the roster's text fields.
+//! - [`error`] is the error contract ([`ApiError`]) and [`envelope`] its documentation types;
+//!   [`extract`] has the JSON, query and path extractors that reject into it; [`domain`]
+//!   validates the roster's text fields.
 //! - [`db`] is the storage handle ([`db::Db`]) with every SQL statement and the migrations.
 //! - [`state`], [`config`] and [`clock`] carry shared state, settings (and the `serve`
 //!   flags) and the injectable time source; [`ids`], [`time`], [`cursor`] and
@@ -40,6 +41,7 @@ pub mod cursor;
 pub mod db;
 pub mod deliveries;
 pub mod domain;
+pub mod envelope;
 pub mod error;
 pub mod extract;
 pub mod ids;

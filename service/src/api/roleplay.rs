@@ -20,10 +20,10 @@ use utoipa::openapi::schema::SchemaType;
 use utoipa::openapi::{Object, ObjectBuilder, Type};
 use utoipa::{OpenApi, ToSchema};
 
-use crate::api::openapi::ErrorEnvelope;
 use crate::auth::bearer_credential;
 use crate::db::{GoLive, Spend};
 use crate::domain::text;
+use crate::envelope::ErrorEnvelope;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::ids;
