@@ -54,6 +54,20 @@ impl SigningSecret {
         })
     }
 
+    /// Signs `body` at `timestamp` (unix seconds) as the service signs a delivery: the full
+    /// `X-Service-Signature` value, as [`crate::sign`] gives from the secret's text.
+    ///
+    /// ```
+    /// use svc_receiver::{SigningSecret, sign};
+    /// # fn main() -> Result<(), svc_receiver::SecretError> {
+    /// let secret = SigningSecret::new("whsec_fixture")?;
+    /// assert_eq!(secret.sign(1_767_225_600, b"{}"), sign("whsec_fixture", 1_767_225_600, b"{}"));
+    /// # Ok(()) }
+    /// ```
+    pub fn sign(&self, timestamp: i64, body: &[u8]) -> String {
+        crate::signature::sign_keyed(&self.keyed, timestamp, body)
+    }
+
     pub(crate) fn keyed(&self) -> &HmacSha256 {
         &self.keyed
     }

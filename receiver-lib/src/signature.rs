@@ -49,8 +49,12 @@ pub const MAX_SIGNATURES: usize = 8;
 /// assert_eq!(header.len(), "t=1767225600,v1=".len() + 64);
 /// ```
 pub fn sign(secret: &str, timestamp: i64, body: &[u8]) -> String {
-    let mac = keyed(secret.as_bytes());
-    let digest = mac_of(&mac, timestamp.to_string().as_bytes(), body);
+    sign_keyed(&keyed(secret.as_bytes()), timestamp, body)
+}
+
+/// [`sign`] from an already keyed state.
+pub(crate) fn sign_keyed(keyed: &HmacSha256, timestamp: i64, body: &[u8]) -> String {
+    let digest = mac_of(keyed, timestamp.to_string().as_bytes(), body);
     format!("t={timestamp},v1={}", hex::encode(digest))
 }
 

@@ -27,7 +27,8 @@ Exit codes:
   0   success
   1   failure (bad request or data; a failed row of an import, unless every failed row
       failed for a temporary reason; a practice run whose single-use token is now spent;
-      a reconcile that could not store a listed call)
+      a reconcile that could not store a listed call; an inbox requeue or discard of an id
+      that is not a dead letter)
   2   usage error (bad flags or arguments, missing base URL or API key, a config file named
       by --config or SVC_CONFIG that does not exist, a store path in a missing directory or
       a file that is not a store)
@@ -37,7 +38,8 @@ Exit codes:
       IP_NOT_ALLOWED, INVALID_TOKEN, TOKEN_EXPIRED, TOKEN_ALREADY_USED)
   75  temporary failure worth retrying (429, INTERNAL_ERROR, SERVICE_UNAVAILABLE, connection
       errors, timeouts; an import whose failed rows all failed so: rerun the same file later;
-      another reconcile run holds the store's lock)
+      another reconcile run holds the store's lock; the store stayed locked for an inbox
+      command)
 
 Environment: SVC_BASE_URL, SVC_API_KEY, SVC_PROFILE, SVC_CONFIG, SVC_STORE, NO_COLOR, RUST_LOG.";
 

@@ -7,6 +7,7 @@ pub mod agents;
 pub mod calls;
 pub mod completions;
 pub mod config;
+pub mod inbox;
 pub mod practice;
 pub mod reconcile;
 pub mod roster;
@@ -139,6 +140,9 @@ commands! {
     /// Read the local store: statistics, export
     #[command(subcommand)]
     Store(store::StoreCommand),
+    /// The webhook inbox in the local store: list, requeue or discard dead letters
+    #[command(subcommand)]
+    Inbox(inbox::InboxCommand),
 }
 
 impl Cli {

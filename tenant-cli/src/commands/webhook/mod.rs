@@ -1,7 +1,10 @@
 //! `svc-cli webhook`: `verify` checks a captured delivery the way a receiver would; `serve`
-//! receives the service's deliveries into the local store.
+//! receives the service's deliveries into the local store; `sign` signs a body as the service
+//! does, to exercise a receiver.
 
+mod secret;
 pub mod serve;
+pub mod sign;
 pub mod verify;
 
 use clap::Subcommand;
@@ -17,6 +20,9 @@ pub enum WebhookCommand {
     Verify(VerifyArgs),
     /// Receive deliveries into the local store: verify, deduplicate, commit, then answer 200
     Serve(serve::ServeArgs),
+    /// Sign a body as the service signs a delivery: print the X-Service-Signature value, or a
+    /// curl command that delivers it
+    Sign(sign::SignArgs),
 }
 
 impl WebhookCommand {
@@ -33,6 +39,7 @@ impl WebhookCommand {
                 code => Err(CliError::Reported(code).into()),
             },
             Self::Serve(args) => serve::exec(ctx, args).await,
+            Self::Sign(args) => sign::exec(ctx, args),
         }
     }
 }

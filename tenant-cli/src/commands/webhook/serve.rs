@@ -14,6 +14,7 @@ use clap::Args;
 use svc_receiver::reload::SecretFile;
 use svc_receiver::{Keyring, SigningSecret};
 
+use super::secret;
 use crate::commands::Ctx;
 use crate::exit::CliError;
 use crate::receiver::{self, ReceiverConfig};
@@ -71,13 +72,6 @@ impl std::fmt::Debug for ServeArgs {
     }
 }
 
-/// Reads a secret from an environment variable or a file; never prints it.
-fn secret_from(source: &str, value: Option<String>) -> anyhow::Result<SigningSecret> {
-    let value = value.ok_or_else(|| CliError::Usage(format!("{source} is not set")))?;
-    SigningSecret::new(value.trim())
-        .map_err(|e| CliError::Usage(format!("the secret in {source} is not valid: {e}")).into())
-}
-
 /// Where the receiver's keys come from.
 enum Keys {
     /// Read once at start (`--secret-env`).
@@ -90,23 +84,15 @@ impl ServeArgs {
     /// The secret of `--previous-secret-env`, if given.
     fn previous(&self) -> anyhow::Result<Option<SigningSecret>> {
         self.previous_secret_env
-            .as_ref()
-            .map(|var| {
-                secret_from(
-                    &format!("environment variable {var}"),
-                    std::env::var(var).ok(),
-                )
-            })
+            .as_deref()
+            .map(secret::from_env)
             .transpose()
     }
 
     fn keys(&self) -> anyhow::Result<Keys> {
         match (&self.secret_env, &self.secret_file) {
             (Some(var), _) => {
-                let current = secret_from(
-                    &format!("environment variable {var}"),
-                    std::env::var(var).ok(),
-                )?;
+                let current = secret::from_env(var)?;
                 let mut keyring = Keyring::new().with_key("current", current);
                 if let Some(previous) = self.previous()? {
                     keyring = keyring.with_key("previous", previous);

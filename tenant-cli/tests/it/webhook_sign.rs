@@ -1,0 +1,155 @@
+//! `svc-cli webhook sign` (issue 13, item 9): the header it prints verifies, and its curl
+//! command delivers a body that a receiver accepts once.
+
+use std::sync::Arc;
+
+use axum::Router;
+use svc_receiver::axum::{WebhookReceiver, webhook_route};
+use svc_receiver::dedup::MemoryDedupStore;
+use svc_receiver::{Keyring, Received, SigningSecret, Verifier, sign};
+use tokio::sync::mpsc;
+
+use crate::helpers::Sandbox;
+
+const SECRET: &str = "whsec_sign_test_0123456789";
+const T: i64 = 1_767_225_600;
+
+fn body() -> String {
+    r#"{"event":"call.scored","success":true,"callId":"svc_call_signed","source":"roleplay","agentId":"svc_agent_1","agencyId":"svc_agency_1","platformAgentId":null,"platformAgencyId":null,"occurredAt":"2026-01-01T00:00:00Z","requestId":"req_1"}"#.to_owned()
+}
+
+#[tokio::test]
+async fn the_printed_header_is_the_services_signature_of_the_body() {
+    let sandbox = Sandbox::new().env("WH", SECRET);
+    let file = sandbox.write("body.json", body());
+    let file = file.to_str().expect("utf-8 path");
+    let run = sandbox
+        .run(&[
+            "webhook",
+            "sign",
+            "--secret-env",
+            "WH",
+            "--body-file",
+            file,
+            "--t",
+            &T.to_string(),
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout.trim_end(), sign(SECRET, T, body().as_bytes()));
+    assert!(!run.stdout.contains(SECRET) && !run.stderr.contains(SECRET));
+
+    let secret_file = sandbox.write("secret", format!("{SECRET}\n"));
+    let json = sandbox
+        .run(&[
+            "--json",
+            "webhook",
+            "sign",
+            "--secret-file",
+            secret_file.to_str().expect("utf-8 path"),
+            "--body-file",
+            file,
+            "--t",
+            &T.to_string(),
+            "--webhook-id",
+            "wh_given",
+        ])
+        .await;
+    assert_eq!(json.code, 0, "{json:?}");
+    let printed = json.json();
+    assert_eq!(printed["signature"], sign(SECRET, T, body().as_bytes()));
+    assert_eq!(
+        (printed["t"].as_i64(), printed["webhookId"].as_str()),
+        (Some(T), Some("wh_given"))
+    );
+}
+
+#[tokio::test]
+async fn usage_errors_exit_2_and_never_show_the_secret() {
+    let sandbox = Sandbox::new().env("WH", "not_a_whsec_value");
+    let file = sandbox.write("body.json", body());
+    let file = file.to_str().expect("utf-8 path");
+    for args in [
+        vec!["webhook", "sign", "--secret-env", "WH", "--body-file", file],
+        vec![
+            "webhook",
+            "sign",
+            "--secret-env",
+            "UNSET",
+            "--body-file",
+            file,
+        ],
+        vec!["webhook", "sign", "--body-file", file],
+        vec![
+            "webhook",
+            "sign",
+            "--secret-env",
+            "WH",
+            "--body-file",
+            "missing.json",
+        ],
+    ] {
+        let run = sandbox.run(&args).await;
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        assert!(!run.stderr.contains("not_a_whsec_value"), "{run:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_curl_command_delivers_the_body_to_a_receiver() {
+    if std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("curl is not installed; skipped");
+        return;
+    }
+    let (tx, mut events) = mpsc::unbounded_channel();
+    let handler = move |received: Received| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send((received.webhook_id.to_string(), received.event.call_id));
+            Ok::<(), String>(())
+        }
+    };
+    let verifier = Verifier::new(Keyring::single(SigningSecret::new(SECRET).expect("secret")));
+    let receiver = WebhookReceiver::new(verifier, Arc::new(MemoryDedupStore::default()), handler);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/webhooks", listener.local_addr().expect("addr"));
+    let app = Router::new().route("/webhooks", webhook_route(receiver));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let sandbox = Sandbox::new().env("WH", SECRET);
+    let file = sandbox.write("body.json", body());
+    let run = sandbox
+        .run(&[
+            "webhook",
+            "sign",
+            "--secret-env",
+            "WH",
+            "--body-file",
+            file.to_str().expect("utf-8 path"),
+            "--curl",
+            &url,
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let command = run.stdout.trim_end().to_owned();
+    let delivered = tokio::process::Command::new("sh")
+        .args(["-c", &command])
+        .env_remove("http_proxy")
+        .env_remove("HTTP_PROXY")
+        .env_remove("all_proxy")
+        .env_remove("ALL_PROXY")
+        .output()
+        .await
+        .expect("run the curl command");
+    let answer = String::from_utf8_lossy(&delivered.stdout);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{command}\n{answer}");
+    let (webhook_id, call_id) = events.recv().await.expect("delivered to user code");
+    assert_eq!(call_id, "svc_call_signed");
+    assert!(webhook_id.starts_with("wh_test_"), "{webhook_id}");
+}
