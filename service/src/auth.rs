@@ -3,7 +3,9 @@
 //!
 //! Checks, in order: a `Bearer svc_live_…` credential that is known (`401 INVALID_API_KEY`),
 //! not revoked (`401 API_KEY_REVOKED`), of an active tenant (`403 TENANT_INACTIVE`), from an
-//! address on the tenant's allowlist when it has one (`403 IP_NOT_ALLOWED`).
+//! address on the tenant's allowlist when it has one (`403 IP_NOT_ALLOWED`), within the
+//! tenant's request rate limit when the operator set one (`429 RATE_LIMITED` with
+//! `Retry-After`, see [`crate::ratelimit`]).
 //!
 //! The caller's address is the TCP peer. With `serve --trust-forwarded-for` it is the last
 //! entry of `X-Forwarded-For` instead (the address the proxy in front of us saw); a missing
@@ -62,6 +64,12 @@ impl FromRequestParts<AppState> for Tenant {
             });
             if !allowed {
                 return Err(ApiError::IpNotAllowed);
+            }
+        }
+        if let Some(limit) = record.requests_per_second {
+            let per_second = u32::try_from(limit.max(1)).unwrap_or(u32::MAX);
+            if let Err(wait) = state.rate_limiter.check(&record.tenant_id, per_second) {
+                return Err(ApiError::RateLimited(wait));
             }
         }
         Ok(Tenant {

@@ -4,6 +4,7 @@
 //! error, an invalid dialer record; the message is on stderr); 2 usage error (from the flag
 //! parser, or a file or value a command cannot use).
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -57,7 +58,8 @@ pub async fn main() -> ExitCode {
             if let Some(Reported(code)) = error.downcast_ref::<Reported>() {
                 return ExitCode::from(*code);
             }
-            eprintln!("error: {error:#}");
+            // stderr may be a closed pipe too: never panic over the message.
+            let _ = writeln!(std::io::stderr(), "error: {error:#}");
             if error.downcast_ref::<Usage>().is_some() {
                 ExitCode::from(2)
             } else {

@@ -107,6 +107,28 @@ pub struct Config {
     /// Base URL of the links this server hands out; `None`: `http://` and the address the
     /// server listens on ([`crate::run`] fills it in), or the request's `Host` without a server.
     pub public_url: Option<String>,
+    /// What one live practice call may send (see [`crate::live::limits`]).
+    pub live_limits: crate::live::limits::LiveLimits,
+    /// What one HTTP connection may hold: header-read, request and keep-alive idle timeouts,
+    /// and a cap on connections open at once (see [`crate::run`]).
+    pub http_limits: svc_receiver::axum::ServerLimits,
+}
+
+/// How long the API answers one request at most: past it, `400 INVALID_REQUEST` in the
+/// envelope (a body that never finishes arriving). The connection-level request timeout sits a
+/// little above it, as a last resort.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The connection limits of `serve`: headers within 5 s, a request answered within 15 s (the
+/// API's own 10 s timeout answers first, in the envelope), a kept-alive connection closed after
+/// 30 s idle, and at most 1 024 connections open at once (more wait in the listen backlog).
+pub fn default_http_limits() -> svc_receiver::axum::ServerLimits {
+    svc_receiver::axum::ServerLimits {
+        header_read_timeout: std::time::Duration::from_secs(5),
+        request_timeout: REQUEST_TIMEOUT + std::time::Duration::from_secs(5),
+        keep_alive_idle_timeout: std::time::Duration::from_secs(30),
+        max_connections: 1_024,
+    }
 }
 
 /// Where recordings are archived by default: `<database file>-audio`, beside the database.
@@ -142,6 +164,8 @@ impl Config {
             webhook_timeout: crate::webhook::client::DEFAULT_TIMEOUT,
             audio_dir: None,
             public_url: None,
+            live_limits: crate::live::limits::LiveLimits::default(),
+            http_limits: default_http_limits(),
         }
     }
 }

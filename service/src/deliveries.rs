@@ -8,6 +8,8 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
+use crate::operator::print_line;
+
 use crate::config::DEFAULT_DB;
 use crate::db::{Db, DeliveryRow};
 use crate::time::format_millis;
@@ -56,12 +58,12 @@ impl DeliveriesArgs {
                     .await
                     .context("listing deliveries")?;
                 if self.json {
-                    println!("{}", Value::Array(rows.iter().map(to_json).collect()));
+                    print_line(&Value::Array(rows.iter().map(to_json).collect()).to_string())?;
                 } else if rows.is_empty() {
-                    println!("no deliveries");
+                    print_line("no deliveries")?;
                 } else {
                     for row in &rows {
-                        println!("{}", to_lines(row));
+                        print_line(&to_lines(row))?;
                     }
                 }
             }

@@ -61,6 +61,10 @@ pub enum ApiError {
     /// links are this service's own; outside the contract's codes).
     #[error("{0}")]
     AudioLinkInvalid(String),
+    /// 429: the tenant is over the request rate limit the operator set (off by default; the
+    /// contract announces 429 with `Retry-After` should limits be introduced). Holds the wait.
+    #[error("too many requests: retry after the Retry-After delay")]
+    RateLimited(std::time::Duration),
     /// 404 on a path the API does not have (routing; outside the contract's codes).
     #[error("no such endpoint")]
     RouteNotFound,
@@ -99,6 +103,7 @@ impl ApiError {
             | ApiError::AgencyNotFound
             | ApiError::RouteNotFound => StatusCode::NOT_FOUND,
             ApiError::AgentAlreadyExists(_) => StatusCode::CONFLICT,
+            ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -123,6 +128,7 @@ impl ApiError {
             ApiError::AgencyNotFound => "AGENCY_NOT_FOUND",
             ApiError::AgentAlreadyExists(_) => "AGENT_ALREADY_EXISTS",
             ApiError::AudioLinkInvalid(_) => "AUDIO_LINK_INVALID",
+            ApiError::RateLimited(_) => "RATE_LIMITED",
             ApiError::RouteNotFound => "NOT_FOUND",
             ApiError::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ApiError::Internal(_) => "INTERNAL_ERROR",
@@ -189,6 +195,15 @@ impl IntoResponse for ApiError {
             details: self.details(),
         };
         let mut response = self.status().into_response();
+        if let ApiError::RateLimited(wait) = &self {
+            // Whole seconds, at least one (Retry-After has no fraction).
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            if let Ok(value) = axum::http::HeaderValue::from_str(&secs.max(1).to_string()) {
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::RETRY_AFTER, value);
+            }
+        }
         response.extensions_mut().insert(body);
         response
     }

@@ -10,8 +10,9 @@
 //!   [`request_id`] (request ids, error envelopes, access log) and the body limit.
 //! - [`auth`] turns a bearer API key into a [`auth::Tenant`]; [`cors`] holds the
 //!   cross-origin policy (none on API-key routes, permissive for the SDK's redeem route).
-//! - [`error`] is the error contract ([`ApiError`]); [`extract`] has the JSON, query and
-//!   path extractors that reject into it; [`domain`] validates the roster's text fields.
+//! - [`error`] is the error contract ([`ApiError`]) and [`envelope`] its documentation types;
+//!   [`extract`] has the JSON, query and path extractors that reject into it; [`domain`]
+//!   validates the roster's text fields.
 //! - [`db`] is the storage handle ([`db::Db`]) with every SQL statement and the migrations.
 //! - [`state`], [`config`] and [`clock`] carry shared state, settings (and the `serve`
 //!   flags) and the injectable time source; [`ids`], [`time`], [`cursor`] and
@@ -40,12 +41,14 @@ pub mod cursor;
 pub mod db;
 pub mod deliveries;
 pub mod domain;
+pub mod envelope;
 pub mod error;
 pub mod extract;
 pub mod ids;
 pub mod live;
 pub mod operator;
 pub mod practice;
+pub mod ratelimit;
 pub mod realcall;
 pub mod request_id;
 pub mod scoring;
@@ -55,7 +58,6 @@ pub mod time;
 pub mod webhook;
 
 use std::future::Future;
-use std::net::SocketAddr;
 
 use anyhow::Context as _;
 use axum::Router;
@@ -79,6 +81,10 @@ pub fn router(state: AppState) -> Router {
         .fallback(request_id::not_found)
         .method_not_allowed_fallback(request_id::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            config::REQUEST_TIMEOUT,
+        ))
         .layer(axum::middleware::from_fn(request_id::middleware))
         .with_state(state)
 }
@@ -130,13 +136,16 @@ pub async fn run(
     let mut server_stop = Stop(stop_rx);
     let address = listener.local_addr().ok();
     tracing::info!(?address, "serving the v1 API");
-    axum::serve(
-        listener,
-        router(state).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move { server_stop.requested().await })
-    .await
-    .context("serving HTTP")?;
+    // Not axum::serve, which has no timeouts and no connection cap: a client holding
+    // connections that never finish their headers would exhaust the file descriptors. The
+    // receiver crate's server keeps per-connection timeouts and a cap (and gives routes the
+    // peer address, for IP allowlists).
+    let limits = state.config.http_limits;
+    svc_receiver::axum::Server::new(router(state))
+        .limits(limits)
+        .run(listener, async move { server_stop.requested().await })
+        .await
+        .context("serving HTTP")?;
 
     while let Some(joined) = workers.join_next().await {
         joined.context("a background worker failed")?;

@@ -60,6 +60,10 @@ fn framework_error(response: &Response) -> Option<ErrorBody> {
         return None;
     }
     let error = match status {
+        StatusCode::REQUEST_TIMEOUT => ApiError::invalid(format!(
+            "the request was not received and answered within {} s",
+            crate::config::REQUEST_TIMEOUT.as_secs()
+        )),
         StatusCode::NOT_FOUND => ApiError::RouteNotFound,
         StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed,
         _ if status.is_server_error() => ApiError::Internal(anyhow::anyhow!("status {status}")),

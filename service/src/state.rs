@@ -26,6 +26,8 @@ pub struct AppState {
     pub archive: Archive,
     /// Signs and checks audio links.
     pub audio_links: Links,
+    /// Per-tenant request rate limits (for tenants the operator gave one).
+    pub rate_limiter: crate::ratelimit::RateLimiter,
 }
 
 impl AppState {
@@ -49,6 +51,7 @@ impl AppState {
             clock: config.clock.clone(),
             archive: Archive::new(config.audio_dir()),
             audio_links: Links::new(audio_key),
+            rate_limiter: crate::ratelimit::RateLimiter::default(),
             config,
             cursors: CursorCodec::new(key),
             practice,

@@ -7,10 +7,10 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::{OpenApi, ToSchema};
 
-use crate::api::openapi::ErrorEnvelope;
 use crate::auth::Tenant;
 use crate::db::{AgencyRecord, UpsertAgency};
 use crate::domain::{PlatformId, required_text};
+use crate::envelope::ErrorEnvelope;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::state::AppState;

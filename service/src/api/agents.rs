@@ -9,20 +9,17 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use crate::api::agencies::Agency;
-use crate::api::openapi::{AgentAlreadyExistsEnvelope, ErrorEnvelope};
+use crate::api::paging::parse_limit;
 use crate::auth::Tenant;
 use crate::cursor::CursorScope;
 use crate::db::{AgencyRef, AgentFilter, AgentLookup, AgentRecord, NewAgent, RegisterAgent};
 use crate::domain::{Email, Npn, PlatformId, optional, required_text, text};
+use crate::envelope::{AgentAlreadyExistsEnvelope, ErrorEnvelope};
 use crate::error::{AgentAlreadyExistsDetails, ApiError};
 use crate::extract::{ApiJson, ApiQuery};
 use crate::state::AppState;
 use crate::time::format_millis;
 
-/// Default page size of `GET /agents`.
-pub const DEFAULT_LIMIT: u32 = 50;
-/// Largest page size of `GET /agents`.
-pub const MAX_LIMIT: u32 = 100;
 const CURSOR_ENDPOINT: &str = "GET /agents";
 
 /// Routes of this resource.
@@ -315,24 +312,6 @@ fn parse_lookup(query: &ListAgentsQuery) -> Result<Option<AgentLookup>, ApiError
         return Ok(Some(AgentLookup::Email(text("email", raw)?.to_lowercase())));
     }
     Ok(None)
-}
-
-/// Parses a page size: 1 to 100, default 50, never clamped.
-///
-/// # Errors
-/// `INVALID_REQUEST` for anything else.
-pub fn parse_limit(raw: Option<&str>) -> Result<u32, ApiError> {
-    let Some(raw) = raw else {
-        return Ok(DEFAULT_LIMIT);
-    };
-    let invalid = || ApiError::invalid(format!("limit must be an integer from 1 to {MAX_LIMIT}"));
-    if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(invalid());
-    }
-    match raw.parse::<u32>() {
-        Ok(limit) if (1..=MAX_LIMIT).contains(&limit) => Ok(limit),
-        _ => Err(invalid()),
-    }
 }
 
 fn filter_fingerprint(lookup: Option<&AgentLookup>, agency_id: Option<&str>) -> String {

@@ -15,7 +15,7 @@ use tower::ServiceExt;
 use tower_http::services::ServeFile;
 use utoipa::{IntoParams, OpenApi};
 
-use crate::api::openapi::ErrorEnvelope;
+use crate::envelope::ErrorEnvelope;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::realcall::audio::is_archive_name;

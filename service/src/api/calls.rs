@@ -13,13 +13,13 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
-use crate::api::agents::parse_limit;
 use crate::api::call_detail::{CallDetail, Score, TranscriptTurn};
-use crate::api::openapi::ErrorEnvelope;
+use crate::api::paging::parse_limit;
 use crate::auth::Tenant;
 use crate::cursor::CursorScope;
 use crate::db::{AgentRef, CallFilter, CallRow};
 use crate::domain::{PlatformId, optional, text};
+use crate::envelope::ErrorEnvelope;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::realcall::audio::LINK_TTL;

@@ -8,6 +8,7 @@ pub mod audio;
 pub mod call_detail;
 pub mod calls;
 pub mod openapi;
+pub mod paging;
 pub mod roleplay;
 pub mod session;
 pub mod webhook_doc;

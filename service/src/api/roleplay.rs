@@ -20,10 +20,10 @@ use utoipa::openapi::schema::SchemaType;
 use utoipa::openapi::{Object, ObjectBuilder, Type};
 use utoipa::{OpenApi, ToSchema};
 
-use crate::api::openapi::ErrorEnvelope;
 use crate::auth::bearer_credential;
 use crate::db::{GoLive, Spend};
 use crate::domain::text;
+use crate::envelope::ErrorEnvelope;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::ids;
@@ -210,6 +210,12 @@ async fn redeem_session(
     {
         Spend::Spent { call_id } => call_id,
         Spend::AlreadyUsed => return Err(ApiError::TokenAlreadyUsed),
+        Spend::Voided => {
+            return Err(ApiError::InvalidToken(
+                "the session token was voided: its tenant was deactivated or its API keys revoked"
+                    .into(),
+            ));
+        }
         Spend::Unknown => {
             return Err(ApiError::InvalidToken(
                 "the session token is not known to this service".into(),

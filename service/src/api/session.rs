@@ -18,10 +18,10 @@ use chrono::{DateTime, Datelike, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{OpenApi, ToSchema};
 
-use crate::api::openapi::ErrorEnvelope;
 use crate::auth::Tenant;
 use crate::db::{AgentRef, MintResult, NewMint};
 use crate::domain::{PlatformId, text};
+use crate::envelope::ErrorEnvelope;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::ids;

@@ -114,6 +114,8 @@ pub enum Spend {
     },
     /// It was spent before.
     AlreadyUsed,
+    /// It was voided (its tenant was deactivated or its keys revoked) before it was spent.
+    Voided,
     /// No such token (or not this tenant's / agent's).
     Unknown,
 }
@@ -132,7 +134,8 @@ pub(super) fn spend_token(
     let spent: Option<String> = conn
         .query_row(
             "UPDATE session_tokens SET spent_at = ?4
-             WHERE jti = ?1 AND tenant_id = ?2 AND agent_id = ?3 AND spent_at IS NULL RETURNING call_id",
+             WHERE jti = ?1 AND tenant_id = ?2 AND agent_id = ?3 AND spent_at IS NULL
+               AND voided_at IS NULL RETURNING call_id",
             params![jti, tenant_id, agent_id, now],
             |r| r.get(0),
         )
@@ -140,16 +143,36 @@ pub(super) fn spend_token(
     if let Some(call_id) = spent {
         return Ok(Spend::Spent { call_id });
     }
-    let exists: bool = conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM session_tokens WHERE jti = ?1 AND tenant_id = ?2 AND agent_id = ?3)",
-        params![jti, tenant_id, agent_id],
+    let state: Option<(bool, bool)> = conn
+        .query_row(
+            "SELECT spent_at IS NOT NULL, voided_at IS NOT NULL FROM session_tokens
+             WHERE jti = ?1 AND tenant_id = ?2 AND agent_id = ?3",
+            params![jti, tenant_id, agent_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    Ok(match state {
+        Some((true, _)) => Spend::AlreadyUsed,
+        Some((false, true)) => Spend::Voided,
+        _ => Spend::Unknown,
+    })
+}
+
+/// Seconds of the tenant's allowance held by calls in progress and tokens outstanding: each
+/// reserves one minute (see [`super::Db::mint_session`]).
+pub(super) fn reserved_secs(conn: &Connection, tenant_id: &str, now: i64) -> rusqlite::Result<i64> {
+    let live: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM calls WHERE tenant_id = ?1 AND state = 'live'",
+        [tenant_id],
         |r| r.get(0),
     )?;
-    Ok(if exists {
-        Spend::AlreadyUsed
-    } else {
-        Spend::Unknown
-    })
+    let tokens: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM session_tokens
+         WHERE tenant_id = ?1 AND spent_at IS NULL AND voided_at IS NULL AND expires_at > ?2",
+        params![tenant_id, now],
+        |r| r.get(0),
+    )?;
+    Ok((live + tokens) * 60)
 }
 
 /// What redeem stores when the call goes live.
@@ -213,7 +236,25 @@ pub struct LiveCall {
     pub started_at: i64,
 }
 
-/// Accepts a connection ticket once: the session must be live and the ticket unused.
+/// Whether a ticket could be accepted now (read only; [`claim_ticket`] decides).
+///
+/// # Errors
+/// SQLite errors.
+pub(super) fn ticket_claimable(
+    conn: &Connection,
+    session_id: &str,
+    ticket_hash: &str,
+) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM calls
+         WHERE session_id = ?1 AND ticket_hash = ?2 AND ticket_used_at IS NULL AND state = 'live')",
+        params![session_id, ticket_hash],
+        |r| r.get(0),
+    )
+}
+
+/// Accepts a connection ticket once: the session must be live, the ticket unused and the
+/// tenant active.
 ///
 /// # Errors
 /// SQLite errors.
@@ -226,6 +267,7 @@ pub(super) fn claim_ticket(
     conn.query_row(
         "UPDATE calls SET ticket_used_at = ?3
          WHERE session_id = ?1 AND ticket_hash = ?2 AND ticket_used_at IS NULL AND state = 'live'
+           AND tenant_id IN (SELECT id FROM tenants WHERE active = 1)
          RETURNING id, drill_key, difficulty, persona_name, persona_seed, started_at",
         params![session_id, ticket_hash, now],
         |r| {
@@ -257,6 +299,25 @@ pub(super) fn end_call(
             duration_sec = (MAX(?3, started_at) - started_at) / 1000, transcript = ?2, updated_at = ?3
          WHERE id = ?1 AND state = 'live' RETURNING duration_sec",
         params![call_id, transcript_json, now],
+        |r| r.get(0),
+    )
+    .optional()
+}
+
+/// Ends a live call with no transcript (see [`super::Db::end_call_without_transcript`]).
+///
+/// # Errors
+/// SQLite errors.
+pub(super) fn end_call_without_transcript(
+    conn: &Connection,
+    call_id: &str,
+    now: i64,
+) -> rusqlite::Result<Option<i64>> {
+    conn.query_row(
+        "UPDATE calls SET state = 'ended', ended_at = MAX(?2, started_at), list_at = MAX(?2, started_at),
+            duration_sec = (MAX(?2, started_at) - started_at) / 1000, transcript = NULL, updated_at = ?2
+         WHERE id = ?1 AND state = 'live' RETURNING duration_sec",
+        params![call_id, now],
         |r| r.get(0),
     )
     .optional()
@@ -405,6 +466,12 @@ mod tests {
     fn conn() -> Connection {
         let mut conn = Connection::open_in_memory().expect("open");
         super::super::migrations::migrate(&mut conn).expect("schema");
+        conn.execute(
+            "INSERT INTO tenants (id, name, signing_secret, created_at)
+             VALUES ('ten_1', 'Tenant', 'whsec_test', 0)",
+            [],
+        )
+        .expect("the tenant");
         conn
     }
 

@@ -156,6 +156,14 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX webhook_leased ON webhook_deliveries (tenant_id, lease_until) WHERE state = 'pending';
     "#,
+    // 5: session tokens voided when their tenant is deactivated or its keys revoked, and the
+    // optional per-tenant request rate limit.
+    r#"
+    ALTER TABLE session_tokens ADD COLUMN voided_at INTEGER;
+    ALTER TABLE tenants ADD COLUMN requests_per_second INTEGER;
+    CREATE INDEX session_tokens_outstanding ON session_tokens (tenant_id, expires_at)
+        WHERE spent_at IS NULL AND voided_at IS NULL;
+    "#,
 ];
 
 /// Brings `conn` up to the latest schema version inside one transaction.

@@ -160,8 +160,12 @@ impl Db {
                 .optional()?
                 .flatten();
             if let Some(minutes) = allowance {
+                // Each call in progress and each token outstanding holds a minute of what is
+                // left, so that tokens minted under a nearly spent allowance cannot run many
+                // calls at once.
                 let used = calls::usage_secs(tx, &mint.tenant_id, month_start, month_end)?;
-                if used >= minutes.saturating_mul(60) {
+                let reserved = calls::reserved_secs(tx, &mint.tenant_id, mint.now)?;
+                if used.saturating_add(reserved) >= minutes.saturating_mul(60) {
                     return Ok(MintResult::QuotaExceeded);
                 }
             }
@@ -207,6 +211,16 @@ impl Db {
         now: i64,
     ) -> Result<Option<LiveCall>, DbError> {
         let (session_id, ticket_hash) = (session_id.to_owned(), ticket_hash.to_owned());
+        // A read first: a bad or replayed ticket (anyone can open the socket and send one)
+        // must not take the single writer from every other tenant's requests.
+        let claimable = {
+            let (session_id, ticket_hash) = (session_id.clone(), ticket_hash.clone());
+            self.read(move |conn| Ok(calls::ticket_claimable(conn, &session_id, &ticket_hash)?))
+                .await?
+        };
+        if !claimable {
+            return Ok(None);
+        }
         self.write(move |tx| Ok(calls::claim_ticket(tx, &session_id, &ticket_hash, now)?))
             .await
     }
@@ -224,6 +238,42 @@ impl Db {
         let call_id = call_id.to_owned();
         self.write(move |tx| Ok(calls::end_call(tx, &call_id, &transcript_json, now)?))
             .await
+    }
+
+    /// Ends a live call without its transcript (storing it failed): the call is then not
+    /// scored, and its minutes count. The duration in seconds, or `None` if not live.
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn end_call_without_transcript(
+        &self,
+        call_id: &str,
+        now: i64,
+    ) -> Result<Option<i64>, DbError> {
+        let call_id = call_id.to_owned();
+        self.write(move |tx| Ok(calls::end_call_without_transcript(tx, &call_id, now)?))
+            .await
+    }
+
+    /// Caps the database file at its current size plus `pages` pages on the writer connection,
+    /// so that writes needing more fail with `SQLITE_FULL` (tests use it to simulate a full
+    /// disk).
+    ///
+    /// # Errors
+    /// Storage failure.
+    #[doc(hidden)]
+    pub async fn cap_file_for_tests(&self, pages: i64) -> Result<(), DbError> {
+        let inner = std::sync::Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let conn = inner
+                .writer
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let count: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            conn.pragma_update(None, "max_page_count", count + pages)?;
+            Ok(())
+        })
+        .await?
     }
 
     /// Ends a live call nobody ever connected to (at the ceiling), with an empty transcript.

@@ -65,6 +65,8 @@ pub struct TenantRecord {
     pub live_keys: i64,
     /// Creation time, Unix milliseconds.
     pub created_at_ms: i64,
+    /// Requests a second the tenant may make (`None`: no limit, the default).
+    pub requests_per_second: Option<i64>,
 }
 
 /// Whether a presented API key is usable.
@@ -87,11 +89,14 @@ pub struct AuthRecord {
     pub tenant_active: bool,
     /// The tenant's IP allowlist (empty: any address).
     pub ip_allowlist: Vec<IpNet>,
+    /// The tenant's request rate limit (`None`: none).
+    pub requests_per_second: Option<i64>,
 }
 
 const TENANT_COLUMNS: &str = "t.id, t.name, t.active, t.webhook_url, t.signing_secret, \
      t.ip_allowlist, t.monthly_allowance_minutes, t.created_at, \
-     (SELECT COUNT(*) FROM api_keys k WHERE k.tenant_id = t.id AND k.revoked_at IS NULL)";
+     (SELECT COUNT(*) FROM api_keys k WHERE k.tenant_id = t.id AND k.revoked_at IS NULL), \
+     t.requests_per_second";
 
 fn tenant_from_row(row: &Row<'_>) -> rusqlite::Result<(TenantRecord, String)> {
     Ok((
@@ -105,6 +110,7 @@ fn tenant_from_row(row: &Row<'_>) -> rusqlite::Result<(TenantRecord, String)> {
             monthly_allowance_minutes: row.get(6)?,
             created_at_ms: row.get(7)?,
             live_keys: row.get(8)?,
+            requests_per_second: row.get(9)?,
         },
         row.get(5)?,
     ))
@@ -207,7 +213,8 @@ impl Db {
         self.read(move |conn| {
             let row = conn
                 .prepare_cached(
-                    "SELECT k.tenant_id, k.revoked_at IS NOT NULL, t.active, t.ip_allowlist
+                    "SELECT k.tenant_id, k.revoked_at IS NOT NULL, t.active, t.ip_allowlist,
+                            t.requests_per_second
                      FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.key_hash = ?1",
                 )?
                 .query_row([key_hash], |row| {
@@ -216,21 +223,25 @@ impl Db {
                         row.get::<_, bool>(1)?,
                         row.get::<_, bool>(2)?,
                         row.get::<_, String>(3)?,
+                        row.get::<_, Option<i64>>(4)?,
                     ))
                 })
                 .optional()?;
-            row.map(|(tenant_id, revoked, tenant_active, allowlist)| {
-                Ok(AuthRecord {
-                    tenant_id,
-                    key_status: if revoked {
-                        ApiKeyStatus::Revoked
-                    } else {
-                        ApiKeyStatus::Live
-                    },
-                    tenant_active,
-                    ip_allowlist: decode_allowlist(&allowlist)?,
-                })
-            })
+            row.map(
+                |(tenant_id, revoked, tenant_active, allowlist, requests_per_second)| {
+                    Ok(AuthRecord {
+                        tenant_id,
+                        key_status: if revoked {
+                            ApiKeyStatus::Revoked
+                        } else {
+                            ApiKeyStatus::Live
+                        },
+                        tenant_active,
+                        ip_allowlist: decode_allowlist(&allowlist)?,
+                        requests_per_second,
+                    })
+                },
+            )
             .transpose()
         })
         .await
@@ -278,6 +289,7 @@ impl Db {
                 "UPDATE api_keys SET revoked_at = ?2 WHERE tenant_id = ?1 AND revoked_at IS NULL",
                 params![tenant_id, now_ms],
             )?;
+            void_tokens(tx, &tenant_id, now_ms)?;
             Ok(Some(revoked))
         })
         .await
@@ -296,10 +308,16 @@ impl Db {
         let tenant_id = tenant_id.to_owned();
         self.write(move |tx| {
             let changed = match change {
-                TenantChange::Active(active) => tx.execute(
-                    "UPDATE tenants SET active = ?2 WHERE id = ?1",
-                    params![tenant_id, active],
-                )?,
+                TenantChange::Active(active) => {
+                    if !active {
+                        let now = chrono::Utc::now().timestamp_millis();
+                        void_tokens(tx, &tenant_id, now)?;
+                    }
+                    tx.execute(
+                        "UPDATE tenants SET active = ?2 WHERE id = ?1",
+                        params![tenant_id, active],
+                    )?
+                }
                 TenantChange::WebhookUrl(url) => tx.execute(
                     "UPDATE tenants SET webhook_url = ?2 WHERE id = ?1",
                     params![tenant_id, url],
@@ -316,6 +334,10 @@ impl Db {
                     "UPDATE tenants SET monthly_allowance_minutes = ?2 WHERE id = ?1",
                     params![tenant_id, minutes],
                 )?,
+                TenantChange::RequestsPerSecond(limit) => tx.execute(
+                    "UPDATE tenants SET requests_per_second = ?2 WHERE id = ?1",
+                    params![tenant_id, limit],
+                )?,
             };
             if changed == 0 {
                 return Ok(None);
@@ -324,6 +346,16 @@ impl Db {
         })
         .await
     }
+}
+
+/// Voids the tenant's unspent session tokens: minted before its keys were revoked or it was
+/// deactivated, they must not start a call afterwards (redeem answers `INVALID_TOKEN`).
+fn void_tokens(tx: &Connection, tenant_id: &str, now_ms: i64) -> rusqlite::Result<usize> {
+    tx.execute(
+        "UPDATE session_tokens SET voided_at = ?2
+         WHERE tenant_id = ?1 AND spent_at IS NULL AND voided_at IS NULL",
+        params![tenant_id, now_ms],
+    )
 }
 
 /// One operator change to a tenant.
@@ -339,4 +371,6 @@ pub enum TenantChange {
     IpAllowlist(Vec<IpNet>),
     /// Set or clear the monthly allowance.
     MonthlyAllowanceMinutes(Option<i64>),
+    /// Set or clear the request rate limit (requests a second).
+    RequestsPerSecond(Option<i64>),
 }

@@ -1,6 +1,7 @@
 //! One live practice call in memory: the scripted persona and the transcript as it grows. The
 //! socket handler feeds it frames; the transcript is stored when the call ends.
 
+use super::limits::{LimitReached, LiveLimits};
 use crate::practice::catalog::{Drill, Persona};
 use crate::practice::persona::ScriptedPersona;
 use crate::practice::transcript::Turn;
@@ -13,6 +14,20 @@ pub const MAX_UTTERANCE_CHARS: usize = 4_000;
 pub struct CallSession {
     script: ScriptedPersona,
     transcript: Vec<Turn>,
+    limits: LiveLimits,
+    rep_turns: usize,
+    bytes: usize,
+}
+
+/// What a rep utterance did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Said {
+    /// Recorded; the persona's reply.
+    Reply(String),
+    /// Blank: nothing recorded.
+    Blank,
+    /// A limit of the call is reached: nothing more is recorded, the call must end.
+    Limit(LimitReached),
 }
 
 impl CallSession {
@@ -30,10 +45,19 @@ impl CallSession {
         (
             Self {
                 script,
+                bytes: greeting.len(),
                 transcript: vec![Turn::customer(greeting.clone())],
+                limits: LiveLimits::default(),
+                rep_turns: 0,
             },
             greeting,
         )
+    }
+
+    /// The same session under other limits.
+    pub fn with_limits(mut self, limits: LiveLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// The persona's name.
@@ -41,17 +65,27 @@ impl CallSession {
         self.script.persona().name
     }
 
-    /// Records a rep utterance and returns the persona's reply; `None` for a blank utterance.
-    pub fn say(&mut self, text: &str) -> Option<String> {
+    /// Records a rep utterance (cut at [`MAX_UTTERANCE_CHARS`]) and returns the persona's
+    /// reply, unless it is blank or a limit of the call is reached.
+    pub fn say(&mut self, text: &str) -> Said {
         let text = text.trim();
         if text.is_empty() {
-            return None;
+            return Said::Blank;
+        }
+        if self.rep_turns >= self.limits.max_rep_turns {
+            return Said::Limit(LimitReached::Turns);
         }
         let text: String = text.chars().take(MAX_UTTERANCE_CHARS).collect();
         let reply = self.script.reply(&text);
+        let bytes = self.bytes + text.len() + reply.len();
+        if bytes > self.limits.max_transcript_bytes {
+            return Said::Limit(LimitReached::TranscriptSize);
+        }
+        self.bytes = bytes;
+        self.rep_turns += 1;
         self.transcript.push(Turn::agent(text));
         self.transcript.push(Turn::customer(reply.clone()));
-        Some(reply)
+        Said::Reply(reply)
     }
 
     /// The transcript so far.
@@ -74,12 +108,37 @@ mod tests {
         let (mut s, greeting) = CallSession::start("ma-full-sale", "Frank Russo").expect("persona");
         assert_eq!(s.persona_name(), "Frank Russo");
         assert_eq!(s.transcript(), [Turn::customer(greeting)]);
-        assert!(s.say("   ").is_none());
-        let reply = s.say("  Hi, my name is Sam ").expect("reply");
+        assert_eq!(s.say("   "), Said::Blank);
+        let Said::Reply(reply) = s.say("  Hi, my name is Sam ") else {
+            panic!("a reply");
+        };
         assert_eq!(s.transcript().len(), 3);
         assert_eq!(s.transcript()[1], Turn::agent("Hi, my name is Sam"));
         assert_eq!(s.transcript()[2], Turn::customer(reply));
         assert!(s.transcript_json().starts_with(r#"[{"role":"customer""#));
+    }
+
+    #[test]
+    fn past_its_turn_or_size_limit_a_session_records_nothing_more() {
+        let (session, _) = CallSession::start("ma-full-sale", "Frank Russo").expect("persona");
+        let mut s = session.with_limits(LiveLimits {
+            max_rep_turns: 2,
+            ..LiveLimits::default()
+        });
+        assert!(matches!(s.say("one"), Said::Reply(_)));
+        assert!(matches!(s.say("two"), Said::Reply(_)));
+        assert_eq!(s.say("three"), Said::Limit(LimitReached::Turns));
+        assert_eq!(s.transcript().len(), 5, "greeting and two exchanges");
+
+        let (session, greeting) =
+            CallSession::start("ma-full-sale", "Frank Russo").expect("persona");
+        let mut s = session.with_limits(LiveLimits {
+            max_transcript_bytes: greeting.len() + 200,
+            ..LiveLimits::default()
+        });
+        let long = "x".repeat(150);
+        assert!(matches!(s.say("hi"), Said::Reply(_)) || s.transcript().len() == 1);
+        assert_eq!(s.say(&long), Said::Limit(LimitReached::TranscriptSize));
     }
 
     #[test]

@@ -1,19 +1,21 @@
 //! `GET /v1/live/{sessionId}`: the WebSocket of a live practice call (protocol in
 //! [`super::protocol`]). The first frame must be `auth` with the single-use ticket within
 //! 10 seconds; then each `say` gets one `persona` reply. The call ends on `end`, on a dropped
-//! connection, at the ceiling (counted from redeem) or at server shutdown; the transcript is
-//! stored, the `ended` frame sent when the socket is still open, and scoring woken.
+//! connection, at the ceiling (counted from redeem), at server shutdown, or past one of the
+//! call's limits ([`super::limits`]); the transcript is stored, the `ended` frame sent when the
+//! socket is still open, and scoring woken.
 
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Path, State};
 use axum::response::Response;
 use axum::routing::get;
 
+use super::limits::{Admit, FrameRate, LimitReached};
 use super::protocol::{ClientFrame, PersonaInfo, ServerFrame};
-use super::session::CallSession;
+use super::session::{CallSession, Said};
 use crate::api::roleplay::ticket_hash;
 use crate::db::LiveCall;
 use crate::practice::state::AUTH_FRAME_TIMEOUT;
@@ -80,15 +82,18 @@ async fn serve(state: AppState, session_id: String, mut socket: WebSocket) {
         Ok(call) => call,
         Err(message) => return refuse(socket, "INVALID_TOKEN", message).await,
     };
-    let Some((mut session, greeting)) = CallSession::start(&call.drill_key, &call.persona_name)
-    else {
+    let Some((session, greeting)) = CallSession::start(&call.drill_key, &call.persona_name) else {
         tracing::error!(
             call_id = call.call_id,
             "the stored persona no longer resolves"
         );
-        end(&state, &call.call_id, "[]".to_string(), None).await;
+        end(&state, &call.call_id, "[]".to_string(), None, None).await;
         return refuse(socket, "INTERNAL_ERROR", "the persona could not be started").await;
     };
+    let limits = state.practice.live_limits;
+    let mut session = session.with_limits(limits);
+    let mut rate = FrameRate::new(&limits);
+    let mut limited: Option<LimitReached> = None;
     let ready = ServerFrame::Ready {
         call_id: call.call_id.clone(),
         persona: PersonaInfo {
@@ -129,17 +134,37 @@ async fn serve(state: AppState, session_id: String, mut socket: WebSocket) {
                 break;
             }
         };
+        match rate.admit(std::time::Instant::now()) {
+            Admit::Yes => {}
+            Admit::Refuse => {
+                let message = format!(
+                    "too many frames: at most {} a second; wait {} ms",
+                    limits.frames_per_second,
+                    rate.wait().as_millis()
+                );
+                open = send(&mut socket, &ServerFrame::error("INVALID_REQUEST", message)).await;
+                continue;
+            }
+            Admit::End => {
+                limited = Some(LimitReached::FrameRate);
+                break;
+            }
+        }
         match ClientFrame::parse(&text) {
             Some(ClientFrame::Say { text }) => match session.say(&text) {
-                Some(reply) => {
+                Said::Reply(reply) => {
                     open = send(&mut socket, &ServerFrame::Persona { text: reply }).await
                 }
-                None => {
+                Said::Blank => {
                     open = send(
                         &mut socket,
                         &ServerFrame::error("INVALID_REQUEST", "say needs non-empty text"),
                     )
                     .await
+                }
+                Said::Limit(reached) => {
+                    limited = Some(reached);
+                    break;
                 }
             },
             Some(ClientFrame::End) => break,
@@ -159,20 +184,46 @@ async fn serve(state: AppState, session_id: String, mut socket: WebSocket) {
             }
         }
     }
+    if let Some(reached) = limited
+        && open
+    {
+        let message = format!("{}; the call ended", reached.reason());
+        open = send(&mut socket, &ServerFrame::error("INVALID_REQUEST", message)).await;
+    }
     let socket = open.then_some(socket);
-    end(&state, &call.call_id, session.transcript_json(), socket).await;
+    end(
+        &state,
+        &call.call_id,
+        session.transcript_json(),
+        socket,
+        limited,
+    )
+    .await;
 }
 
-async fn end(state: &AppState, call_id: &str, transcript_json: String, socket: Option<WebSocket>) {
-    let duration = match state
-        .db
-        .end_call(call_id, transcript_json, state.now_ms())
-        .await
-    {
+/// Ends the call: stores its transcript (or, when that fails, ends it without one, so it is
+/// never left live: it is then not scored, `SCORING_INCOMPLETE`, and counts toward the
+/// allowance), wakes scoring, and tells the client.
+async fn end(
+    state: &AppState,
+    call_id: &str,
+    transcript_json: String,
+    socket: Option<WebSocket>,
+    limited: Option<LimitReached>,
+) {
+    let now = state.now_ms();
+    let duration = match state.db.end_call(call_id, transcript_json, now).await {
         Ok(duration) => duration,
         Err(error) => {
-            tracing::error!(call_id, error = %error, "ending a call failed");
-            None
+            tracing::error!(call_id, error = %error,
+                "storing a call's transcript failed; ending it without one");
+            match state.db.end_call_without_transcript(call_id, now).await {
+                Ok(duration) => duration,
+                Err(error) => {
+                    tracing::error!(call_id, error = %error, "ending a call failed");
+                    None
+                }
+            }
         }
     };
     state.practice.scorer.notify();
@@ -187,6 +238,10 @@ async fn end(state: &AppState, call_id: &str, transcript_json: String, socket: O
             )
             .await;
         }
-        let _ = socket.send(Message::Close(None)).await;
+        let close = limited.map(|reached| CloseFrame {
+            code: close_code::POLICY,
+            reason: reached.reason().into(),
+        });
+        let _ = socket.send(Message::Close(close)).await;
     }
 }

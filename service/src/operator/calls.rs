@@ -5,7 +5,7 @@
 //! processed), 1 when any record was invalid, and 2 on a usage error (a file that cannot be
 //! read, an unknown tenant).
 
-use std::io::Read;
+use std::io::{Read, Write as _};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -203,7 +203,7 @@ async fn ingest(
         counts.dropped,
         counts.invalid
     );
-    eprintln!("{summary}");
+    let _ = writeln!(std::io::stderr(), "{summary}");
     if counts.invalid > 0 {
         return Err(Reported(1).into());
     }

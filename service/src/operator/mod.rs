@@ -129,6 +129,24 @@ pub enum TenantCommand {
         #[arg(long)]
         unlimited: bool,
     },
+    /// Limit the tenant's requests a second (--requests-per-second; over it: 429 with
+    /// Retry-After), or remove the limit (--off, the default state).
+    SetRateLimit {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+        /// Requests a second (bursts of one second's worth allowed).
+        #[arg(
+            long,
+            required_unless_present = "off",
+            conflicts_with = "off",
+            value_parser = clap::value_parser!(u32).range(1..)
+        )]
+        requests_per_second: Option<u32>,
+        /// No limit.
+        #[arg(long)]
+        off: bool,
+    },
 }
 
 impl TenantArgs {
@@ -171,7 +189,10 @@ fn print(output: &Output, as_json: bool) -> anyhow::Result<()> {
 }
 
 /// Writes a line on stdout; a reader that went away (`| head`) is not an error.
-fn print_line(text: &str) -> anyhow::Result<()> {
+///
+/// # Errors
+/// Any other failure to write.
+pub fn print_line(text: &str) -> anyhow::Result<()> {
     use std::io::Write;
     match writeln!(std::io::stdout().lock(), "{text}") {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
@@ -299,6 +320,14 @@ async fn run_command(db: &Db, command: TenantCommand, now_ms: i64) -> anyhow::Re
             let minutes = monthly_allowance_minutes.map(i64::from);
             change(db, &tenant, TenantChange::MonthlyAllowanceMinutes(minutes)).await
         }
+        TenantCommand::SetRateLimit {
+            tenant,
+            requests_per_second,
+            off: _,
+        } => {
+            let limit = requests_per_second.map(i64::from);
+            change(db, &tenant, TenantChange::RequestsPerSecond(limit)).await
+        }
     }
 }
 
@@ -325,6 +354,7 @@ fn summary(record: &TenantRecord) -> Value {
         "webhookUrl": record.webhook_url,
         "ipAllowlist": record.ip_allowlist.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "monthlyAllowanceMinutes": record.monthly_allowance_minutes,
+        "requestsPerSecond": record.requests_per_second,
         "liveKeys": record.live_keys,
         "createdAt": format_millis(record.created_at_ms),
     })
@@ -337,7 +367,7 @@ fn summary_line(record: &TenantRecord) -> String {
         .map(ToString::to_string)
         .collect();
     format!(
-        "{}  {}  {}  webhook={}  allowlist={}  allowance={}  keys={}",
+        "{}  {}  {}  webhook={}  allowlist={}  allowance={}  rate={}  keys={}",
         record.id,
         record.name,
         if record.active { "active" } else { "inactive" },
@@ -350,6 +380,9 @@ fn summary_line(record: &TenantRecord) -> String {
         record
             .monthly_allowance_minutes
             .map_or_else(|| "unlimited".to_owned(), |m| format!("{m}min")),
+        record
+            .requests_per_second
+            .map_or_else(|| "unlimited".to_owned(), |r| format!("{r}/s")),
         record.live_keys,
     )
 }

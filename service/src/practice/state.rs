@@ -30,6 +30,8 @@ pub struct Practice {
     pub token_ttl: Duration,
     /// Longest a live call runs.
     pub call_ceiling: Duration,
+    /// What one live call may send.
+    pub live_limits: crate::live::limits::LiveLimits,
     /// Tells live sockets the server is stopping.
     pub stopping: watch::Receiver<bool>,
     stop_sender: std::sync::Arc<watch::Sender<bool>>,
@@ -68,6 +70,7 @@ impl Practice {
             outbox,
             token_ttl: Duration::from_secs(config.token_ttl_secs),
             call_ceiling: Duration::from_secs(config.call_ceiling_secs),
+            live_limits: config.live_limits,
             stopping,
             stop_sender: std::sync::Arc::new(stop_sender),
         })

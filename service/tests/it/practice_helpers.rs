@@ -122,6 +122,28 @@ impl LiveClient {
         }
     }
 
+    /// Reads until the server closes: the JSON frames seen on the way, and the close frame's
+    /// code and reason (when it sent one).
+    pub(crate) async fn until_closed(&mut self) -> (Vec<Value>, Option<(u16, String)>) {
+        let mut frames = Vec::new();
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(10), self.socket.next())
+                .await
+                .expect("a frame in time");
+            match next {
+                Some(Ok(Message::Text(text))) => {
+                    frames.push(serde_json::from_str(&text).expect("JSON frame"));
+                }
+                Some(Ok(Message::Close(close))) => {
+                    let close = close.map(|c| (u16::from(c.code), c.reason.to_string()));
+                    return (frames, close);
+                }
+                None | Some(Err(_)) => return (frames, None),
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+
     /// Says `text` and returns the persona's reply text.
     pub(crate) async fn say(&mut self, text: &str) -> String {
         self.send(json!({ "type": "say", "text": text })).await;
