@@ -5,7 +5,8 @@
 //! not revoked (`401 API_KEY_REVOKED`), of an active tenant (`403 TENANT_INACTIVE`), from an
 //! address on the tenant's allowlist when it has one (`403 IP_NOT_ALLOWED`), within the
 //! tenant's request rate limit when the operator set one (`429 RATE_LIMITED` with
-//! `Retry-After`, see [`crate::ratelimit`]).
+//! `Retry-After`, see [`crate::ratelimit`]); then, for a tenant the operator set faults for,
+//! the injected `429` or `500` of [`crate::faults`].
 //!
 //! The caller's address is the TCP peer. With `serve --trust-forwarded-for` it is the last
 //! entry of `X-Forwarded-For` instead (the address the proxy in front of us saw); a missing
@@ -20,6 +21,7 @@ use axum::http::request::Parts;
 use crate::credentials::{API_KEY_PREFIX, ApiKey};
 use crate::db::ApiKeyStatus;
 use crate::error::ApiError;
+use crate::faults::ApiFault;
 use crate::state::AppState;
 
 /// Longest credential considered (anything longer is not one of ours).
@@ -70,6 +72,16 @@ impl FromRequestParts<AppState> for Tenant {
             let per_second = u32::try_from(limit.max(1)).unwrap_or(u32::MAX);
             if let Err(wait) = state.rate_limiter.check(&record.tenant_id, per_second) {
                 return Err(ApiError::RateLimited(wait));
+            }
+        }
+        if !record.faults.is_off() {
+            let n = state.fault_requests.next(&record.tenant_id, &record.faults);
+            match record.faults.api_fault(n) {
+                Some(ApiFault::TooManyRequests) => {
+                    return Err(ApiError::RateLimited(std::time::Duration::from_secs(1)));
+                }
+                Some(ApiFault::InternalError) => return Err(ApiError::InjectedFault),
+                None => {}
             }
         }
         Ok(Tenant {

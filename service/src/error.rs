@@ -71,6 +71,10 @@ pub enum ApiError {
     /// 405 on a known path with a method it does not accept (routing).
     #[error("method not allowed on this endpoint")]
     MethodNotAllowed,
+    /// 500 `INTERNAL_ERROR` injected by the operator's faults (see [`crate::faults`]); not
+    /// logged as an error.
+    #[error("internal error (injected fault)")]
+    InjectedFault,
     /// 500: unexpected; the cause is logged, never sent.
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
@@ -105,7 +109,7 @@ impl ApiError {
             ApiError::AgentAlreadyExists(_) => StatusCode::CONFLICT,
             ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal(_) | ApiError::InjectedFault => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -131,7 +135,7 @@ impl ApiError {
             ApiError::RateLimited(_) => "RATE_LIMITED",
             ApiError::RouteNotFound => "NOT_FOUND",
             ApiError::MethodNotAllowed => "METHOD_NOT_ALLOWED",
-            ApiError::Internal(_) => "INTERNAL_ERROR",
+            ApiError::Internal(_) | ApiError::InjectedFault => "INTERNAL_ERROR",
             ApiError::ServiceUnavailable(_) => "SERVICE_UNAVAILABLE",
         }
     }

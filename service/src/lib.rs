@@ -44,6 +44,7 @@ pub mod domain;
 pub mod envelope;
 pub mod error;
 pub mod extract;
+pub mod faults;
 pub mod ids;
 pub mod live;
 pub mod operator;

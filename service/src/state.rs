@@ -28,6 +28,8 @@ pub struct AppState {
     pub audio_links: Links,
     /// Per-tenant request rate limits (for tenants the operator gave one).
     pub rate_limiter: crate::ratelimit::RateLimiter,
+    /// Numbers the requests of tenants with injected API faults.
+    pub fault_requests: crate::faults::RequestCounter,
 }
 
 impl AppState {
@@ -52,6 +54,7 @@ impl AppState {
             archive: Archive::new(config.audio_dir()),
             audio_links: Links::new(audio_key),
             rate_limiter: crate::ratelimit::RateLimiter::default(),
+            fault_requests: crate::faults::RequestCounter::default(),
             config,
             cursors: CursorCodec::new(key),
             practice,

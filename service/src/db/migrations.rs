@@ -164,6 +164,10 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX session_tokens_outstanding ON session_tokens (tenant_id, expires_at)
         WHERE spent_at IS NULL AND voided_at IS NULL;
     "#,
+    // 6: fault injection per tenant (JSON of `crate::faults::Faults`; NULL: none).
+    r#"
+    ALTER TABLE tenants ADD COLUMN faults TEXT;
+    "#,
 ];
 
 /// Brings `conn` up to the latest schema version inside one transaction.

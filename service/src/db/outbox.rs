@@ -41,6 +41,10 @@ pub struct Claimed {
     pub body: String,
     /// Attempts made before this one.
     pub attempts: i64,
+    /// The call it announces.
+    pub call_id: String,
+    /// When it was queued (ms).
+    pub created_at: i64,
 }
 
 /// Deliveries of one tenant attempted at once, at most: a tenant whose endpoint accepts and
@@ -67,7 +71,7 @@ pub(super) fn claim_due(conn: &Connection, now: i64) -> rusqlite::Result<Option<
                          AND l.lease_until > ?1) < ?3
                 ORDER BY COALESCE(t.last_claimed_at, 0), d.next_attempt_at
                 LIMIT 1)
-             RETURNING id, tenant_id, body, attempts",
+             RETURNING id, tenant_id, body, attempts, call_id, created_at",
             params![now, LEASE_MS, MAX_IN_FLIGHT_PER_TENANT],
             |r| {
                 Ok(Claimed {
@@ -75,6 +79,8 @@ pub(super) fn claim_due(conn: &Connection, now: i64) -> rusqlite::Result<Option<
                     tenant_id: r.get(1)?,
                     body: r.get(2)?,
                     attempts: r.get(3)?,
+                    call_id: r.get(4)?,
+                    created_at: r.get(5)?,
                 })
             },
         )
@@ -99,6 +105,18 @@ pub(super) fn next_due(conn: &Connection) -> rusqlite::Result<Option<i64>> {
         [],
         |r| r.get(0),
     )
+}
+
+/// Puts a delivery's first attempt off until `at`, logging nothing (an injected delay).
+///
+/// # Errors
+/// SQLite errors.
+pub(super) fn defer(conn: &Connection, id: &str, at: i64) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE webhook_deliveries SET next_attempt_at = ?2, lease_until = NULL WHERE id = ?1",
+        params![id, at],
+    )?;
+    Ok(())
 }
 
 /// One logged attempt.

@@ -47,6 +47,8 @@ pub struct Endpoint {
     pub url: String,
     /// The whole current `whsec_…` secret.
     pub secret: String,
+    /// The tenant's injected faults (none by default).
+    pub faults: crate::faults::Faults,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -81,9 +83,16 @@ pub(super) fn active_endpoint(
 ) -> Result<Option<Endpoint>, DbError> {
     Ok(conn
         .prepare_cached(
-            "SELECT webhook_url, signing_secret FROM tenants WHERE id = ?1 AND active = 1 AND webhook_url IS NOT NULL",
+            "SELECT webhook_url, signing_secret, faults FROM tenants
+             WHERE id = ?1 AND active = 1 AND webhook_url IS NOT NULL",
         )?
-        .query_row([tenant_id], |r| Ok(Endpoint { url: r.get(0)?, secret: r.get(1)? }))
+        .query_row([tenant_id], |r| {
+            Ok(Endpoint {
+                url: r.get(0)?,
+                secret: r.get(1)?,
+                faults: super::tenants::decode_faults(r.get::<_, Option<String>>(2)?.as_deref()),
+            })
+        })
         .optional()?)
 }
 
@@ -419,6 +428,15 @@ impl Db {
         let tenant_id = tenant_id.to_owned();
         self.read(move |conn| active_endpoint(conn, &tenant_id))
             .await
+    }
+
+    /// Puts a delivery's first attempt off until `at` (an injected delay).
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn defer_delivery(&self, id: &str, at: i64) -> Result<(), DbError> {
+        let id = id.to_owned();
+        self.write(move |tx| Ok(outbox::defer(tx, &id, at)?)).await
     }
 
     /// Logs an attempt and moves the delivery on.

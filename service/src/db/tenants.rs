@@ -5,6 +5,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::{Db, DbError};
 use crate::credentials::SigningSecret;
+use crate::faults::Faults;
 
 /// A tenant to create, with the hash of its first API key.
 #[derive(Debug)]
@@ -25,6 +26,8 @@ pub struct NewTenant {
     pub key_hash: String,
     /// Creation time, Unix milliseconds.
     pub now_ms: i64,
+    /// Injected faults (none by default).
+    pub faults: Faults,
 }
 
 impl NewTenant {
@@ -40,6 +43,7 @@ impl NewTenant {
             monthly_allowance_minutes: None,
             key_hash,
             now_ms: 0,
+            faults: Faults::default(),
         }
     }
 }
@@ -67,6 +71,8 @@ pub struct TenantRecord {
     pub created_at_ms: i64,
     /// Requests a second the tenant may make (`None`: no limit, the default).
     pub requests_per_second: Option<i64>,
+    /// Injected faults (none by default).
+    pub faults: Faults,
 }
 
 /// Whether a presented API key is usable.
@@ -91,12 +97,14 @@ pub struct AuthRecord {
     pub ip_allowlist: Vec<IpNet>,
     /// The tenant's request rate limit (`None`: none).
     pub requests_per_second: Option<i64>,
+    /// The tenant's injected faults.
+    pub faults: Faults,
 }
 
 const TENANT_COLUMNS: &str = "t.id, t.name, t.active, t.webhook_url, t.signing_secret, \
      t.ip_allowlist, t.monthly_allowance_minutes, t.created_at, \
      (SELECT COUNT(*) FROM api_keys k WHERE k.tenant_id = t.id AND k.revoked_at IS NULL), \
-     t.requests_per_second";
+     t.requests_per_second, t.faults";
 
 fn tenant_from_row(row: &Row<'_>) -> rusqlite::Result<(TenantRecord, String)> {
     Ok((
@@ -111,6 +119,7 @@ fn tenant_from_row(row: &Row<'_>) -> rusqlite::Result<(TenantRecord, String)> {
             created_at_ms: row.get(7)?,
             live_keys: row.get(8)?,
             requests_per_second: row.get(9)?,
+            faults: decode_faults(row.get::<_, Option<String>>(10)?.as_deref()),
         },
         row.get(5)?,
     ))
@@ -127,6 +136,18 @@ fn decode_allowlist(text: &str) -> Result<Vec<IpNet>, DbError> {
                 .map_err(|e| DbError::Corrupt(format!("ip_allowlist entry {entry:?}: {e}")))
         })
         .collect()
+}
+
+/// Reads stored faults; none when unset (or unreadable: faults are never active by accident).
+pub(super) fn decode_faults(text: Option<&str>) -> Faults {
+    text.and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default()
+}
+
+fn encode_faults(faults: &Faults) -> Option<String> {
+    (!faults.is_off())
+        .then(|| serde_json::to_string(faults).ok())
+        .flatten()
 }
 
 fn encode_allowlist(nets: &[IpNet]) -> String {
@@ -158,7 +179,8 @@ impl Db {
         self.write(move |tx| {
             tx.execute(
                 "INSERT INTO tenants (id, name, active, webhook_url, signing_secret, ip_allowlist,
-                     monthly_allowance_minutes, created_at) VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6, ?7)",
+                     monthly_allowance_minutes, created_at, faults)
+                 VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
                     tenant.id,
                     tenant.name,
@@ -166,7 +188,8 @@ impl Db {
                     tenant.signing_secret.expose(),
                     encode_allowlist(&tenant.ip_allowlist),
                     tenant.monthly_allowance_minutes,
-                    tenant.now_ms
+                    tenant.now_ms,
+                    encode_faults(&tenant.faults)
                 ],
             )?;
             tx.execute(
@@ -214,7 +237,7 @@ impl Db {
             let row = conn
                 .prepare_cached(
                     "SELECT k.tenant_id, k.revoked_at IS NOT NULL, t.active, t.ip_allowlist,
-                            t.requests_per_second
+                            t.requests_per_second, t.faults
                      FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.key_hash = ?1",
                 )?
                 .query_row([key_hash], |row| {
@@ -224,11 +247,12 @@ impl Db {
                         row.get::<_, bool>(2)?,
                         row.get::<_, String>(3)?,
                         row.get::<_, Option<i64>>(4)?,
+                        row.get::<_, Option<String>>(5)?,
                     ))
                 })
                 .optional()?;
             row.map(
-                |(tenant_id, revoked, tenant_active, allowlist, requests_per_second)| {
+                |(tenant_id, revoked, tenant_active, allowlist, requests_per_second, faults)| {
                     Ok(AuthRecord {
                         tenant_id,
                         key_status: if revoked {
@@ -239,6 +263,7 @@ impl Db {
                         tenant_active,
                         ip_allowlist: decode_allowlist(&allowlist)?,
                         requests_per_second,
+                        faults: decode_faults(faults.as_deref()),
                     })
                 },
             )
@@ -338,6 +363,10 @@ impl Db {
                     "UPDATE tenants SET requests_per_second = ?2 WHERE id = ?1",
                     params![tenant_id, limit],
                 )?,
+                TenantChange::Faults(faults) => tx.execute(
+                    "UPDATE tenants SET faults = ?2 WHERE id = ?1",
+                    params![tenant_id, encode_faults(&faults)],
+                )?,
             };
             if changed == 0 {
                 return Ok(None);
@@ -373,4 +402,6 @@ pub enum TenantChange {
     MonthlyAllowanceMinutes(Option<i64>),
     /// Set or clear the request rate limit (requests a second).
     RequestsPerSecond(Option<i64>),
+    /// Replace the injected faults (all zero: none).
+    Faults(Faults),
 }

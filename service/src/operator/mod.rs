@@ -56,6 +56,9 @@ pub enum TenantCommand {
         /// with --allow-http-webhooks to deliver to it).
         #[arg(long)]
         allow_http_webhooks: bool,
+        /// Faults to inject from the start (see `tenant set-faults`).
+        #[command(flatten)]
+        faults: FaultArgs,
     },
     /// List tenants (never their keys or secrets).
     List,
@@ -129,6 +132,19 @@ pub enum TenantCommand {
         #[arg(long)]
         unlimited: bool,
     },
+    /// Inject faults for the tenant, to rehearse a bad day (off by default; deterministic for
+    /// a seed): dropped, duplicated, late or badly signed webhooks, API 429s and 500s.
+    SetFaults {
+        /// Tenant id.
+        #[arg(long)]
+        tenant: String,
+        /// The faults (unset ones are off).
+        #[command(flatten)]
+        faults: FaultArgs,
+        /// Turn every fault off.
+        #[arg(long, conflicts_with_all = ["drop_deliveries", "duplicate_deliveries", "delay_deliveries", "bad_signature", "api_429", "api_500", "seed"])]
+        clear: bool,
+    },
     /// Limit the tenant's requests a second (--requests-per-second; over it: 429 with
     /// Retry-After), or remove the limit (--off, the default state).
     SetRateLimit {
@@ -147,6 +163,55 @@ pub enum TenantCommand {
         #[arg(long)]
         off: bool,
     },
+}
+
+/// The fault flags of `tenant create` and `tenant set-faults`.
+#[derive(Debug, Clone, Args)]
+pub struct FaultArgs {
+    /// Share of deliveries (0 to 1) that fail on both attempts, as if the endpoint were down.
+    #[arg(long, value_name = "SHARE", value_parser = share)]
+    drop_deliveries: Option<f64>,
+    /// Share of deliveries sent twice (same webhook id, a fresh signature).
+    #[arg(long, value_name = "SHARE", value_parser = share)]
+    duplicate_deliveries: Option<f64>,
+    /// Delay before every delivery's first attempt, e.g. 30s or 2m.
+    #[arg(long, value_name = "DUR", value_parser = crate::faults::parse_duration)]
+    delay_deliveries: Option<std::time::Duration>,
+    /// Share of deliveries signed with a wrong key.
+    #[arg(long, value_name = "SHARE", value_parser = share)]
+    bad_signature: Option<f64>,
+    /// Share of API requests answered 429 with Retry-After.
+    #[arg(long = "api-429", value_name = "SHARE", value_parser = share)]
+    api_429: Option<f64>,
+    /// Share of API requests answered 500 INTERNAL_ERROR.
+    #[arg(long = "api-500", value_name = "SHARE", value_parser = share)]
+    api_500: Option<f64>,
+    /// The seed every fault decision derives from (the same seed affects the same calls).
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+fn share(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|p| (0.0..=1.0).contains(p))
+        .ok_or_else(|| format!("{text:?} is not a share from 0 to 1"))
+}
+
+impl FaultArgs {
+    fn faults(&self) -> crate::faults::Faults {
+        crate::faults::Faults {
+            drop_deliveries: self.drop_deliveries.unwrap_or(0.0),
+            duplicate_deliveries: self.duplicate_deliveries.unwrap_or(0.0),
+            delay_deliveries_ms: self
+                .delay_deliveries
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            bad_signature: self.bad_signature.unwrap_or(0.0),
+            api_429: self.api_429.unwrap_or(0.0),
+            api_500: self.api_500.unwrap_or(0.0),
+            seed: self.seed.unwrap_or(0),
+        }
+    }
 }
 
 impl TenantArgs {
@@ -208,6 +273,7 @@ async fn run_command(db: &Db, command: TenantCommand, now_ms: i64) -> anyhow::Re
             allow_ip,
             monthly_allowance_minutes,
             allow_http_webhooks,
+            faults,
         } => {
             let name = name.trim().to_owned();
             if name.is_empty() {
@@ -228,6 +294,7 @@ async fn run_command(db: &Db, command: TenantCommand, now_ms: i64) -> anyhow::Re
                 monthly_allowance_minutes: monthly_allowance_minutes.map(i64::from),
                 key_hash: key.hash(),
                 now_ms,
+                faults: faults.faults(),
             })
             .await?;
             Ok(Output {
@@ -320,6 +387,18 @@ async fn run_command(db: &Db, command: TenantCommand, now_ms: i64) -> anyhow::Re
             let minutes = monthly_allowance_minutes.map(i64::from);
             change(db, &tenant, TenantChange::MonthlyAllowanceMinutes(minutes)).await
         }
+        TenantCommand::SetFaults {
+            tenant,
+            faults,
+            clear,
+        } => {
+            let faults = if clear {
+                crate::faults::Faults::default()
+            } else {
+                faults.faults()
+            };
+            change(db, &tenant, TenantChange::Faults(faults)).await
+        }
         TenantCommand::SetRateLimit {
             tenant,
             requests_per_second,
@@ -355,6 +434,7 @@ fn summary(record: &TenantRecord) -> Value {
         "ipAllowlist": record.ip_allowlist.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "monthlyAllowanceMinutes": record.monthly_allowance_minutes,
         "requestsPerSecond": record.requests_per_second,
+        "faults": (!record.faults.is_off()).then_some(record.faults),
         "liveKeys": record.live_keys,
         "createdAt": format_millis(record.created_at_ms),
     })
@@ -367,7 +447,7 @@ fn summary_line(record: &TenantRecord) -> String {
         .map(ToString::to_string)
         .collect();
     format!(
-        "{}  {}  {}  webhook={}  allowlist={}  allowance={}  rate={}  keys={}",
+        "{}  {}  {}  webhook={}  allowlist={}  allowance={}  rate={}  keys={}{}",
         record.id,
         record.name,
         if record.active { "active" } else { "inactive" },
@@ -384,6 +464,11 @@ fn summary_line(record: &TenantRecord) -> String {
             .requests_per_second
             .map_or_else(|| "unlimited".to_owned(), |r| format!("{r}/s")),
         record.live_keys,
+        if record.faults.is_off() {
+            String::new()
+        } else {
+            "  faults=on".to_owned()
+        },
     )
 }
 

@@ -17,6 +17,9 @@ use super::client::{Target, WebhookClient};
 use crate::clock::Clock;
 use crate::db::{AttemptLog, Db, DbError, Next};
 
+/// The key a delivery is signed with when a `bad-signature` fault hits it: not the tenant's.
+const BAD_SIGNING_SECRET: &str = "whsec_fault_injection_wrong_key";
+
 /// How many attempts run concurrently when there is a backlog.
 pub const CONCURRENCY: usize = 8;
 /// The longest the worker sleeps without re-checking (covers leases, clock changes, and
@@ -34,6 +37,8 @@ pub enum Outcome {
     Retried,
     /// The retry failed; the event will not be sent again.
     Failed,
+    /// The first attempt was put off (an injected delay, see [`crate::faults`]).
+    Deferred,
     /// Nothing was due.
     Empty,
 }
@@ -77,20 +82,51 @@ impl Outbox {
         let endpoint = self.db.active_endpoint(&claimed.tenant_id).await?;
         let (url, attempt) = match endpoint {
             Some(endpoint) => {
-                let target = Target {
-                    url: endpoint.url,
-                    secret: endpoint.secret,
+                let faults = endpoint.faults;
+                let delayed_to = claimed
+                    .created_at
+                    .saturating_add(i64::try_from(faults.delay_deliveries_ms).unwrap_or(i64::MAX));
+                if claimed.attempts == 0 && now.timestamp_millis() < delayed_to {
+                    self.db.defer_delivery(&claimed.id, delayed_to).await?;
+                    return Ok(Outcome::Deferred);
+                }
+                let attempt = if faults.drops(&claimed.call_id) {
+                    // As if the endpoint were down: nothing is sent, on either attempt.
+                    super::client::Attempt {
+                        status: None,
+                        latency: Duration::ZERO,
+                        error: Some(
+                            "fault injection: delivery dropped (as if the endpoint were down)"
+                                .to_string(),
+                        ),
+                    }
+                } else {
+                    let secret = if faults.signs_badly(&claimed.call_id) {
+                        BAD_SIGNING_SECRET.to_string()
+                    } else {
+                        endpoint.secret
+                    };
+                    let target = Target {
+                        url: endpoint.url.clone(),
+                        secret,
+                    };
+                    let body = claimed.body.as_bytes();
+                    let attempt = self
+                        .client
+                        .attempt(&target, &claimed.id, body, now.timestamp())
+                        .await;
+                    if attempt.succeeded() && faults.duplicates(&claimed.call_id) {
+                        // The same delivery again: same webhook id, a fresh signature.
+                        let again = self
+                            .client
+                            .attempt(&target, &claimed.id, body, now.timestamp() + 1)
+                            .await;
+                        tracing::info!(webhook_id = %claimed.id, status = again.status,
+                            "fault injection: delivery sent twice");
+                    }
+                    attempt
                 };
-                let attempt = self
-                    .client
-                    .attempt(
-                        &target,
-                        &claimed.id,
-                        claimed.body.as_bytes(),
-                        now.timestamp(),
-                    )
-                    .await;
-                (Some(target.url), attempt)
+                (Some(endpoint.url), attempt)
             }
             None => (
                 None,

@@ -4,6 +4,7 @@ mod agencies;
 mod agents;
 mod auth;
 mod cors;
+mod faults;
 mod hardening;
 mod helpers;
 mod hostile;
