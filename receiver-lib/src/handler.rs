@@ -56,7 +56,7 @@ where
 /// in either mode), with the webhook id when the request carries a well-formed one, so that
 /// logs can be matched with the service's delivery list. It is an ERROR-level span so that a
 /// subscriber filtering at any level still shows the id on the events it keeps.
-#[cfg(any(feature = "sqlite", feature = "axum"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "axum"))]
 pub(crate) fn delivery_span(id: Option<&WebhookId>) -> tracing::Span {
     match id {
         Some(id) => tracing::error_span!("webhook_delivery", webhook_id = %id),
@@ -71,7 +71,7 @@ pub(crate) fn delivery_span(id: Option<&WebhookId>) -> tracing::Span {
 /// - a panic is caught and reported as a failure of this event, so it neither unwinds into
 ///   the caller (a worker loop, a request task) nor leaves the event unsettled. The handler is
 ///   called again for later events: state it shares must stay usable after a panic.
-#[cfg(any(feature = "sqlite", feature = "axum"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "axum"))]
 pub(crate) async fn run_handler<H: EventHandler>(
     handler: &H,
     received: Received,
@@ -87,7 +87,7 @@ pub(crate) async fn run_handler<H: EventHandler>(
 }
 
 /// The text a panic was raised with, when it was a string (as with `panic!` and `expect`).
-#[cfg(any(feature = "sqlite", feature = "axum"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "axum"))]
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
     payload
         .downcast_ref::<&str>()

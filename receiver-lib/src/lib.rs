@@ -52,9 +52,13 @@
 //! - `clock`: the injectable [`Clock`] every time rule reads.
 //! - [`dedup`]: the [`dedup::DedupStore`] trait (claim → new / duplicate / in flight / replayed,
 //!   complete, release) and the bounded, expiring in-memory store.
+//! - `inbox` (feature `sqlite` or `postgres`): the [`inbox::Inbox`] trait every durable inbox
+//!   implements, its shared types, and the workers that hand inbox entries to user code.
 //! - `sqlite` (feature `sqlite`): the durable dedup store and the durable inbox, written
-//!   through one group-commit thread per file (`synchronous=FULL`), and the workers that hand
-//!   inbox entries to user code.
+//!   through one group-commit thread per file (`synchronous=FULL`).
+//! - `postgres` (feature `postgres`): the same two stores in a PostgreSQL database that
+//!   several replicas share (a queue their workers drain together, leases that another
+//!   replica takes over), migrated on open.
 //! - `handler`: the [`EventHandler`] user code implements (any async closure) and [`Received`].
 //! - `axum` (feature `axum`): ready POST routes (direct mode, durable inbox mode), the
 //!   `VerifiedWebhook` extractor, and `Server`, which serves them with connection limits and
@@ -66,6 +70,10 @@
 #[cfg(feature = "axum")]
 pub mod axum;
 pub mod dedup;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub mod inbox;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod reload;
 pub mod signature;
 #[cfg(feature = "sqlite")]
@@ -76,6 +84,8 @@ mod delivery;
 mod error;
 mod event;
 mod handler;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod pruner;
 mod secret;
 mod verify;
 

@@ -1,5 +1,6 @@
-//! Inbox mode: verify, then commit the event to the durable SQLite inbox before answering 2xx.
-//! User code runs later, from the inbox ([`crate::sqlite::run_inbox_worker`]).
+//! Inbox mode: verify, then commit the event to a durable [`Inbox`] (SQLite or PostgreSQL)
+//! before answering 2xx. User code runs later, from the inbox
+//! ([`crate::inbox::run_inbox_worker`]).
 
 use std::sync::Arc;
 
@@ -14,18 +15,18 @@ use tracing::Instrument;
 use super::request::{ReceiveError, answer, check, delivery_span, webhook_id};
 use crate::clock::{Clock, SystemClock};
 use crate::dedup::WebhookId;
-use crate::sqlite::{Accepted, SqliteInbox};
+use crate::inbox::{Accepted, Inbox};
 use crate::verify::Verifier;
 
 /// What the inbox-mode handler needs: verifier, inbox and clock.
 #[derive(Clone)]
-pub struct InboxReceiver {
+pub struct InboxReceiver<I> {
     verifier: Verifier,
-    inbox: SqliteInbox,
+    inbox: I,
     clock: Arc<dyn Clock>,
 }
 
-impl std::fmt::Debug for InboxReceiver {
+impl<I: std::fmt::Debug> std::fmt::Debug for InboxReceiver<I> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InboxReceiver")
             .field("verifier", &self.verifier)
@@ -34,9 +35,9 @@ impl std::fmt::Debug for InboxReceiver {
     }
 }
 
-impl InboxReceiver {
+impl<I: Inbox> InboxReceiver<I> {
     /// A receiver storing into `inbox`, using the system clock.
-    pub fn new(verifier: Verifier, inbox: SqliteInbox) -> Self {
+    pub fn new(verifier: Verifier, inbox: I) -> Self {
         Self {
             verifier,
             inbox,
@@ -72,13 +73,14 @@ impl InboxReceiver {
 /// A POST route for inbox mode: answers 200 once the event is durably stored (or was already),
 /// and the status of [`ReceiveError::http_status`] otherwise. Its log events, and those of
 /// the worker that hands the entry to user code, carry the delivery's `webhook_id`.
-pub fn inbox_route<T>(receiver: InboxReceiver) -> MethodRouter<T>
+pub fn inbox_route<I, T>(receiver: InboxReceiver<I>) -> MethodRouter<T>
 where
+    I: Inbox,
     T: Clone + Send + Sync + 'static,
 {
     let limit = receiver.verifier.max_body_bytes();
     post(
-        |State(receiver): State<Arc<InboxReceiver>>,
+        |State(receiver): State<Arc<InboxReceiver<I>>>,
          headers: HeaderMap,
          body: Result<Bytes, BytesRejection>| async move {
             let id = webhook_id(&headers);

@@ -7,10 +7,11 @@
 //! - [`direct`](webhook_route): user code runs inside the request (under a deadline well
 //!   inside the sender's 10 seconds); the claim is completed on success and released on
 //!   failure so the sender's single retry is processed.
-//! - inbox, `inbox_route` (feature `sqlite` too): the verified event is committed to a
-//!   SQLite inbox before the 2xx and handed to user code by the workers that
-//!   `Server::with_inbox_workers` runs (or `sqlite::run_inbox_workers`), with retries. Use it
-//!   when user code may be slow or fail: nothing acknowledged is lost.
+//! - inbox, `inbox_route` (feature `sqlite` or `postgres` too): the verified event is
+//!   committed to a durable inbox (SQLite, or a PostgreSQL that replicas share) before the 2xx
+//!   and handed to user code by the workers that `Server::with_inbox_workers` runs (or
+//!   `inbox::run_inbox_workers`), with retries. Use it when user code may be slow or fail:
+//!   nothing acknowledged is lost.
 //!
 //! Processing is at least once, never silently zero: a crash between user code finishing and
 //! the claim being completed, or a claim lease running out under very slow code, can run user
@@ -25,14 +26,14 @@
 
 mod direct;
 mod extract;
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod inbox;
 mod request;
 mod serve;
 
 pub use direct::{DEFAULT_HANDLER_DEADLINE, WebhookReceiver, webhook_route};
 pub use extract::{VerifiedWebhook, VerifyState};
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use inbox::{InboxReceiver, inbox_route};
 pub use request::{ReceiveError, SIGNATURE_HEADER, WEBHOOK_ID_HEADER};
 pub use serve::{DEFAULT_DRAIN_TIMEOUT, Server, ServerLimits, shutdown_signal};

@@ -116,6 +116,10 @@ pub enum StoreError {
     /// The database reported an error.
     #[error("webhook store database error: {0}")]
     Database(String),
+    /// The store cannot be opened as configured (a database URL that does not parse, or asks
+    /// for what this build does not support, such as TLS to PostgreSQL).
+    #[error("webhook store configuration: {0}")]
+    Config(String),
     /// The store's writer has stopped (the store was shut down or its thread died).
     #[error("webhook store is unavailable")]
     Unavailable,

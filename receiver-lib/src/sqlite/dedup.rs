@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use rusqlite::{Connection, params};
 
-use super::writer::{Index, Pruner, Writer};
+use super::writer::{Index, Writer};
+use crate::pruner::Pruner;
 use crate::dedup::{Claim, DedupPolicy, DedupStore, StoreError, WebhookId};
 
 // Rows are appended in claim order (`seq`, the rowid; queries say `rowid` so that files written

@@ -4,6 +4,7 @@
 //! dies. The inbox is also the dedup and replay record for the deliveries it stores.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,8 +12,10 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::Notify;
 
-use super::writer::{Index, Pruner, Writer};
+use super::writer::{Index, Writer};
+use crate::pruner::Pruner;
 use crate::dedup::{StoreError, WebhookId};
+use crate::inbox::{Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, Settled};
 
 // Rows are appended in arrival order (`seq`, the rowid; queries say `rowid` so that files
 // written before `seq` existed, whose table was keyed by id, still work: their rowids follow
@@ -93,79 +96,6 @@ impl Index for InboxIndex {
     }
 }
 
-/// Retry and retention settings of the inbox. Every field's default is on its line; with all of
-/// them, a failing entry is tried 10 times over about 43 minutes before it is set aside.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InboxPolicy {
-    /// How long a processed entry (or a discarded dead letter) is kept after it was received,
-    /// so that the sender's retry of it is still a duplicate and a replay of it still caught.
-    /// Pending and dead entries are never dropped. Default: 24 hours; keep it well past the
-    /// sender's retry (about 5 minutes) plus the signature tolerance.
-    pub retention: Duration,
-    /// Attempts before an entry is set aside as dead: kept, listed by
-    /// [`SqliteInbox::dead_letters`], until [`SqliteInbox::requeue_dead_letter`] hands it out
-    /// again or [`SqliteInbox::discard_dead_letter`] gives up on it (`svc-cli inbox` does
-    /// both on the file `svc-cli webhook serve` writes). Default: 10.
-    pub max_attempts: u32,
-    /// Delay before the first retry; doubles on each failure (5 s, 10 s, 20 s, ...), capped at
-    /// one hour. Default: 5 seconds.
-    pub first_backoff: Duration,
-    /// How long a handed-out entry is reserved for its handler before it is handed out again.
-    /// The handler gets 90% of it (270 s by default) and is then cancelled, its attempt
-    /// counted as failed. After a crash (the process killed with entries in hand) those entries
-    /// wait for the rest of their lease, up to 5 minutes by default, before another worker
-    /// takes them; a graceful shutdown settles them instead. Default: 300 seconds.
-    pub lease: Duration,
-}
-
-impl Default for InboxPolicy {
-    fn default() -> Self {
-        Self {
-            retention: Duration::from_secs(24 * 3600),
-            max_attempts: 10,
-            first_backoff: Duration::from_secs(5),
-            lease: Duration::from_secs(300),
-        }
-    }
-}
-
-/// What storing a verified delivery did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Accepted {
-    /// Stored and committed durably: answer 2xx.
-    Stored,
-    /// Already stored under this id: answer 2xx, store nothing.
-    Duplicate,
-    /// Its signature is already stored under another id: a replay; reject it.
-    Replayed,
-}
-
-/// An entry handed out for processing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InboxEntry {
-    /// The delivery's `X-Service-Webhook-Id`.
-    pub webhook_id: WebhookId,
-    /// The verified raw body.
-    pub body: Vec<u8>,
-    /// Which attempt this is, from 1.
-    pub attempt: u32,
-    /// When it was stored (unix seconds).
-    pub received_at: i64,
-}
-
-/// What happened to an entry after its handler ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Settled {
-    /// Processed; will not be handed out again.
-    Done,
-    /// Failed; handed out again after a backoff.
-    Retrying,
-    /// Failed its last attempt; kept as a dead letter.
-    Dead,
-}
-
 /// The durable inbox; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct SqliteInbox {
@@ -173,10 +103,6 @@ pub struct SqliteInbox {
     policy: InboxPolicy,
     arrived: Arc<Notify>,
     pruner: Arc<Pruner>,
-}
-
-fn secs(duration: Duration) -> i64 {
-    i64::try_from(duration.as_secs()).unwrap_or(i64::MAX)
 }
 
 impl SqliteInbox {
@@ -214,7 +140,7 @@ impl SqliteInbox {
         let cutoff = self
             .pruner
             .due(now)
-            .then(|| now.saturating_sub(secs(self.policy.retention)));
+            .then(|| now.saturating_sub(self.policy.retention_secs()));
         let accepted = self
             .writer
             .run(move |conn, index| accept_in(conn, index, &id, &signature, &body, now, cutoff))
@@ -230,7 +156,7 @@ impl SqliteInbox {
     /// # Errors
     /// [`StoreError`] when the database fails.
     pub async fn next_due(&self, now: i64) -> Result<Option<InboxEntry>, StoreError> {
-        let lease_until = now.saturating_add(secs(self.policy.lease));
+        let lease_until = now.saturating_add(self.policy.lease_secs());
         let row = self
             .writer
             .run(move |conn, _| {
@@ -275,16 +201,7 @@ impl SqliteInbox {
         now: i64,
     ) -> Result<Settled, StoreError> {
         let id = entry.webhook_id.as_str().to_owned();
-        let settled = match &outcome {
-            Ok(()) => Settled::Done,
-            Err(_) if entry.attempt >= self.policy.max_attempts => Settled::Dead,
-            Err(_) => Settled::Retrying,
-        };
-        let shift = entry.attempt.saturating_sub(1).min(20);
-        let backoff = secs(self.policy.first_backoff)
-            .saturating_mul(1 << shift)
-            .min(3600);
-        let due_at = now.saturating_add(backoff);
+        let (settled, due_at) = self.policy.settlement(entry, &outcome, now);
         self.writer
             .run(move |conn, index| {
                 // An id no longer stored (pruned meanwhile) has nothing left to record.
@@ -366,13 +283,7 @@ impl SqliteInbox {
             .into_iter()
             // Every stored id was a valid webhook id when it was accepted.
             .filter_map(|(id, attempts, last_error, received_at, body)| {
-                Some(DeadLetter {
-                    webhook_id: WebhookId::parse(id.as_bytes()).ok()?,
-                    attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-                    last_error,
-                    received_at,
-                    body,
-                })
+                DeadLetter::read(&id, attempts, last_error, received_at, body)
             })
             .collect())
     }
@@ -403,7 +314,7 @@ impl SqliteInbox {
         Ok(requeued > 0)
     }
 
-    /// Hands every dead entry out again (see [`SqliteInbox::requeue_dead_letter`]); returns
+    /// Hands every dead entry out again (see [`Inbox::requeue_dead_letter`]); returns
     /// how many.
     ///
     /// # Errors
@@ -450,21 +361,75 @@ impl SqliteInbox {
     }
 }
 
-/// An inbox entry set aside after its last attempt failed; kept until it is requeued or
-/// discarded. Non-exhaustive: built by the inbox only.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct DeadLetter {
-    /// The delivery's `X-Service-Webhook-Id`.
-    pub webhook_id: WebhookId,
-    /// How many times it was handed to user code.
-    pub attempts: u32,
-    /// The handler's error on the last attempt.
-    pub last_error: String,
-    /// When it was received (unix seconds).
-    pub received_at: i64,
-    /// The verified raw body (a `call.scored` event), to see which call it was about.
-    pub body: Vec<u8>,
+/// The trait's methods are the inherent ones above (callable without importing [`Inbox`]).
+impl Inbox for SqliteInbox {
+    fn policy(&self) -> InboxPolicy {
+        self.policy
+    }
+
+    fn accept(
+        &self,
+        id: &WebhookId,
+        signature: &[u8; 32],
+        body: &[u8],
+        now: i64,
+    ) -> impl Future<Output = Result<Accepted, StoreError>> + Send {
+        SqliteInbox::accept(self, id, signature, body, now)
+    }
+
+    fn next_due(
+        &self,
+        now: i64,
+    ) -> impl Future<Output = Result<Option<InboxEntry>, StoreError>> + Send {
+        SqliteInbox::next_due(self, now)
+    }
+
+    fn settle(
+        &self,
+        entry: &InboxEntry,
+        outcome: Result<(), String>,
+        now: i64,
+    ) -> impl Future<Output = Result<Settled, StoreError>> + Send {
+        SqliteInbox::settle(self, entry, outcome, now)
+    }
+
+    fn wait_for_arrival(&self, max_wait: Duration) -> impl Future<Output = ()> + Send {
+        SqliteInbox::wait_for_arrival(self, max_wait)
+    }
+
+    fn contains(&self, id: &WebhookId) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        SqliteInbox::contains(self, id)
+    }
+
+    fn counts(&self) -> impl Future<Output = Result<(u64, u64, u64), StoreError>> + Send {
+        SqliteInbox::counts(self)
+    }
+
+    fn dead_letters(&self) -> impl Future<Output = Result<Vec<DeadLetter>, StoreError>> + Send {
+        SqliteInbox::dead_letters(self)
+    }
+
+    fn requeue_dead_letter(
+        &self,
+        id: &WebhookId,
+        now: i64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        SqliteInbox::requeue_dead_letter(self, id, now)
+    }
+
+    fn requeue_all_dead_letters(
+        &self,
+        now: i64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        SqliteInbox::requeue_all_dead_letters(self, now)
+    }
+
+    fn discard_dead_letter(
+        &self,
+        id: &WebhookId,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        SqliteInbox::discard_dead_letter(self, id)
+    }
 }
 
 fn accept_in(

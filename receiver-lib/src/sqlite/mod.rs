@@ -17,11 +17,12 @@
 
 mod dedup;
 mod inbox;
-mod worker;
 mod writer;
 
 pub use dedup::SqliteDedupStore;
-pub use inbox::{Accepted, DeadLetter, InboxEntry, InboxPolicy, Settled, SqliteInbox};
-#[cfg(feature = "axum")]
-pub(crate) use worker::{Phase, run_pool};
-pub use worker::{Step, process_next, run_inbox_worker, run_inbox_workers};
+pub use inbox::SqliteInbox;
+// The inbox's shared types and workers, where they were before the PostgreSQL inbox.
+pub use crate::inbox::{
+    Accepted, DeadLetter, InboxEntry, InboxPolicy, Settled, Step, process_next, run_inbox_worker,
+    run_inbox_workers,
+};

@@ -26,14 +26,14 @@ use tokio::task::JoinSet;
 
 pub use limits::ServerLimits;
 
-#[cfg(feature = "sqlite")]
-use crate::sqlite::{Phase, run_pool};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+use crate::inbox::{Inbox, Phase, run_pool};
 
 /// How long a stopping server lets inbox workers drain by default.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The inbox workers a server runs, started with the channel that tells them when to drain.
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 type Workers =
     Box<dyn FnOnce(watch::Receiver<Phase>) -> futures_util::future::BoxFuture<'static, ()> + Send>;
 
@@ -73,7 +73,7 @@ pub struct Server {
     router: Router,
     limits: ServerLimits,
     drain_timeout: Duration,
-    #[cfg(feature = "sqlite")]
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     workers: Option<Workers>,
 }
 
@@ -83,7 +83,7 @@ impl std::fmt::Debug for Server {
         debug
             .field("limits", &self.limits)
             .field("drain_timeout", &self.drain_timeout);
-        #[cfg(feature = "sqlite")]
+        #[cfg(any(feature = "sqlite", feature = "postgres"))]
         debug.field("inbox_workers", &self.workers.is_some());
         debug.finish_non_exhaustive()
     }
@@ -96,7 +96,7 @@ impl Server {
             router,
             limits: ServerLimits::default(),
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
-            #[cfg(feature = "sqlite")]
+            #[cfg(any(feature = "sqlite", feature = "postgres"))]
             workers: None,
         }
     }
@@ -115,12 +115,13 @@ impl Server {
     }
 
     /// Also runs `workers` inbox loops (at least one) handing `inbox`'s entries to `handler`,
-    /// as [`crate::sqlite::run_inbox_workers`] does, reading the system clock; they stop, and
-    /// drain, with the server.
-    #[cfg(feature = "sqlite")]
-    pub fn with_inbox_workers<H: crate::EventHandler>(
+    /// as [`crate::inbox::run_inbox_workers`] does, reading the system clock; they stop, and
+    /// drain, with the server. Any [`Inbox`] will do: the SQLite one, or the PostgreSQL one
+    /// that several replicas share.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub fn with_inbox_workers<I: Inbox, H: crate::EventHandler>(
         mut self,
-        inbox: crate::sqlite::SqliteInbox,
+        inbox: I,
         handler: H,
         workers: usize,
     ) -> Self {
@@ -143,7 +144,7 @@ impl Server {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send,
     ) -> io::Result<()> {
-        #[cfg(feature = "sqlite")]
+        #[cfg(any(feature = "sqlite", feature = "postgres"))]
         let (phase, workers) = {
             let (phase, phases) = watch::channel(Phase::Run);
             let workers = self
@@ -152,7 +153,7 @@ impl Server {
             (phase, workers)
         };
         let served = serve_http(listener, self.router, self.limits, shutdown).await;
-        #[cfg(feature = "sqlite")]
+        #[cfg(any(feature = "sqlite", feature = "postgres"))]
         if let Some(mut workers) = workers {
             let _ = phase.send(Phase::Drain);
             if tokio::time::timeout(self.drain_timeout, &mut workers.0)
@@ -172,10 +173,10 @@ impl Server {
 
 /// The workers' task, cancelled when dropped: past the drain timeout, or with the server's
 /// future when a caller drops it.
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();

@@ -2,8 +2,8 @@
 //! directly) or as loops until shutdown: [`run_inbox_worker`] with one entry in hand at a time,
 //! [`run_inbox_workers`] with several.
 //!
-//! Each entry in hand costs two group commits (reserving it, then recording its outcome), so
-//! one loop settles at most a few hundred entries a second however fast the handler is;
+//! Each entry in hand costs two commits (reserving it, then recording its outcome), so one
+//! loop settles at most a few hundred entries a second however fast the handler is;
 //! several loops share those commits, and handlers that wait on I/O overlap. Entries are handed
 //! out in due order, but with several loops their handlers may finish in any order.
 
@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use super::inbox::{InboxEntry, InboxPolicy, Settled, SqliteInbox};
+use super::{Inbox, InboxEntry, InboxPolicy, Settled};
 use crate::clock::Clock;
 use crate::dedup::StoreError;
 use crate::handler::{EventHandler, Received, delivery_span, run_handler};
@@ -51,8 +51,8 @@ pub enum Step {
 ///
 /// # Errors
 /// [`StoreError`] when the inbox cannot be read or updated.
-pub async fn process_next<H: EventHandler>(
-    inbox: &SqliteInbox,
+pub async fn process_next<I: Inbox, H: EventHandler>(
+    inbox: &I,
     handler: &H,
     now: i64,
 ) -> Result<Step, StoreError> {
@@ -67,8 +67,8 @@ pub async fn process_next<H: EventHandler>(
 }
 
 /// Hands one reserved entry to `handler` and records the outcome.
-async fn settle_next<H: EventHandler>(
-    inbox: &SqliteInbox,
+async fn settle_next<I: Inbox, H: EventHandler>(
+    inbox: &I,
     handler: &H,
     entry: InboxEntry,
     now: i64,
@@ -102,8 +102,8 @@ async fn settle_next<H: EventHandler>(
 /// is graceful: the entry in hand is finished (or reaches its deadline) and settled first, so a
 /// stop never leaves a handled entry unrecorded (an entry interrupted by a crash is handed out
 /// again after its lease).
-pub async fn run_inbox_worker<H: EventHandler>(
-    inbox: SqliteInbox,
+pub async fn run_inbox_worker<I: Inbox, H: EventHandler>(
+    inbox: I,
     handler: H,
     clock: impl Clock,
     shutdown: impl Future<Output = ()> + Send,
@@ -116,9 +116,9 @@ pub async fn run_inbox_worker<H: EventHandler>(
 /// one of them. Shutdown lets every entry in hand finish and be settled.
 ///
 /// To also serve the route and stop both under one signal, draining what arrived last, use
-/// `svc_receiver::axum::Server::with_inbox_workers` (features `axum` and `sqlite`).
-pub async fn run_inbox_workers<H: EventHandler>(
-    inbox: SqliteInbox,
+/// `svc_receiver::axum::Server::with_inbox_workers` (feature `axum`).
+pub async fn run_inbox_workers<I: Inbox, H: EventHandler>(
+    inbox: I,
     handler: H,
     clock: impl Clock,
     workers: usize,
@@ -149,8 +149,8 @@ pub(crate) enum Phase {
 }
 
 /// Runs `workers` loops (at least one) on the calling task until `phases` says so.
-pub(crate) async fn run_pool<H: EventHandler>(
-    inbox: &SqliteInbox,
+pub(crate) async fn run_pool<I: Inbox, H: EventHandler>(
+    inbox: &I,
     handler: &H,
     clock: &impl Clock,
     workers: usize,
@@ -162,8 +162,8 @@ pub(crate) async fn run_pool<H: EventHandler>(
     .await;
 }
 
-async fn worker_loop<H: EventHandler>(
-    inbox: &SqliteInbox,
+async fn worker_loop<I: Inbox, H: EventHandler>(
+    inbox: &I,
     handler: &H,
     clock: &impl Clock,
     mut phases: watch::Receiver<Phase>,

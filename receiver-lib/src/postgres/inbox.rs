@@ -1,0 +1,276 @@
+//! The durable inbox in PostgreSQL, one queue for every replica: accepting is one call of
+//! `svc_receiver_inbox_accept` (one round trip, one commit before the 2xx); workers of any
+//! process take the oldest due entry with `FOR UPDATE SKIP LOCKED`, so two never take the same
+//! one, and push its due time past the lease, so an entry whose worker died is due again (to
+//! any replica) once the lease runs out.
+//!
+//! A worker learns of an arrival in its own process at once; of one stored by another replica
+//! at its next poll (within a second).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::{PgDatabase, db_error};
+use crate::dedup::{StoreError, WebhookId};
+use crate::inbox::{Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, Settled};
+use crate::pruner::Pruner;
+
+/// The durable inbox in a PostgreSQL database; cheap to clone. Every replica that opens the
+/// same database shares one queue.
+#[derive(Debug, Clone)]
+pub struct PgInbox {
+    database: PgDatabase,
+    policy: InboxPolicy,
+    arrived: Arc<Notify>,
+    pruner: Arc<Pruner>,
+}
+
+impl PgInbox {
+    /// An inbox in `database` (already migrated when it was opened).
+    pub fn new(database: PgDatabase, policy: InboxPolicy) -> Self {
+        Self {
+            database,
+            policy,
+            arrived: Arc::new(Notify::new()),
+            pruner: Arc::default(),
+        }
+    }
+
+    /// Connects to the database at `url` (see [`PgDatabase::connect`]) and opens the inbox.
+    ///
+    /// # Errors
+    /// As [`PgDatabase::connect`].
+    pub async fn connect(url: &str, policy: InboxPolicy) -> Result<Self, StoreError> {
+        Ok(Self::new(PgDatabase::connect(url).await?, policy))
+    }
+
+    /// The database it is in.
+    pub fn database(&self) -> &PgDatabase {
+        &self.database
+    }
+
+    /// Retention: forgets processed entries received at or before `cutoff` (pending and dead
+    /// ones are never dropped), and the signatures seen by then of deliveries no longer
+    /// stored.
+    async fn prune(&self, cutoff: i64) -> Result<(), StoreError> {
+        let client = self.database.client().await?;
+        client
+            .execute(
+                "DELETE FROM webhook_inbox WHERE state = 'done' AND received_at <= $1",
+                &[&cutoff],
+            )
+            .await
+            .map_err(|e| db_error(&e))?;
+        client
+            .execute(
+                "DELETE FROM webhook_inbox_signatures s WHERE seen_at <= $1
+                 AND NOT EXISTS (SELECT 1 FROM webhook_inbox i WHERE i.id = s.id)",
+                &[&cutoff],
+            )
+            .await
+            .map_err(|e| db_error(&e))?;
+        Ok(())
+    }
+
+    /// Runs one statement that changes rows; returns how many.
+    async fn execute(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        let client = self.database.client().await?;
+        let statement = client.prepare_cached(sql).await.map_err(|e| db_error(&e))?;
+        client
+            .execute(&statement, params)
+            .await
+            .map_err(|e| db_error(&e))
+    }
+}
+
+impl Inbox for PgInbox {
+    fn policy(&self) -> InboxPolicy {
+        self.policy
+    }
+
+    async fn accept(
+        &self,
+        id: &WebhookId,
+        signature: &[u8; 32],
+        body: &[u8],
+        now: i64,
+    ) -> Result<Accepted, StoreError> {
+        if self.pruner.due(now) {
+            self.prune(now.saturating_sub(self.policy.retention_secs()))
+                .await?;
+        }
+        let client = self.database.client().await?;
+        let statement = client
+            .prepare_cached("SELECT svc_receiver_inbox_accept($1, $2, $3, $4)")
+            .await
+            .map_err(|e| db_error(&e))?;
+        let row = client
+            .query_one(&statement, &[&id.as_str(), &&signature[..], &body, &now])
+            .await
+            .map_err(|e| db_error(&e))?;
+        let accepted = match row.get::<_, &str>(0) {
+            "stored" => Accepted::Stored,
+            "duplicate" => Accepted::Duplicate,
+            "replayed" => Accepted::Replayed,
+            other => {
+                return Err(StoreError::Database(format!(
+                    "svc_receiver_inbox_accept answered {other:?}"
+                )));
+            }
+        };
+        if accepted == Accepted::Stored {
+            self.arrived.notify_one();
+        }
+        Ok(accepted)
+    }
+
+    async fn next_due(&self, now: i64) -> Result<Option<InboxEntry>, StoreError> {
+        let lease_until = now.saturating_add(self.policy.lease_secs());
+        let client = self.database.client().await?;
+        let statement = client
+            .prepare_cached(
+                "UPDATE webhook_inbox SET attempts = attempts + 1, due_at = $2
+                 WHERE id = (SELECT id FROM webhook_inbox
+                             WHERE state = 'pending' AND due_at <= $1
+                             ORDER BY due_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED)
+                 RETURNING id, body, attempts, received_at",
+            )
+            .await
+            .map_err(|e| db_error(&e))?;
+        let row = client
+            .query_opt(&statement, &[&now, &lease_until])
+            .await
+            .map_err(|e| db_error(&e))?;
+        Ok(row.and_then(|row| {
+            // Every stored id was a valid webhook id when it was accepted.
+            let webhook_id = WebhookId::parse(row.get::<_, &str>(0).as_bytes()).ok()?;
+            Some(InboxEntry {
+                webhook_id,
+                body: row.get(1),
+                attempt: u32::try_from(row.get::<_, i32>(2)).unwrap_or(u32::MAX),
+                received_at: row.get(3),
+            })
+        }))
+    }
+
+    async fn settle(
+        &self,
+        entry: &InboxEntry,
+        outcome: Result<(), String>,
+        now: i64,
+    ) -> Result<Settled, StoreError> {
+        let (settled, due_at) = self.policy.settlement(entry, &outcome, now);
+        let error = outcome.err();
+        self.execute(
+            "UPDATE webhook_inbox SET state = $2, due_at = $3, last_error = $4 WHERE id = $1",
+            &[&entry.webhook_id.as_str(), &settled.state(), &due_at, &error],
+        )
+        .await?;
+        Ok(settled)
+    }
+
+    fn wait_for_arrival(&self, max_wait: Duration) -> impl Future<Output = ()> + Send {
+        let arrived = Arc::clone(&self.arrived);
+        async move {
+            let _ = tokio::time::timeout(max_wait, arrived.notified()).await;
+        }
+    }
+
+    async fn contains(&self, id: &WebhookId) -> Result<bool, StoreError> {
+        let client = self.database.client().await?;
+        let row = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM webhook_inbox WHERE id = $1)",
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(|e| db_error(&e))?;
+        Ok(row.get(0))
+    }
+
+    async fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
+        let client = self.database.client().await?;
+        let row = client
+            .query_one(
+                "SELECT COUNT(*) FILTER (WHERE state = 'pending'),
+                        COUNT(*) FILTER (WHERE state = 'done'),
+                        COUNT(*) FILTER (WHERE state = 'dead')
+                 FROM webhook_inbox",
+                &[],
+            )
+            .await
+            .map_err(|e| db_error(&e))?;
+        let n = |i: usize| u64::try_from(row.get::<_, i64>(i)).unwrap_or(0);
+        Ok((n(0), n(1), n(2)))
+    }
+
+    async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
+        let client = self.database.client().await?;
+        let rows = client
+            .query(
+                "SELECT id, attempts, COALESCE(last_error, ''), received_at, body
+                 FROM webhook_inbox WHERE state = 'dead' ORDER BY seq",
+                &[],
+            )
+            .await
+            .map_err(|e| db_error(&e))?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| {
+                DeadLetter::read(
+                    row.get(0),
+                    i64::from(row.get::<_, i32>(1)),
+                    row.get(2),
+                    row.get(3),
+                    row.get(4),
+                )
+            })
+            .collect())
+    }
+
+    async fn requeue_dead_letter(&self, id: &WebhookId, now: i64) -> Result<bool, StoreError> {
+        let requeued = self
+            .execute(
+                "UPDATE webhook_inbox SET state = 'pending', attempts = 0, due_at = $2
+                 WHERE id = $1 AND state = 'dead'",
+                &[&id.as_str(), &now],
+            )
+            .await?;
+        if requeued > 0 {
+            self.arrived.notify_one();
+        }
+        Ok(requeued > 0)
+    }
+
+    async fn requeue_all_dead_letters(&self, now: i64) -> Result<u64, StoreError> {
+        let requeued = self
+            .execute(
+                "UPDATE webhook_inbox SET state = 'pending', attempts = 0, due_at = $1
+                 WHERE state = 'dead'",
+                &[&now],
+            )
+            .await?;
+        if requeued > 0 {
+            self.arrived.notify_waiters();
+            self.arrived.notify_one();
+        }
+        Ok(requeued)
+    }
+
+    async fn discard_dead_letter(&self, id: &WebhookId) -> Result<bool, StoreError> {
+        let discarded = self
+            .execute(
+                "UPDATE webhook_inbox SET state = 'done' WHERE id = $1 AND state = 'dead'",
+                &[&id.as_str()],
+            )
+            .await?;
+        Ok(discarded > 0)
+    }
+}

@@ -1,0 +1,172 @@
+//! The crate's tables in PostgreSQL, as versioned migrations: `svc_receiver_schema` records
+//! which are applied; opening applies the missing ones in one transaction under an advisory
+//! lock, so replicas starting at once apply each exactly once, and refuses a database migrated
+//! by a newer build. Append a migration, never edit one.
+
+use tokio_postgres::Client;
+
+use super::describe;
+
+/// The advisory lock key migrations are applied under ("svc_rcv1").
+const MIGRATION_LOCK: i64 = 0x7376_635f_7263_7631;
+
+/// Every migration, in order; the schema version is how many are applied.
+const MIGRATIONS: &[&str] = &[
+    // 1: the dedup store's claims and signatures, the inbox and its signatures, and the two
+    // functions that claim and accept in one round trip.
+    r#"
+    -- One row per remembered webhook id, and one per verified signature (every attempt's),
+    -- each kept for the retention from when it was first seen.
+    CREATE TABLE webhook_claims (
+        id          TEXT PRIMARY KEY,
+        state       TEXT NOT NULL CHECK (state IN ('in_flight', 'released', 'done')),
+        lease_until BIGINT NOT NULL,
+        claimed_at  BIGINT NOT NULL
+    );
+    CREATE INDEX webhook_claims_claimed_at ON webhook_claims (claimed_at);
+    CREATE TABLE webhook_claim_signatures (
+        signature BYTEA PRIMARY KEY,
+        id        TEXT NOT NULL,
+        seen_at   BIGINT NOT NULL
+    );
+    CREATE INDEX webhook_claim_signatures_seen_at ON webhook_claim_signatures (seen_at);
+
+    -- Claims p_id with p_signature: 'replayed', 'new', 'duplicate' or 'in_flight'. The
+    -- signature's row is locked first, then the id's, so concurrent claims never deadlock, and
+    -- of concurrent claims of one id exactly one inserts its row (the others wait for it).
+    CREATE FUNCTION svc_receiver_claim(
+        p_id TEXT, p_signature BYTEA, p_now BIGINT, p_cutoff BIGINT, p_lease_until BIGINT
+    ) RETURNS TEXT LANGUAGE plpgsql AS $$
+    DECLARE
+        owner TEXT;
+        claim webhook_claims%ROWTYPE;
+    BEGIN
+        -- A signature remembered under another id is a replay, whatever this id's state; a
+        -- new one is remembered under this id, whatever the answer.
+        INSERT INTO webhook_claim_signatures AS s (signature, id, seen_at)
+        VALUES (p_signature, p_id, p_now)
+        ON CONFLICT (signature) DO UPDATE SET
+            id = CASE WHEN s.seen_at <= p_cutoff THEN EXCLUDED.id ELSE s.id END,
+            seen_at = CASE WHEN s.seen_at <= p_cutoff THEN EXCLUDED.seen_at ELSE s.seen_at END
+        RETURNING s.id INTO owner;
+        IF owner <> p_id THEN
+            RETURN 'replayed';
+        END IF;
+        LOOP
+            INSERT INTO webhook_claims (id, state, lease_until, claimed_at)
+            VALUES (p_id, 'in_flight', p_lease_until, p_now)
+            ON CONFLICT (id) DO NOTHING;
+            IF FOUND THEN
+                RETURN 'new';
+            END IF;
+            SELECT * INTO claim FROM webhook_claims WHERE id = p_id FOR UPDATE;
+            EXIT WHEN FOUND;
+        END LOOP;
+        IF claim.claimed_at <= p_cutoff THEN
+            UPDATE webhook_claims
+            SET state = 'in_flight', lease_until = p_lease_until, claimed_at = p_now
+            WHERE id = p_id;
+            RETURN 'new';
+        ELSIF claim.state = 'done' THEN
+            RETURN 'duplicate';
+        ELSIF claim.state = 'in_flight' AND claim.lease_until > p_now THEN
+            RETURN 'in_flight';
+        END IF;
+        UPDATE webhook_claims SET state = 'in_flight', lease_until = p_lease_until
+        WHERE id = p_id;
+        RETURN 'new';
+    END
+    $$;
+
+    -- The inbox: one row per stored delivery, handed out in due order.
+    CREATE TABLE webhook_inbox (
+        seq         BIGINT GENERATED ALWAYS AS IDENTITY,
+        id          TEXT PRIMARY KEY,
+        body        BYTEA NOT NULL,
+        received_at BIGINT NOT NULL,
+        state       TEXT NOT NULL CHECK (state IN ('pending', 'done', 'dead')),
+        attempts    INTEGER NOT NULL DEFAULT 0,
+        due_at      BIGINT NOT NULL,
+        last_error  TEXT
+    );
+    CREATE INDEX webhook_inbox_due ON webhook_inbox (due_at, seq) WHERE state = 'pending';
+    CREATE INDEX webhook_inbox_done ON webhook_inbox (received_at) WHERE state = 'done';
+    CREATE INDEX webhook_inbox_dead ON webhook_inbox (seq) WHERE state = 'dead';
+    -- Every signature of a stored delivery (the sender signs each attempt afresh).
+    CREATE TABLE webhook_inbox_signatures (
+        signature BYTEA PRIMARY KEY,
+        id        TEXT NOT NULL,
+        seen_at   BIGINT NOT NULL
+    );
+    CREATE INDEX webhook_inbox_signatures_seen_at ON webhook_inbox_signatures (seen_at);
+
+    -- Stores a verified delivery: 'stored', 'duplicate' or 'replayed'. Of concurrent accepts
+    -- of one id (or one signature) exactly one inserts; the others wait for its commit.
+    CREATE FUNCTION svc_receiver_inbox_accept(
+        p_id TEXT, p_signature BYTEA, p_body BYTEA, p_now BIGINT
+    ) RETURNS TEXT LANGUAGE plpgsql AS $$
+    DECLARE
+        owner TEXT;
+    BEGIN
+        IF EXISTS (SELECT 1 FROM webhook_inbox WHERE id = p_id) THEN
+            -- Another attempt of a stored delivery: remember its signature too.
+            INSERT INTO webhook_inbox_signatures (signature, id, seen_at)
+            VALUES (p_signature, p_id, p_now) ON CONFLICT (signature) DO NOTHING;
+            RETURN 'duplicate';
+        END IF;
+        INSERT INTO webhook_inbox_signatures (signature, id, seen_at)
+        VALUES (p_signature, p_id, p_now) ON CONFLICT (signature) DO NOTHING;
+        IF NOT FOUND THEN
+            SELECT id INTO owner FROM webhook_inbox_signatures WHERE signature = p_signature;
+            IF owner IS NOT NULL AND owner <> p_id THEN
+                RETURN 'replayed';
+            END IF;
+        END IF;
+        INSERT INTO webhook_inbox (id, body, received_at, state, due_at)
+        VALUES (p_id, p_body, p_now, 'pending', p_now)
+        ON CONFLICT (id) DO NOTHING;
+        IF FOUND THEN
+            RETURN 'stored';
+        END IF;
+        RETURN 'duplicate';
+    END
+    $$;
+    "#,
+];
+
+/// The schema version this build writes (how many migrations it knows).
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Brings the database up to [`SCHEMA_VERSION`]; errors are the server's text.
+pub(super) async fn run(client: &mut Client) -> Result<(), String> {
+    let error = |err: tokio_postgres::Error| describe(&err);
+    let tx = client.transaction().await.map_err(error)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(error)?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS svc_receiver_schema (version INTEGER NOT NULL)")
+        .await
+        .map_err(error)?;
+    let applied: Option<i32> = tx
+        .query_one("SELECT max(version) FROM svc_receiver_schema", &[])
+        .await
+        .map_err(error)?
+        .get(0);
+    let applied = u32::try_from(applied.unwrap_or(0)).unwrap_or(0);
+    if applied > SCHEMA_VERSION {
+        return Err(format!(
+            "the database has svc-receiver schema version {applied}, newer than this build \
+             knows ({SCHEMA_VERSION}): upgrade to use it"
+        ));
+    }
+    for (version, migration) in (1_i32..).zip(MIGRATIONS).skip(applied as usize) {
+        tx.batch_execute(migration).await.map_err(error)?;
+        tx.execute(
+            "INSERT INTO svc_receiver_schema (version) VALUES ($1)",
+            &[&version],
+        )
+        .await
+        .map_err(error)?;
+    }
+    tx.commit().await.map_err(error)
+}

@@ -1,0 +1,53 @@
+//! Durable PostgreSQL storage (feature `postgres`): the dedup store and the inbox of receivers
+//! that run as several replicas on one database. Claims and accepts are atomic across
+//! processes (row locks and unique keys, not a process-local index), inbox workers of every
+//! replica share one queue (`FOR UPDATE SKIP LOCKED`), and an entry whose lease runs out (its
+//! replica killed mid-entry) is handed to another.
+//!
+//! - [`PgDatabase`]: a pool of connections to one database, opened from a URL, with the
+//!   crate's tables brought up to date on open (versioned migrations under an advisory lock,
+//!   so replicas may start at once).
+//! - [`PgDedupStore`] and [`PgInbox`]: the stores, over a [`PgDatabase`].
+//!
+//! The driver is `tokio-postgres` with a `deadpool-postgres` pool: async, pure Rust, and no
+//! database is needed to build. Each claim or accept is one round trip (a function the
+//! migration installs) and one commit, made durable by the server's own settings
+//! (`synchronous_commit=on` by default); concurrent commits share the server's WAL flushes.
+//!
+//! TLS to the database is not supported yet: a URL with `sslmode=require` is refused (connect
+//! over a Unix socket, the loopback, or a tunnel). The password of a URL never appears in an
+//! error, a log or a `Debug` output ([`redact_url`]).
+
+mod database;
+mod dedup;
+mod inbox;
+mod migrate;
+mod url;
+
+pub use database::{DEFAULT_MAX_CONNECTIONS, PgDatabase, connect_config};
+pub use dedup::PgDedupStore;
+pub use inbox::PgInbox;
+pub use migrate::SCHEMA_VERSION;
+pub use url::{is_postgres_url, redact_url};
+
+use crate::dedup::StoreError;
+
+/// A driver error as a [`StoreError`], with the server's message when there is one (the
+/// driver's own `Display` says only "db error").
+pub(crate) fn db_error(err: &tokio_postgres::Error) -> StoreError {
+    StoreError::Database(describe(err))
+}
+
+/// The driver error's text, with the server's message and detail when the server sent one.
+pub(crate) fn describe(err: &tokio_postgres::Error) -> String {
+    match err.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(detail) => format!("{}: {} ({detail})", db.severity(), db.message()),
+            None => format!("{}: {}", db.severity(), db.message()),
+        },
+        None => match std::error::Error::source(err) {
+            Some(source) => format!("{err}: {source}"),
+            None => err.to_string(),
+        },
+    }
+}
