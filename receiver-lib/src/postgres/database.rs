@@ -100,7 +100,10 @@ impl PgDatabase {
 /// [`StoreError::Config`] when the URL does not parse or asks for TLS.
 pub fn connect_config(url: &str) -> Result<tokio_postgres::Config, StoreError> {
     let config: tokio_postgres::Config = url.parse().map_err(|err: tokio_postgres::Error| {
-        StoreError::Config(format!("{} is not a PostgreSQL URL: {err}", redact_url(url)))
+        StoreError::Config(format!(
+            "{} is not a PostgreSQL URL: {err}",
+            redact_url(url)
+        ))
     })?;
     match config.get_ssl_mode() {
         SslMode::Disable | SslMode::Prefer => Ok(config),

@@ -53,8 +53,8 @@ impl PgInbox {
     }
 
     /// Retention: forgets processed entries received at or before `cutoff` (pending and dead
-    /// ones are never dropped), and the signatures seen by then of deliveries no longer
-    /// stored.
+    /// ones are never dropped), and the signatures seen by then: later attempts' all, and
+    /// those a delivery was stored with once it is no longer stored.
     async fn prune(&self, cutoff: i64) -> Result<(), StoreError> {
         let client = self.database.client().await?;
         client
@@ -67,7 +67,7 @@ impl PgInbox {
         client
             .execute(
                 "DELETE FROM webhook_inbox_signatures s WHERE seen_at <= $1
-                 AND NOT EXISTS (SELECT 1 FROM webhook_inbox i WHERE i.id = s.id)",
+                 AND (NOT first OR NOT EXISTS (SELECT 1 FROM webhook_inbox i WHERE i.id = s.id))",
                 &[&cutoff],
             )
             .await
@@ -170,7 +170,12 @@ impl Inbox for PgInbox {
         let error = outcome.err();
         self.execute(
             "UPDATE webhook_inbox SET state = $2, due_at = $3, last_error = $4 WHERE id = $1",
-            &[&entry.webhook_id.as_str(), &settled.state(), &due_at, &error],
+            &[
+                &entry.webhook_id.as_str(),
+                &settled.state(),
+                &due_at,
+                &error,
+            ],
         )
         .await?;
         Ok(settled)

@@ -92,11 +92,14 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX webhook_inbox_due ON webhook_inbox (due_at, seq) WHERE state = 'pending';
     CREATE INDEX webhook_inbox_done ON webhook_inbox (received_at) WHERE state = 'done';
     CREATE INDEX webhook_inbox_dead ON webhook_inbox (seq) WHERE state = 'dead';
-    -- Every signature of a stored delivery (the sender signs each attempt afresh).
+    -- Every signature of a stored delivery (the sender signs each attempt afresh). The one
+    -- it was stored with (first) is kept as long as the delivery; later attempts' for the
+    -- retention.
     CREATE TABLE webhook_inbox_signatures (
         signature BYTEA PRIMARY KEY,
         id        TEXT NOT NULL,
-        seen_at   BIGINT NOT NULL
+        seen_at   BIGINT NOT NULL,
+        first     BOOLEAN NOT NULL
     );
     CREATE INDEX webhook_inbox_signatures_seen_at ON webhook_inbox_signatures (seen_at);
 
@@ -110,12 +113,12 @@ const MIGRATIONS: &[&str] = &[
     BEGIN
         IF EXISTS (SELECT 1 FROM webhook_inbox WHERE id = p_id) THEN
             -- Another attempt of a stored delivery: remember its signature too.
-            INSERT INTO webhook_inbox_signatures (signature, id, seen_at)
-            VALUES (p_signature, p_id, p_now) ON CONFLICT (signature) DO NOTHING;
+            INSERT INTO webhook_inbox_signatures (signature, id, seen_at, first)
+            VALUES (p_signature, p_id, p_now, false) ON CONFLICT (signature) DO NOTHING;
             RETURN 'duplicate';
         END IF;
-        INSERT INTO webhook_inbox_signatures (signature, id, seen_at)
-        VALUES (p_signature, p_id, p_now) ON CONFLICT (signature) DO NOTHING;
+        INSERT INTO webhook_inbox_signatures (signature, id, seen_at, first)
+        VALUES (p_signature, p_id, p_now, true) ON CONFLICT (signature) DO NOTHING;
         IF NOT FOUND THEN
             SELECT id INTO owner FROM webhook_inbox_signatures WHERE signature = p_signature;
             IF owner IS NOT NULL AND owner <> p_id THEN

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use rusqlite::{Connection, params};
 
 use super::writer::{Index, Writer};
-use crate::pruner::Pruner;
 use crate::dedup::{Claim, DedupPolicy, DedupStore, StoreError, WebhookId};
+use crate::pruner::Pruner;
 
 // Rows are appended in claim order (`seq`, the rowid; queries say `rowid` so that files written
 // before `seq` existed, whose table was keyed by id, still work: their rowids follow claim

@@ -13,9 +13,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::Notify;
 
 use super::writer::{Index, Writer};
-use crate::pruner::Pruner;
 use crate::dedup::{StoreError, WebhookId};
 use crate::inbox::{Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, Settled};
+use crate::pruner::Pruner;
 
 // Rows are appended in arrival order (`seq`, the rowid; queries say `rowid` so that files
 // written before `seq` existed, whose table was keyed by id, still work: their rowids follow

@@ -1,5 +1,6 @@
-//! Both dedup stores: atomic claims under concurrency, completion and release, replay
-//! protection, expiry and bounds, and durability across a reopen for SQLite.
+//! What is particular to each dedup store (what they share is checked once for all in
+//! `store_suite`): claims through two SQLite connections, the memory store's bound, durability
+//! across a reopen for SQLite, and a store of one's own.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,148 +14,6 @@ use crate::helpers::webhook_id as id;
 
 fn sig(n: u8) -> [u8; 32] {
     [n; 32]
-}
-
-async fn concurrent_claims_give_exactly_one_new<S: DedupStore>(store: Arc<S>) {
-    let mut tasks = Vec::new();
-    for _ in 0..32 {
-        let store = Arc::clone(&store);
-        tasks.push(tokio::spawn(async move {
-            store.claim(&id("wh_race"), &sig(1), 100).await
-        }));
-    }
-    let mut new = 0;
-    for task in tasks {
-        match task.await.expect("task").expect("claim") {
-            Claim::New => new += 1,
-            Claim::InFlight => {}
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-    assert_eq!(new, 1);
-}
-
-async fn lifecycle<S: DedupStore>(store: &S) {
-    let a = id("wh_a");
-    assert_eq!(
-        store.claim(&a, &sig(1), 100).await.expect("claim"),
-        Claim::New
-    );
-    assert_eq!(
-        store.claim(&a, &sig(1), 101).await.expect("claim"),
-        Claim::InFlight
-    );
-    store.release(&a).await.expect("release");
-    // The sender's retry after a failure is processed again.
-    assert_eq!(
-        store.claim(&a, &sig(2), 400).await.expect("claim"),
-        Claim::New
-    );
-    store.complete(&a, 401).await.expect("complete");
-    assert_eq!(
-        store.claim(&a, &sig(3), 402).await.expect("claim"),
-        Claim::Duplicate
-    );
-    // The first delivery's signature resent under a new id is a replay.
-    assert_eq!(
-        store.claim(&id("wh_b"), &sig(1), 403).await.expect("claim"),
-        Claim::Replayed
-    );
-    // A dead holder's claim is taken over once its lease runs out.
-    let c = id("wh_c");
-    assert_eq!(
-        store.claim(&c, &sig(4), 500).await.expect("claim"),
-        Claim::New
-    );
-    assert_eq!(
-        store.claim(&c, &sig(4), 559).await.expect("claim"),
-        Claim::InFlight
-    );
-    assert_eq!(
-        store.claim(&c, &sig(4), 560).await.expect("claim"),
-        Claim::New
-    );
-}
-
-/// The sender signs each attempt afresh, so a retry carries a signature never seen before:
-/// it must be remembered too, or a captured retry could be replayed under a new id.
-async fn remembers_every_attempts_signature<S: DedupStore>(store: &S) {
-    let a = id("wh_attempts");
-    assert_eq!(store.claim(&a, &sig(1), 100).await.expect("c"), Claim::New);
-    // Seen while the first attempt is still in flight.
-    assert_eq!(
-        store.claim(&a, &sig(2), 101).await.expect("c"),
-        Claim::InFlight
-    );
-    store.release(&a).await.expect("release");
-    // The retry after a failure, then a late copy after success.
-    assert_eq!(store.claim(&a, &sig(3), 400).await.expect("c"), Claim::New);
-    store.complete(&a, 401).await.expect("complete");
-    assert_eq!(
-        store.claim(&a, &sig(4), 402).await.expect("c"),
-        Claim::Duplicate
-    );
-    for n in 1..=4 {
-        assert_eq!(
-            store
-                .claim(&id(&format!("wh_new_{n}")), &sig(n), 403)
-                .await
-                .expect("c"),
-            Claim::Replayed,
-            "attempt {n}'s signature under a new id"
-        );
-    }
-    // Another delivery's signature under an id whose claim was released is a replay too,
-    // and leaves that id's claim as it was.
-    let b = id("wh_released");
-    assert_eq!(store.claim(&b, &sig(5), 500).await.expect("c"), Claim::New);
-    store.release(&b).await.expect("release");
-    assert_eq!(
-        store.claim(&b, &sig(3), 501).await.expect("c"),
-        Claim::Replayed
-    );
-    assert_eq!(store.claim(&b, &sig(6), 502).await.expect("c"), Claim::New);
-}
-
-async fn forgets_after_retention<S: DedupStore>(store: &S) {
-    let a = id("wh_old");
-    assert_eq!(
-        store.claim(&a, &sig(9), 1_000).await.expect("claim"),
-        Claim::New
-    );
-    store.complete(&a, 1_000).await.expect("complete");
-    let day = 24 * 3600;
-    assert_eq!(
-        store
-            .claim(&a, &sig(9), 1_000 + day - 1)
-            .await
-            .expect("claim"),
-        Claim::Duplicate
-    );
-    assert_eq!(
-        store
-            .claim(&id("wh_other"), &sig(9), 1_000 + day - 1)
-            .await
-            .expect("c"),
-        Claim::Replayed
-    );
-    assert_eq!(
-        store.claim(&a, &sig(9), 1_000 + day).await.expect("claim"),
-        Claim::New
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_claims_of_one_id_give_exactly_one_new_in_memory() {
-    concurrent_claims_give_exactly_one_new(Arc::new(MemoryDedupStore::default())).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_claims_of_one_id_give_exactly_one_new_in_sqlite() {
-    let dir = tempfile::tempdir().expect("dir");
-    let store =
-        SqliteDedupStore::open(dir.path().join("d.db"), DedupPolicy::default()).expect("open");
-    concurrent_claims_give_exactly_one_new(Arc::new(store)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -180,27 +39,12 @@ async fn concurrent_claims_through_two_connections_give_exactly_one_new() {
 }
 
 #[tokio::test]
-async fn the_memory_store_follows_the_claim_lifecycle() {
-    lifecycle(&MemoryDedupStore::default()).await;
-}
-
-#[tokio::test]
-async fn the_sqlite_store_follows_the_claim_lifecycle() {
-    let dir = tempfile::tempdir().expect("dir");
-    lifecycle(
-        &SqliteDedupStore::open(dir.path().join("d.db"), DedupPolicy::default()).expect("open"),
-    )
-    .await;
-}
-
-#[tokio::test]
-async fn both_stores_remember_the_signature_of_every_attempt() {
-    remembers_every_attempts_signature(&MemoryDedupStore::default()).await;
+async fn the_sqlite_store_remembers_every_attempts_signature_across_a_reopen() {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("d.db");
-    remembers_every_attempts_signature(
-        &SqliteDedupStore::open(&path, DedupPolicy::default()).expect("open"),
-    )
+    crate::store_suite::every_attempts_signature_is_remembered(Arc::new(
+        SqliteDedupStore::open(&path, DedupPolicy::default()).expect("open"),
+    ))
     .await;
     // And the SQLite store still knows them, and each id's state, after a reopen.
     let store = SqliteDedupStore::open(&path, DedupPolicy::default()).expect("reopen");
@@ -230,16 +74,6 @@ async fn both_stores_remember_the_signature_of_every_attempt() {
         Claim::InFlight
     );
     assert_eq!(store.completed_count().await.expect("count"), 1);
-}
-
-#[tokio::test]
-async fn both_stores_forget_entries_after_retention() {
-    forgets_after_retention(&MemoryDedupStore::default()).await;
-    let dir = tempfile::tempdir().expect("dir");
-    forgets_after_retention(
-        &SqliteDedupStore::open(dir.path().join("d.db"), DedupPolicy::default()).expect("open"),
-    )
-    .await;
 }
 
 #[tokio::test]

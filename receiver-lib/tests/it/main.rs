@@ -9,8 +9,11 @@ mod inbox;
 mod logs;
 mod properties;
 mod reload;
+#[cfg(feature = "postgres")]
+mod replicas;
 mod request;
 mod rotation;
 mod serve;
+mod store_suite;
 mod vectors;
 mod worker;
