@@ -15,7 +15,7 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use svc_receiver::axum::{InboxReceiver, Server, inbox_route};
 use svc_receiver::reload::SecretFile;
-use svc_receiver::sqlite::{InboxPolicy, SqliteInbox};
+use svc_receiver::inbox::InboxPolicy;
 use svc_receiver::{Keyring, Received, SharedKeyring, Verifier};
 use tokio::net::TcpListener;
 
@@ -23,6 +23,7 @@ use crate::client::{CallId, Client, ErrorClass};
 use crate::store::Store;
 use crate::store::calls::Writer;
 use crate::store::deliveries::NewDelivery;
+use crate::store::inbox::StoreInbox;
 use crate::time::format_ts;
 
 /// Inbox entries handled at once (each records a delivery and, with a client, reads a call).
@@ -42,6 +43,9 @@ pub struct ReceiverConfig {
     pub path: String,
     /// When set, the detail of each scored call is read and stored.
     pub client: Option<Client>,
+    /// How long a handed-out inbox entry is reserved for its worker (5 minutes by default):
+    /// after a crash, another replica takes it once this runs out.
+    pub inbox_lease: Duration,
 }
 
 /// Serves deliveries on `listener` until `shutdown` resolves, then answers the requests in
@@ -96,8 +100,13 @@ async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let inbox = SqliteInbox::open(config.store.path(), InboxPolicy::default())
-        .with_context(|| format!("opening the inbox in {}", config.store.path().display()))?;
+    let policy = InboxPolicy {
+        lease: config.inbox_lease,
+        ..InboxPolicy::default()
+    };
+    let inbox = StoreInbox::open(config.store.location(), policy)
+        .await
+        .with_context(|| format!("opening the inbox in {}", config.store.location()))?;
     // From now on a scored call's webhook is expected in the ledger: one that never arrives,
     // even before the first delivery, is a loss reconcile reports.
     let opened = format_ts(Utc::now());

@@ -8,7 +8,7 @@ use deadpool_postgres::{Manager, Object, Pool, Runtime};
 use tokio_postgres::NoTls;
 use tokio_postgres::config::SslMode;
 
-use super::{describe, migrate, redact_url};
+use super::{describe_error, migrate, redact_url};
 use crate::dedup::StoreError;
 
 /// Connections a [`PgDatabase`] opens at most by default. Each claim or accept holds one for a
@@ -86,7 +86,7 @@ impl PgDatabase {
     pub(crate) async fn client(&self) -> Result<Object, StoreError> {
         self.pool.get().await.map_err(|err| match err {
             deadpool_postgres::PoolError::Backend(err) => {
-                StoreError::Database(format!("{}: {}", self.url, describe(&err)))
+                StoreError::Database(format!("{}: {}", self.url, describe_error(&err)))
             }
             other => StoreError::Database(format!("{}: {other}", self.url)),
         })

@@ -5,7 +5,7 @@
 
 use tokio_postgres::Client;
 
-use super::describe;
+use super::describe_error;
 
 /// The advisory lock key migrations are applied under ("svc_rcv1").
 const MIGRATION_LOCK: i64 = 0x7376_635f_7263_7631;
@@ -142,7 +142,7 @@ pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Brings the database up to [`SCHEMA_VERSION`]; errors are the server's text.
 pub(super) async fn run(client: &mut Client) -> Result<(), String> {
-    let error = |err: tokio_postgres::Error| describe(&err);
+    let error = |err: tokio_postgres::Error| describe_error(&err);
     let tx = client.transaction().await.map_err(error)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await

@@ -35,11 +35,12 @@ use crate::dedup::StoreError;
 /// A driver error as a [`StoreError`], with the server's message when there is one (the
 /// driver's own `Display` says only "db error").
 pub(crate) fn db_error(err: &tokio_postgres::Error) -> StoreError {
-    StoreError::Database(describe(err))
+    StoreError::Database(describe_error(err))
 }
 
-/// The driver error's text, with the server's message and detail when the server sent one.
-pub(crate) fn describe(err: &tokio_postgres::Error) -> String {
+/// The driver error's text, with the server's message and detail when the server sent one
+/// (the driver's own `Display` says only "db error"). It never holds the password.
+pub fn describe_error(err: &tokio_postgres::Error) -> String {
     match err.as_db_error() {
         Some(db) => match db.detail() {
             Some(detail) => format!("{}: {} ({detail})", db.severity(), db.message()),

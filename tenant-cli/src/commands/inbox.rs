@@ -3,18 +3,18 @@
 //! service whose recording in the ledger failed on every attempt. List them, hand them out
 //! again once the cause is fixed, or give up on them.
 
-use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use svc_receiver::dedup::{StoreError as InboxError, WebhookId};
-use svc_receiver::sqlite::{DeadLetter, InboxPolicy, SqliteInbox};
+use svc_receiver::inbox::{DeadLetter, Inbox, InboxPolicy};
 
 use super::Ctx;
 use crate::exit::CliError;
 use crate::output;
-use crate::store::Store;
+use crate::store::inbox::StoreInbox;
+use crate::store::{Store, StoreLocation};
 use crate::time::format_ts;
 
 /// Inbox commands.
@@ -33,9 +33,9 @@ pub enum InboxCommand {
 /// The store flag every inbox command takes.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// The local store `webhook serve` writes [env: SVC_STORE]
-    #[arg(long, env = "SVC_STORE", value_name = "PATH")]
-    store: PathBuf,
+    /// The local store `webhook serve` writes: a file or postgres://… [env: SVC_STORE]
+    #[arg(long, env = "SVC_STORE", value_name = "PATH|URL", value_parser = StoreLocation::parse)]
+    store: StoreLocation,
 }
 
 /// Flags of `inbox requeue`.
@@ -102,7 +102,7 @@ impl InboxCommand {
     pub async fn exec(self, ctx: &Ctx) -> anyhow::Result<()> {
         match self {
             Self::DeadLetters(args) => {
-                let inbox = open(&args.store)?;
+                let inbox = open(&args.store).await?;
                 let letters: Vec<Letter> = inbox
                     .dead_letters()
                     .await
@@ -136,7 +136,7 @@ impl InboxCommand {
                 ctx.out.table(&table)
             }
             Self::Requeue(args) => {
-                let inbox = open(&args.store.store)?;
+                let inbox = open(&args.store.store).await?;
                 let now = Utc::now().timestamp();
                 let requeued = match &args.webhook_id {
                     Some(id) => {
@@ -166,7 +166,7 @@ impl InboxCommand {
                 Ok(())
             }
             Self::Discard(args) => {
-                let inbox = open(&args.store.store)?;
+                let inbox = open(&args.store.store).await?;
                 let id = webhook_id(&args.webhook_id)?;
                 if !inbox.discard_dead_letter(&id).await.map_err(inbox_error)? {
                     return Err(not_dead(&id));
@@ -183,12 +183,15 @@ impl InboxCommand {
     }
 }
 
-/// The inbox in the store at `path`, which must be a store already.
-fn open(path: &Path) -> anyhow::Result<SqliteInbox> {
+/// The inbox in the store at `location`, which must be a store already.
+async fn open(location: &StoreLocation) -> anyhow::Result<StoreInbox> {
     // Refuses a missing file or one that is not a store (exit 2) before the inbox, which would
     // create its tables in any SQLite file, opens it.
-    drop(Store::open(path)?);
-    SqliteInbox::open(path, InboxPolicy::default()).map_err(inbox_error)
+    let checked = location.clone();
+    drop(tokio::task::spawn_blocking(move || Store::open(checked)).await??);
+    StoreInbox::open(location, InboxPolicy::default())
+        .await
+        .map_err(inbox_error)
 }
 
 fn webhook_id(text: &str) -> anyhow::Result<WebhookId> {
@@ -209,6 +212,7 @@ fn inbox_error(err: InboxError) -> anyhow::Error {
     let text = format!("the store's inbox: {err}");
     match err {
         InboxError::Unavailable => CliError::Temporary(text),
+        InboxError::Config(_) => CliError::Usage(text),
         InboxError::Database(detail) if detail.contains("locked") || detail.contains("busy") => {
             CliError::Temporary(text)
         }

@@ -1,7 +1,6 @@
 //! `svc-cli reconcile`: the command line of [`crate::reconcile`]. Resolves the flags, takes the
 //! store's run lock, runs, prints the report and exits with the code cron alerts on.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -12,8 +11,8 @@ use super::Ctx;
 use crate::client::CallSource;
 use crate::exit::CliError;
 use crate::reconcile::{self, Options};
-use crate::store::Store;
-use crate::store::lock::{LockError, RunLock};
+use crate::store::lock::RunLock;
+use crate::store::{Store, StoreLocation};
 use crate::time::{parse_duration, timestamp_arg};
 
 /// Which sources a run lists.
@@ -51,9 +50,10 @@ Exit codes:
   75  temporary: another run holds the store's lock, or the service kept failing (429, 5xx,
       connection errors) after retries; the watermark did not move, run again later")]
 pub struct ReconcileArgs {
-    /// The local store (created on the first run; its directory must exist) [env: SVC_STORE]
-    #[arg(long, env = "SVC_STORE", value_name = "PATH")]
-    store: PathBuf,
+    /// The local store: a file (created on the first run; its directory must exist) or a
+    /// PostgreSQL database, postgres://… (shared by runs on several hosts) [env: SVC_STORE]
+    #[arg(long, env = "SVC_STORE", value_name = "PATH|URL", value_parser = StoreLocation::parse)]
+    store: StoreLocation,
     /// Which calls to reconcile
     #[arg(long, value_enum, default_value = "all")]
     source: SourceArg,
@@ -117,17 +117,17 @@ impl ReconcileArgs {
         let options = self.options()?;
         let client = ctx.client()?;
         let store = if options.dry_run {
-            Store::open_or_empty(&self.store)?
+            Store::open_or_empty(self.store.clone())?
         } else {
-            Store::open_or_create(&self.store)?
+            Store::open_or_create(self.store.clone())?
         };
         let _lock = if options.dry_run {
             None
         } else {
             let wait = self.wait.unwrap_or(Duration::ZERO);
-            match RunLock::acquire(store.path(), wait).await {
+            match RunLock::acquire(store.location(), wait).await {
                 Ok(lock) => Some(lock),
-                Err(e @ LockError::Busy { .. }) => {
+                Err(e) if e.is_busy() => {
                     return Err(CliError::Temporary(format!(
                         "{e}; not running (pass --wait to wait for it)"
                     ))

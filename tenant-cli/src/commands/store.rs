@@ -2,7 +2,6 @@
 //! write.
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
@@ -10,7 +9,7 @@ use clap::{Args, Subcommand};
 use super::Ctx;
 use crate::output;
 use crate::reconcile::MAX_FAILURE_ATTEMPTS;
-use crate::store::Store;
+use crate::store::{Store, StoreLocation};
 use crate::store::export::{ExportError, ExportFormat};
 use crate::store::stats::Stats;
 use crate::time::timestamp_arg;
@@ -27,17 +26,17 @@ pub enum StoreCommand {
 /// Flags of `store stats`.
 #[derive(Debug, Args)]
 pub struct StatsArgs {
-    /// The local store [env: SVC_STORE]
-    #[arg(long, env = "SVC_STORE", value_name = "PATH")]
-    store: PathBuf,
+    /// The local store: a file or postgres://… [env: SVC_STORE]
+    #[arg(long, env = "SVC_STORE", value_name = "PATH|URL", value_parser = StoreLocation::parse)]
+    store: StoreLocation,
 }
 
 /// Flags of `store export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// The local store [env: SVC_STORE]
-    #[arg(long, env = "SVC_STORE", value_name = "PATH")]
-    store: PathBuf,
+    /// The local store: a file or postgres://… [env: SVC_STORE]
+    #[arg(long, env = "SVC_STORE", value_name = "PATH|URL", value_parser = StoreLocation::parse)]
+    store: StoreLocation,
     /// Only this source's calls
     #[arg(long, value_parser = ["roleplay", "real_call"])]
     source: Option<String>,
@@ -58,7 +57,7 @@ impl StoreCommand {
     pub async fn exec(self, ctx: &Ctx) -> anyhow::Result<()> {
         match self {
             Self::Stats(args) => {
-                let store = Store::open(&args.store)?;
+                let store = Store::open(args.store)?;
                 let stats = store
                     .blocking(|s| s.stats(Utc::now(), MAX_FAILURE_ATTEMPTS))
                     .await?;
@@ -69,7 +68,7 @@ impl StoreCommand {
                 }
             }
             Self::Export(args) => {
-                let store = Store::open(&args.store)?;
+                let store = Store::open(args.store.clone())?;
                 let since = args.since.map(|t| t.timestamp_millis());
                 let written = tokio::task::spawn_blocking(move || {
                     let stdout = std::io::stdout();

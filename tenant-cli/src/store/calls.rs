@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use serde_json::{Value, json};
 
+use super::sql::{Sql, params};
 use super::{Store, StoreError};
 use crate::client::{CallSource, RawCallDetail, RawCallRow};
 use crate::time::ms;
@@ -139,24 +139,23 @@ impl Store {
     /// # Errors
     /// A database error.
     pub fn known_calls(&self, ids: &[String]) -> Result<HashMap<String, KnownCall>, StoreError> {
-        let conn = self.conn();
-        let mut stmt =
-            conn.prepare_cached("SELECT scored_at, row_json IS NOT NULL FROM calls WHERE id = ?1")?;
-        let mut known = HashMap::new();
-        for id in ids {
-            let found = stmt
-                .query_row([id], |r| {
-                    Ok(KnownCall {
-                        scored_at: r.get(0)?,
-                        has_row: r.get(1)?,
-                    })
-                })
-                .optional()?;
-            if let Some(call) = found {
-                known.insert(id.clone(), call);
+        self.read(|db| {
+            let mut known = HashMap::new();
+            for id in ids {
+                let found = db.query_opt(
+                    "SELECT scored_at, row_json IS NOT NULL FROM calls WHERE id = $1",
+                    params![id],
+                )?;
+                if let Some(row) = found {
+                    let call = KnownCall {
+                        scored_at: row.opt_text(0)?,
+                        has_row: row.bool(1)?,
+                    };
+                    known.insert(id.clone(), call);
+                }
             }
-        }
-        Ok(known)
+            Ok(known)
+        })
     }
 
     /// Stores list rows of known calls that were stored without one; one transaction.
@@ -167,18 +166,15 @@ impl Store {
         if rows.is_empty() {
             return Ok(());
         }
-        let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        {
-            let mut stmt = tx.prepare_cached(
-                "UPDATE calls SET row_json = ?2 WHERE id = ?1 AND row_json IS NULL",
-            )?;
+        self.write(|db| {
             for row in rows {
-                stmt.execute(params![row.row.id.as_str(), row.json])?;
+                db.execute(
+                    "UPDATE calls SET row_json = $2 WHERE id = $1 AND row_json IS NULL",
+                    params![row.row.id.as_str(), &row.json],
+                )?;
             }
-        }
-        tx.commit()?;
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Stores fetched calls, each with its list row when it was listed, in one transaction;
@@ -191,14 +187,12 @@ impl Store {
         calls: &[(Option<RawCallRow>, RawCallDetail)],
         writer: &Writer,
     ) -> Result<Vec<Stored>, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let stored = calls
-            .iter()
-            .map(|(row, detail)| store_call(&tx, row.as_ref(), detail, writer))
-            .collect::<Result<Vec<_>, _>>()?;
-        tx.commit()?;
-        Ok(stored)
+        self.write(|db| {
+            calls
+                .iter()
+                .map(|(row, detail)| store_call(db, row.as_ref(), detail, writer))
+                .collect::<Result<Vec<_>, _>>()
+        })
     }
 
     /// Moves stored calls still awaiting their webhook: to `webhook` when it has arrived, to
@@ -213,24 +207,21 @@ impl Store {
         run_id: i64,
         now: &str,
     ) -> Result<Vec<(String, String)>, StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.execute(
-            "UPDATE calls SET delivery = 'webhook' WHERE delivery = 'awaiting' AND EXISTS
-               (SELECT 1 FROM deliveries d WHERE d.call_id = calls.id AND d.success = 1)",
-            [],
-        )?;
-        let recovered = tx
-            .prepare(
-                "UPDATE calls SET delivery = 'recovered', recovered_run = ?2, recovered_at = ?3
-                 WHERE delivery = 'awaiting' AND scored_ms <= ?1 RETURNING id, source",
+        self.write(|db| {
+            db.execute(
+                "UPDATE calls SET delivery = 'webhook' WHERE delivery = 'awaiting' AND EXISTS
+                   (SELECT 1 FROM deliveries d WHERE d.call_id = calls.id AND d.success = 1)",
+                &[],
+            )?;
+            db.query(
+                "UPDATE calls SET delivery = 'recovered', recovered_run = $2, recovered_at = $3
+                 WHERE delivery = 'awaiting' AND scored_ms <= $1 RETURNING id, source",
+                params![missed_before_ms, run_id, now],
             )?
-            .query_map(params![missed_before_ms, run_id, now], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        tx.commit()?;
-        Ok(recovered)
+            .iter()
+            .map(|row| Ok((row.text(0)?, row.text(1)?)))
+            .collect()
+        })
     }
 
     /// Records that a listed call's detail could not be stored (retried by later runs).
@@ -245,24 +236,26 @@ impl Store {
         run_id: i64,
         now: &str,
     ) -> Result<(), StoreError> {
-        self.conn().execute(
-            "INSERT INTO call_failures (call_id, source, row_json, error, http_status, attempts,
-                first_failed_at, last_failed_at, last_run_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?6, ?7)
-             ON CONFLICT (call_id) DO UPDATE SET error = ?4, http_status = ?5,
-                attempts = attempts + 1, last_failed_at = ?6, last_run_id = ?7,
-                row_json = ?3",
-            params![
-                row.row.id.as_str(),
-                row.row.source.as_str(),
-                row.json,
-                error,
-                http_status,
-                now,
-                run_id
-            ],
-        )?;
-        Ok(())
+        self.write(|db| {
+            db.execute(
+                "INSERT INTO call_failures (call_id, source, row_json, error, http_status,
+                    attempts, first_failed_at, last_failed_at, last_run_id)
+                 VALUES ($1, $2, $3, $4, $5, 1, $6, $6, $7)
+                 ON CONFLICT (call_id) DO UPDATE SET error = $4, http_status = $5,
+                    attempts = call_failures.attempts + 1, last_failed_at = $6,
+                    last_run_id = $7, row_json = $3",
+                params![
+                    row.row.id.as_str(),
+                    row.row.source.as_str(),
+                    &row.json,
+                    error,
+                    http_status,
+                    now,
+                    run_id
+                ],
+            )
+            .map(drop)
+        })
     }
 
     /// The listed calls of `source` whose detail failed fewer than `max_attempts` times, and
@@ -276,17 +269,17 @@ impl Store {
         max_attempts: u32,
         run_id: i64,
     ) -> Result<Vec<RawCallRow>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(
-            "SELECT row_json FROM call_failures
-             WHERE source = ?1 AND attempts < ?2 AND last_run_id IS NOT ?3
-             ORDER BY first_failed_at",
-        )?;
-        let rows = stmt
-            .query_map(params![source.as_str(), max_attempts, run_id], |r| {
-                r.get::<_, String>(0)
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
+        let rows = self.read(|db| {
+            db.query(
+                "SELECT row_json FROM call_failures
+                 WHERE source = $1 AND attempts < $2 AND last_run_id IS DISTINCT FROM $3
+                 ORDER BY first_failed_at",
+                params![source.as_str(), max_attempts, run_id],
+            )?
+            .iter()
+            .map(|row| row.text(0))
+            .collect::<Result<Vec<_>, _>>()
+        })?;
         rows.into_iter()
             .map(|json| {
                 let row = serde_json::from_str(&json)
@@ -301,19 +294,19 @@ impl Store {
     /// # Errors
     /// A database error.
     pub fn call_detail(&self, call_id: &str) -> Result<Option<String>, StoreError> {
-        Ok(self
-            .conn()
-            .query_row(
-                "SELECT detail_json FROM calls WHERE id = ?1",
-                [call_id],
-                |r| r.get(0),
-            )
-            .optional()?)
+        self.read(|db| {
+            db.query_opt(
+                "SELECT detail_json FROM calls WHERE id = $1",
+                params![call_id],
+            )?
+            .map(|row| row.text(0))
+            .transpose()
+        })
     }
 }
 
 fn store_call(
-    tx: &Transaction<'_>,
+    tx: &mut dyn Sql,
     row: Option<&RawCallRow>,
     detail: &RawCallDetail,
     writer: &Writer,
@@ -321,15 +314,12 @@ fn store_call(
     let id = detail.detail.row.id.as_str();
     let columns = Columns::of(detail);
     let before = tx
-        .prepare_cached("SELECT score_json, scored_at, updated_at FROM calls WHERE id = ?1")?
-        .query_row([id], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, Option<String>>(1)?,
-                r.get::<_, Option<String>>(2)?,
-            ))
-        })
-        .optional()?;
+        .query_opt(
+            "SELECT score_json, scored_at, updated_at FROM calls WHERE id = $1",
+            params![id],
+        )?
+        .map(|r| Ok::<_, StoreError>((r.text(0)?, r.opt_text(1)?, r.opt_text(2)?)))
+        .transpose()?;
     let stored = match before {
         None => Stored::New(insert_call(tx, row, detail, &columns, writer)?),
         Some((score, scored_at, updated_at)) => {
@@ -339,17 +329,17 @@ fn store_call(
             let after = columns.tracked();
             let changed = before != after;
             if changed {
-                tx.prepare_cached(
+                tx.execute(
                     "INSERT INTO score_changes (call_id, run_id, found_at, before_json, after_json)
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
-                )?
-                .execute(params![
-                    id,
-                    writer.run_id,
-                    writer.now,
-                    before.to_string(),
-                    after.to_string()
-                ])?;
+                     VALUES ($1, $2, $3, $4, $5)",
+                    params![
+                        id,
+                        writer.run_id,
+                        &writer.now,
+                        before.to_string(),
+                        after.to_string()
+                    ],
+                )?;
             }
             update_call(tx, row, detail, &columns, writer)?;
             if changed {
@@ -359,24 +349,27 @@ fn store_call(
             }
         }
     };
-    tx.prepare_cached("DELETE FROM call_failures WHERE call_id = ?1")?
-        .execute([id])?;
+    tx.execute(
+        "DELETE FROM call_failures WHERE call_id = $1",
+        params![id],
+    )?;
     Ok(stored)
 }
 
 fn insert_call(
-    tx: &Connection,
+    tx: &mut dyn Sql,
     row: Option<&RawCallRow>,
     detail: &RawCallDetail,
     c: &Columns,
     writer: &Writer,
 ) -> Result<Delivery, StoreError> {
     let id = detail.detail.row.id.as_str();
-    let delivered: bool = tx
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM deliveries WHERE call_id = ?1 AND success = 1)",
+    let delivered = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM deliveries WHERE call_id = $1 AND success = 1)",
+            params![id],
         )?
-        .query_row([id], |r| r.get(0))?;
+        .bool(0)?;
     let delivery = if delivered || writer.by == "webhook" {
         Delivery::Webhook
     } else if writer
@@ -390,74 +383,74 @@ fn insert_call(
         Delivery::Awaiting
     };
     let recovered = delivery == Delivery::Recovered;
-    tx.prepare_cached(
+    tx.execute(
         "INSERT INTO calls (id, source, agent_id, agency_id, platform_agent_id, platform_agency_id,
             started_at, ended_at, scored_at, updated_at, scored_ms, listed_ms, overall_score,
             score_json, row_json, detail_json, delivery, recovered_run, recovered_at,
             first_seen_at, first_seen_by, first_seen_run, refreshed_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, ?21, ?22, ?20)",
-    )?
-    .execute(params![
-        id,
-        c.source,
-        c.agent_id,
-        c.agency_id,
-        c.platform_agent_id,
-        c.platform_agency_id,
-        c.started_at,
-        c.ended_at,
-        c.scored_at,
-        c.updated_at,
-        c.scored_ms,
-        c.listed_ms,
-        c.overall_score,
-        c.score,
-        row.map(|r| r.json.as_str()),
-        detail.json,
-        delivery.as_str(),
-        if recovered { writer.run_id } else { None },
-        recovered.then_some(writer.now.as_str()),
-        writer.now,
-        writer.by,
-        writer.run_id,
-    ])?;
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+            $18, $19, $20, $21, $22, $20)",
+        params![
+            id,
+            &c.source,
+            &c.agent_id,
+            &c.agency_id,
+            &c.platform_agent_id,
+            &c.platform_agency_id,
+            &c.started_at,
+            &c.ended_at,
+            &c.scored_at,
+            &c.updated_at,
+            c.scored_ms,
+            c.listed_ms,
+            c.overall_score,
+            &c.score,
+            row.map(|r| r.json.as_str()),
+            &detail.json,
+            delivery.as_str(),
+            if recovered { writer.run_id } else { None },
+            recovered.then_some(writer.now.as_str()),
+            &writer.now,
+            writer.by,
+            writer.run_id,
+        ],
+    )?;
     Ok(delivery)
 }
 
 fn update_call(
-    tx: &Connection,
+    tx: &mut dyn Sql,
     row: Option<&RawCallRow>,
     detail: &RawCallDetail,
     c: &Columns,
     writer: &Writer,
 ) -> Result<(), StoreError> {
-    tx.prepare_cached(
-        "UPDATE calls SET source = ?2, agent_id = ?3, agency_id = ?4, platform_agent_id = ?5,
-            platform_agency_id = ?6, started_at = ?7, ended_at = ?8, scored_at = ?9,
-            updated_at = ?10, scored_ms = ?11, listed_ms = ?12, overall_score = ?13,
-            score_json = ?14, row_json = COALESCE(?15, row_json), detail_json = ?16,
-            refreshed_at = ?17
-         WHERE id = ?1",
-    )?
-    .execute(params![
-        detail.detail.row.id.as_str(),
-        c.source,
-        c.agent_id,
-        c.agency_id,
-        c.platform_agent_id,
-        c.platform_agency_id,
-        c.started_at,
-        c.ended_at,
-        c.scored_at,
-        c.updated_at,
-        c.scored_ms,
-        c.listed_ms,
-        c.overall_score,
-        c.score,
-        row.map(|r| r.json.as_str()),
-        detail.json,
-        writer.now,
-    ])?;
+    tx.execute(
+        "UPDATE calls SET source = $2, agent_id = $3, agency_id = $4, platform_agent_id = $5,
+            platform_agency_id = $6, started_at = $7, ended_at = $8, scored_at = $9,
+            updated_at = $10, scored_ms = $11, listed_ms = $12, overall_score = $13,
+            score_json = $14, row_json = COALESCE($15, row_json), detail_json = $16,
+            refreshed_at = $17
+         WHERE id = $1",
+        params![
+            detail.detail.row.id.as_str(),
+            &c.source,
+            &c.agent_id,
+            &c.agency_id,
+            &c.platform_agent_id,
+            &c.platform_agency_id,
+            &c.started_at,
+            &c.ended_at,
+            &c.scored_at,
+            &c.updated_at,
+            c.scored_ms,
+            c.listed_ms,
+            c.overall_score,
+            &c.score,
+            row.map(|r| r.json.as_str()),
+            &detail.json,
+            &writer.now,
+        ],
+    )?;
     Ok(())
 }

@@ -2,9 +2,9 @@
 //! `X-Service-Webhook-Id`, with the raw body. Reconcile reads it to tell a call whose webhook
 //! arrived from one it had to recover.
 
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use svc_receiver::CallScored;
 
+use super::sql::params;
 use super::{Store, StoreError};
 
 /// A verified delivery to record.
@@ -28,39 +28,38 @@ impl Store {
     /// A database error.
     pub fn record_delivery(&self, delivery: &NewDelivery<'_>) -> Result<bool, StoreError> {
         let event = delivery.event;
-        let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let inserted =
-            tx.prepare_cached(
-                "INSERT OR IGNORE INTO deliveries (webhook_id, call_id, source, success, reason,
+        self.write(|db| {
+            let inserted = db.execute(
+                "INSERT INTO deliveries (webhook_id, call_id, source, success, reason,
                     reason_message, occurred_at, verified_at, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?
-            .execute(params![
-                delivery.webhook_id,
-                event.call_id,
-                event.source.as_str(),
-                event.success,
-                event.reason.as_ref().map(|r| r.as_str().to_owned()),
-                event.reason_message,
-                event.occurred_at,
-                delivery.verified_at,
-                String::from_utf8_lossy(delivery.body),
-            ])? > 0;
-        if inserted {
-            tx.prepare_cached(
-                "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('ledger_since', ?1)",
-            )?
-            .execute([delivery.verified_at])?;
-        }
-        if inserted && event.success {
-            tx.prepare_cached(
-                "UPDATE calls SET delivery = 'webhook' WHERE id = ?1 AND delivery = 'awaiting'",
-            )?
-            .execute([&event.call_id])?;
-        }
-        tx.commit()?;
-        Ok(inserted)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+                params![
+                    delivery.webhook_id,
+                    &event.call_id,
+                    event.source.as_str(),
+                    i64::from(event.success),
+                    event.reason.as_ref().map(|r| r.as_str().to_owned()),
+                    &event.reason_message,
+                    &event.occurred_at,
+                    delivery.verified_at,
+                    String::from_utf8_lossy(delivery.body).into_owned(),
+                ],
+            )? > 0;
+            if inserted {
+                db.execute(
+                    "INSERT INTO store_meta (key, value) VALUES ('ledger_since', $1)
+                     ON CONFLICT DO NOTHING",
+                    params![delivery.verified_at],
+                )?;
+            }
+            if inserted && event.success {
+                db.execute(
+                    "UPDATE calls SET delivery = 'webhook' WHERE id = $1 AND delivery = 'awaiting'",
+                    params![&event.call_id],
+                )?;
+            }
+            Ok(inserted)
+        })
     }
 
     /// Records that a receiver writes to this store from `at` on (only the first time): calls
@@ -69,11 +68,14 @@ impl Store {
     /// # Errors
     /// A database error.
     pub fn mark_ledger_open(&self, at: &str) -> Result<(), StoreError> {
-        self.conn().execute(
-            "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('ledger_since', ?1)",
-            [at],
-        )?;
-        Ok(())
+        self.write(|db| {
+            db.execute(
+                "INSERT INTO store_meta (key, value) VALUES ('ledger_since', $1)
+                 ON CONFLICT DO NOTHING",
+                params![at],
+            )
+            .map(drop)
+        })
     }
 
     /// Since when a receiver writes to this store (unix ms): set when `webhook serve` first
@@ -83,14 +85,14 @@ impl Store {
     /// # Errors
     /// A database error.
     pub fn ledger_since_ms(&self) -> Result<Option<i64>, StoreError> {
-        let since: Option<String> = self
-            .conn()
-            .query_row(
+        let since = self.read(|db| {
+            db.query_opt(
                 "SELECT value FROM store_meta WHERE key = 'ledger_since'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?;
+                &[],
+            )?
+            .map(|row| row.text(0))
+            .transpose()
+        })?;
         Ok(crate::time::ms(since.as_deref()))
     }
 
@@ -99,10 +101,12 @@ impl Store {
     /// # Errors
     /// A database error.
     pub fn delivery_count(&self, webhook_id: &str) -> Result<u64, StoreError> {
-        Ok(self.conn().query_row(
-            "SELECT COUNT(*) FROM deliveries WHERE webhook_id = ?1",
-            [webhook_id],
-            |r| super::count(r, 0),
-        )?)
+        self.read(|db| {
+            db.query_one(
+                "SELECT COUNT(*) FROM deliveries WHERE webhook_id = $1",
+                params![webhook_id],
+            )?
+            .count(0)
+        })
     }
 }

@@ -7,6 +7,7 @@ use std::io::Write;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::sql::{Row, params};
 use super::{Store, StoreError};
 
 /// The output format of an export.
@@ -28,18 +29,6 @@ pub enum ExportError {
     /// Writing the output failed.
     #[error("cannot write the export: {0}")]
     Write(#[from] std::io::Error),
-}
-
-impl From<rusqlite::types::FromSqlError> for ExportError {
-    fn from(error: rusqlite::types::FromSqlError) -> Self {
-        Self::Store(StoreError::Corrupt(error.to_string()))
-    }
-}
-
-impl From<rusqlite::Error> for ExportError {
-    fn from(error: rusqlite::Error) -> Self {
-        Self::Store(error.into())
-    }
 }
 
 /// The CSV columns, in order.
@@ -99,14 +88,6 @@ impl Store {
         format: ExportFormat,
         out: &mut dyn Write,
     ) -> Result<u64, ExportError> {
-        let conn = self.conn();
-        let sources: Vec<String> = match source {
-            Some(source) => vec![source.to_owned()],
-            None => conn
-                .prepare("SELECT DISTINCT source FROM calls ORDER BY source DESC")?
-                .query_map([], |r| r.get(0))?
-                .collect::<Result<_, _>>()?,
-        };
         let mut sink = match format {
             ExportFormat::Csv => {
                 let mut writer = csv::Writer::from_writer(out);
@@ -115,7 +96,6 @@ impl Store {
             }
             ExportFormat::Jsonl => Sink::Jsonl(out),
         };
-        let mut written = 0;
         // JSON lines read the detail alone; CSV the indexed columns, the row and the score.
         let columns = match sink {
             Sink::Jsonl(_) => "detail_json",
@@ -124,23 +104,53 @@ impl Store {
                  COALESCE(row_json, detail_json)"
             }
         };
-        let mut stmt = conn.prepare(&format!(
-            "SELECT {columns} FROM calls WHERE source = ?1 AND (?2 IS NULL OR listed_ms >= ?2)
+        let sql = format!(
+            "SELECT {columns} FROM calls
+             WHERE source = $1 AND (CAST($2 AS BIGINT) IS NULL OR listed_ms >= $2)
              ORDER BY listed_ms"
-        ))?;
-        for source in &sources {
-            let mut rows = stmt.query(rusqlite::params![source, since_ms])?;
-            while let Some(row) = rows.next()? {
-                match &mut sink {
-                    Sink::Jsonl(out) => {
-                        out.write_all(row.get_ref(0)?.as_str()?.as_bytes())?;
-                        out.write_all(b"\n")?;
+        );
+        let mut written = 0;
+        // A failed write stops the rows; it is kept here, the store only says it stopped.
+        let mut write_error = None;
+        let read = self.read(|db| {
+            let sources: Vec<String> = match source {
+                Some(source) => vec![source.to_owned()],
+                None => db
+                    .query("SELECT DISTINCT source FROM calls ORDER BY source DESC", &[])?
+                    .iter()
+                    .map(|row| row.text(0))
+                    .collect::<Result<_, _>>()?,
+            };
+            for source in &sources {
+                db.for_each(&sql, params![source, since_ms], &mut |row| {
+                    let line = match &mut sink {
+                        Sink::Jsonl(out) => out
+                            .write_all(row.text_ref(0)?.as_bytes())
+                            .and_then(|()| out.write_all(b"\n"))
+                            .map_err(ExportError::Write),
+                        Sink::Csv(writer) => csv_line(&row).and_then(|line| {
+                            writer.write_record(line).map_err(csv_error)
+                        }),
+                    };
+                    match line {
+                        Ok(()) => {
+                            written += 1;
+                            Ok(())
+                        }
+                        Err(ExportError::Store(err)) => Err(err),
+                        Err(err) => {
+                            write_error = Some(err);
+                            Err(StoreError::Corrupt("the export stopped".into()))
+                        }
                     }
-                    Sink::Csv(writer) => writer.write_record(csv_line(row)?).map_err(csv_error)?,
-                }
-                written += 1;
+                })?;
             }
+            Ok(())
+        });
+        if let Some(err) = write_error {
+            return Err(err);
         }
+        read?;
         match sink {
             Sink::Jsonl(out) => out.flush()?,
             Sink::Csv(mut writer) => writer.flush()?,
@@ -162,14 +172,14 @@ fn csv_error(error: csv::Error) -> ExportError {
     }
 }
 
-fn csv_line(row: &rusqlite::Row<'_>) -> Result<[String; 16], ExportError> {
+fn csv_line(row: &Row) -> Result<[String; 16], ExportError> {
     let text = |i: usize| -> Result<String, ExportError> {
-        Ok(row.get::<_, Option<String>>(i)?.unwrap_or_default())
+        Ok(row.opt_text(i)?.unwrap_or_default())
     };
     let id = text(0)?;
-    let fields: RowFields = serde_json::from_str(row.get_ref(7)?.as_str()?)
+    let fields: RowFields = serde_json::from_str(row.text_ref(7)?)
         .map_err(|e| StoreError::Corrupt(format!("the row of call {id}: {e}")))?;
-    let score: Value = serde_json::from_str(row.get_ref(6)?.as_str()?)
+    let score: Value = serde_json::from_str(row.text_ref(6)?)
         .map_err(|e| StoreError::Corrupt(format!("the score of call {id}: {e}")))?;
     let plain = |value: Option<&Value>| match value {
         None | Some(Value::Null) => String::new(),

@@ -1,13 +1,20 @@
-//! The run lock: one reconcile run writes to a store at a time. It is an operating-system
-//! lock (`flock`) on `<store>.lock` beside the store, so the kernel releases it when the
-//! holder exits in any way, `SIGKILL` included: a killed run never leaves a stale lock for
-//! cron to trip over. The file holds the holder's process id, for the message a second run
-//! prints.
+//! The run lock: one reconcile run writes to a store at a time. For a store file it is an
+//! operating-system lock (`flock`) on `<store>.lock` beside the store, so the kernel releases
+//! it when the holder exits in any way, `SIGKILL` included: a killed run never leaves a stale
+//! lock for cron to trip over. The file holds the holder's process id, for the message a
+//! second run prints. For a PostgreSQL store it is a session advisory lock of the store's
+//! database, held by a connection of its own, so runs on different machines exclude each
+//! other too; the server releases it when that connection ends, a killed run's included. The
+//! connection's `application_name` names the holder's host and process id.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use super::StoreLocation;
+use super::postgres::{PgConnection, RUN_LOCK, STORE_KEY};
+use super::sql::{Value, params};
 
 /// How often a waiting run tries the lock again.
 const POLL: Duration = Duration::from_millis(100);
@@ -24,6 +31,23 @@ pub enum LockError {
         /// " (process N)" when the holder wrote its id.
         holder: String,
     },
+    /// Another run holds the lock of a PostgreSQL store.
+    #[error("another reconcile run{holder} holds the lock of the store {location}")]
+    BusyElsewhere {
+        /// The store.
+        location: StoreLocation,
+        /// " (svc-cli reconcile on host H, process N)" when the holder is seen.
+        holder: String,
+    },
+    /// The lock of a PostgreSQL store cannot be taken (the database cannot be reached).
+    #[error("cannot take the lock of the store {location}: {source}")]
+    Database {
+        /// The store.
+        location: StoreLocation,
+        /// The cause.
+        #[source]
+        source: super::StoreError,
+    },
     /// The lock file cannot be opened or locked.
     #[error("cannot use the lock file {path}: {source}")]
     Io {
@@ -37,12 +61,120 @@ pub enum LockError {
 
 /// A held run lock; released when dropped (or when the process ends).
 #[derive(Debug)]
-pub struct RunLock {
+pub struct RunLock(Held);
+
+/// What holds a run lock.
+#[derive(Debug)]
+enum Held {
+    /// The `flock` of a store file's lock file.
+    File(FileLock),
+    /// The advisory lock of a PostgreSQL store, held by this connection's session.
+    Postgres(PgConnection),
+}
+
+impl LockError {
+    /// Whether another run holds the lock (as opposed to the lock being unusable).
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Self::Busy { .. } | Self::BusyElsewhere { .. })
+    }
+}
+
+impl RunLock {
+    /// Takes the run lock of the store at `location`, waiting up to `wait` for another run to
+    /// end.
+    ///
+    /// # Errors
+    /// [`LockError::Busy`] or [`LockError::BusyElsewhere`] when another run still holds it;
+    /// [`LockError::Io`] or [`LockError::Database`] when the lock cannot be used.
+    pub async fn acquire(location: &StoreLocation, wait: Duration) -> Result<Self, LockError> {
+        match location {
+            StoreLocation::File(path) => FileLock::acquire(path, wait)
+                .await
+                .map(|lock| Self(Held::File(lock))),
+            StoreLocation::Postgres(url) => {
+                let url = url.clone();
+                let location = location.clone();
+                let database = |source| LockError::Database {
+                    location: location.clone(),
+                    source,
+                };
+                let name = format!(
+                    "svc-cli reconcile on host {}, process {}",
+                    hostname(),
+                    std::process::id()
+                );
+                let connection = tokio::task::spawn_blocking(move || {
+                    PgConnection::connect(&url, &name)
+                })
+                .await
+                .map_err(|e| database(super::StoreError::Postgres(e.to_string())))?
+                .map_err(database)?;
+                let deadline = Instant::now() + wait;
+                loop {
+                    let taken = connection
+                        .transaction(false, |db| {
+                            db.query_one(
+                                &format!("SELECT pg_try_advisory_lock($1, {STORE_KEY})"),
+                                params![i64::from(RUN_LOCK)],
+                            )?
+                            .bool(0)
+                        })
+                        .map_err(database)?;
+                    if taken {
+                        return Ok(Self(Held::Postgres(connection)));
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(LockError::BusyElsewhere {
+                            holder: pg_holder(&connection),
+                            location,
+                        });
+                    }
+                    tokio::time::sleep(POLL).await;
+                }
+            }
+        }
+    }
+}
+
+/// " (svc-cli reconcile on host H, process N)": the `application_name` of the connection
+/// holding the run lock, when it can be seen.
+fn pg_holder(connection: &PgConnection) -> String {
+    let name = connection.transaction(false, |db| {
+        let sql = format!(
+            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+             WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+               AND l.classid::bigint = $1
+               AND l.objid::bigint = ({STORE_KEY}::bigint & 4294967295)"
+        );
+        db.query_opt(&sql, &[Value::Int(i64::from(RUN_LOCK))])?
+            .map(|row| row.text(0))
+            .transpose()
+    });
+    match name {
+        Ok(Some(name)) if !name.is_empty() => format!(" ({name})"),
+        _ => String::new(),
+    }
+}
+
+/// This machine's name, for the holder's `application_name`.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|name| name.trim().to_owned())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The `flock` of a store file's lock file.
+#[derive(Debug)]
+pub struct FileLock {
     _file: File,
     path: PathBuf,
 }
 
-impl RunLock {
+impl FileLock {
     /// The lock file of the store at `store`.
     pub fn path_for(store: &Path) -> PathBuf {
         let mut name = store.as_os_str().to_owned();
@@ -113,10 +245,10 @@ mod tests {
     async fn a_second_holder_is_refused_until_the_first_lets_go() {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = dir.path().join("calls.db");
-        let first = RunLock::acquire(&store, Duration::ZERO)
+        let first = FileLock::acquire(&store, Duration::ZERO)
             .await
             .expect("first");
-        let second = RunLock::acquire(&store, Duration::from_millis(250)).await;
+        let second = FileLock::acquire(&store, Duration::from_millis(250)).await;
         match second {
             Err(LockError::Busy { holder, .. }) => {
                 assert_eq!(holder, format!(" (process {})", std::process::id()));
@@ -124,7 +256,7 @@ mod tests {
             other => panic!("expected Busy, got {other:?}"),
         }
         drop(first);
-        RunLock::acquire(&store, Duration::ZERO)
+        FileLock::acquire(&store, Duration::ZERO)
             .await
             .expect("free again once dropped");
     }

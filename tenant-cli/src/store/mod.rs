@@ -1,8 +1,13 @@
-//! The local store: one SQLite file (WAL) where `reconcile` and `webhook serve` keep every
-//! scored call of the tenant, the webhook deliveries received, the changes found and the runs
-//! made, so that no scored call is missing whatever happened to the webhooks.
+//! The local store: one SQLite file (WAL), or one PostgreSQL database for receivers and runs on
+//! several machines, where `reconcile` and `webhook serve` keep every scored call of the
+//! tenant, the webhook deliveries received, the changes found and the runs made, so that no
+//! scored call is missing whatever happened to the webhooks.
 //!
 //! # Layout
+//! - [`location`]: what `--store` names, a file or a `postgres://` URL (shown without its
+//!   password).
+//! - `sql`: the backend abstraction: statements in the SQL both databases accept, run with
+//!   typed values; `postgres`: the PostgreSQL connection, migrations and advisory locks.
 //! - `schema`: the versioned migrations ([`SCHEMA_VERSION`]).
 //! - [`calls`]: scored calls (list row and detail as the service sent them), what a listing
 //!   finds already stored, the change log, the listed calls whose detail failed.
@@ -18,16 +23,22 @@
 //! system's hands); a power cut may lose the last commits, which the next reconcile run
 //! stores again (the watermark is committed after the calls it covers, so it never gets ahead
 //! of them). Several processes (a receiver and a reconcile run) may use one store at once:
-//! writers wait for each other up to [`BUSY_TIMEOUT`].
+//! writers wait for each other up to [`BUSY_TIMEOUT`]. In PostgreSQL the same holds across
+//! machines: writers take the store's advisory write lock, and a commit is durable when the
+//! server says so (`synchronous_commit`, on by default).
 
 pub mod calls;
 pub mod deliveries;
 pub mod export;
+pub mod inbox;
+pub mod location;
 pub mod lock;
 pub mod runs;
 pub mod stats;
 
+mod postgres;
 mod schema;
+pub(crate) mod sql;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -35,7 +46,9 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
+pub use location::StoreLocation;
 pub use schema::SCHEMA_VERSION;
+use sql::{Sql, SqliteSql};
 
 /// How long a write waits for another process's write to finish.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -56,12 +69,12 @@ pub enum StoreError {
     #[error(
         "no store at {0} (`svc-cli reconcile --store` or `svc-cli webhook serve --store` creates one)"
     )]
-    NotFound(PathBuf),
-    /// The file exists but is not a store.
+    NotFound(StoreLocation),
+    /// The file (or database) exists but is not a store.
     #[error("{path} is not a svc-cli store: {reason}")]
     NotAStore {
         /// The path given.
-        path: PathBuf,
+        path: StoreLocation,
         /// What was found instead.
         reason: String,
     },
@@ -72,7 +85,7 @@ pub enum StoreError {
     )]
     TooNew {
         /// The path given.
-        path: PathBuf,
+        path: StoreLocation,
         /// The store's schema version.
         found: u32,
         /// The newest this build knows.
@@ -84,6 +97,12 @@ pub enum StoreError {
     /// A database error.
     #[error("store: {0}")]
     Database(#[source] rusqlite::Error),
+    /// A PostgreSQL error (the server's message; never the URL's password).
+    #[error("store: {0}")]
+    Postgres(String),
+    /// A PostgreSQL URL that cannot be used (it does not parse, or asks for TLS).
+    #[error("{0}")]
+    Config(String),
     /// A stored value that does not read back (the file was edited by hand).
     #[error("store: {0}")]
     Corrupt(String),
@@ -109,139 +128,193 @@ impl StoreError {
                 | Self::NotFound(_)
                 | Self::NotAStore { .. }
                 | Self::TooNew { .. }
+                | Self::Config(_)
         )
     }
 }
 
-/// A handle on one store file; cheap to clone. Methods block on SQLite: async code calls them
-/// through [`Store::blocking`].
+/// A handle on one store; cheap to clone. Methods block on the database: async code calls
+/// them through [`Store::blocking`].
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    path: PathBuf,
-    conn: Mutex<Connection>,
+    location: StoreLocation,
+    backend: Backend,
+}
+
+/// The database a store is in.
+enum Backend {
+    Sqlite(Mutex<Connection>),
+    Postgres(postgres::PgConnection),
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
-            .field("path", &self.inner.path)
+            .field("location", &self.inner.location)
             .finish_non_exhaustive()
     }
-}
-
-/// Reads a `COUNT`/`SUM` column as an unsigned count (a `NULL` sum of no rows is 0).
-pub(crate) fn count(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<u64> {
-    Ok(row
-        .get::<_, Option<i64>>(index)?
-        .map_or(0, |n| u64::try_from(n).unwrap_or(0)))
 }
 
 /// The first bytes of every SQLite database file.
 const SQLITE_HEADER: &[u8] = b"SQLite format 3\0";
 
 impl Store {
-    /// Opens the store at `path`, creating it when the file does not exist (its directory
-    /// must), and migrating an older store in place.
+    /// Opens the store at `location`, creating it when there is none (a file's directory
+    /// must exist), and migrating an older store in place.
     ///
     /// # Errors
-    /// A missing directory, a file that is not a store, a store from a newer `svc-cli`, or a
-    /// database error.
-    pub fn open_or_create(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let path = path.as_ref();
-        check_directory(path)?;
-        Self::open_with(path, true)
+    /// A missing directory, a file that is not a store, a store from a newer `svc-cli`, a
+    /// database that cannot be reached, or a database error.
+    pub fn open_or_create(location: impl Into<StoreLocation>) -> Result<Self, StoreError> {
+        match location.into() {
+            StoreLocation::File(path) => {
+                check_directory(&path)?;
+                Self::open_with(&path, true)
+            }
+            location @ StoreLocation::Postgres(_) => Self::open_postgres(location, true),
+        }
     }
 
     /// Opens an existing store (migrating an older one in place); never creates one.
     ///
     /// # Errors
-    /// No file at `path`, a file that is not a store, a store from a newer `svc-cli`, or a
-    /// database error.
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let path = path.as_ref();
-        if !path.is_file() {
-            return Err(StoreError::NotFound(path.to_path_buf()));
+    /// No store at `location`, a file that is not a store, a store from a newer `svc-cli`,
+    /// or a database error.
+    pub fn open(location: impl Into<StoreLocation>) -> Result<Self, StoreError> {
+        match location.into() {
+            StoreLocation::File(path) => {
+                if !path.is_file() {
+                    return Err(StoreError::NotFound(StoreLocation::File(path)));
+                }
+                Self::open_with(&path, false)
+            }
+            location @ StoreLocation::Postgres(_) => Self::open_postgres(location, false),
         }
-        Self::open_with(path, false)
     }
 
-    /// Opens the store at `path` when there is one, else an empty store in memory that is
-    /// never written to disk (what a dry run reads).
+    /// Opens the store at `location` when there is one, else an empty store in memory that is
+    /// never written anywhere (what a dry run reads).
     ///
     /// # Errors
-    /// As [`Store::open`], but for a missing file.
-    pub fn open_or_empty(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let path = path.as_ref();
-        if path.exists() {
-            return Self::open(path);
+    /// As [`Store::open`], but for a missing store.
+    pub fn open_or_empty(location: impl Into<StoreLocation>) -> Result<Self, StoreError> {
+        let location = location.into();
+        match &location {
+            StoreLocation::File(path) if path.exists() => return Self::open(path.clone()),
+            StoreLocation::File(path) => check_directory(path)?,
+            StoreLocation::Postgres(url) => {
+                let connection = postgres::PgConnection::connect(url, "svc-cli")?;
+                if connection.has_store(&location)? {
+                    return Self::open_postgres(location, false);
+                }
+            }
         }
-        check_directory(path)?;
         let mut conn = Connection::open_in_memory()?;
-        migrate(&mut conn, path, SCHEMA_VERSION)?;
-        Ok(Self {
-            inner: Arc::new(Inner {
-                path: path.to_path_buf(),
-                conn: Mutex::new(conn),
-            }),
-        })
+        migrate(&mut conn, &location, SCHEMA_VERSION)?;
+        Ok(Self::with(location, Backend::Sqlite(Mutex::new(conn))))
+    }
+
+    fn with(location: StoreLocation, backend: Backend) -> Self {
+        Self {
+            inner: Arc::new(Inner { location, backend }),
+        }
+    }
+
+    fn open_postgres(location: StoreLocation, create: bool) -> Result<Self, StoreError> {
+        let StoreLocation::Postgres(url) = &location else {
+            return Err(StoreError::Corrupt("not a PostgreSQL store".into()));
+        };
+        let connection = postgres::PgConnection::connect(url, "svc-cli")?;
+        if !create && !connection.has_store(&location)? {
+            return Err(StoreError::NotFound(location));
+        }
+        connection.migrate(&location, SCHEMA_VERSION)?;
+        Ok(Self::with(location, Backend::Postgres(connection)))
     }
 
     fn open_with(path: &Path, create: bool) -> Result<Self, StoreError> {
+        let location = StoreLocation::File(path.to_path_buf());
         check_header(path)?;
         let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         if create {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
         let not_a_store = |e: rusqlite::Error| StoreError::NotAStore {
-            path: path.to_path_buf(),
+            path: location.clone(),
             reason: e.to_string(),
         };
         let mut conn = Connection::open_with_flags(path, flags).map_err(not_a_store)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         // Recognise the file before changing anything in it (switching to WAL rewrites the
         // header of another program's database).
-        refuse_foreign(&conn, path)?;
+        refuse_foreign(&conn, &location)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(not_a_store)?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
-        migrate(&mut conn, path, SCHEMA_VERSION)?;
-        Ok(Self {
-            inner: Arc::new(Inner {
-                path: path.to_path_buf(),
-                conn: Mutex::new(conn),
-            }),
-        })
+        migrate(&mut conn, &location, SCHEMA_VERSION)?;
+        Ok(Self::with(location, Backend::Sqlite(Mutex::new(conn))))
     }
 
-    /// Creates a store at `path` with only the first `version` migrations applied, as an older
-    /// `svc-cli` wrote it (to test migrating in place).
+    /// Creates a store at `location` with only the first `version` migrations applied, as an
+    /// older `svc-cli` wrote it (to test migrating in place).
     ///
     /// # Errors
     /// As [`Store::open_or_create`].
     #[doc(hidden)]
-    pub fn create_at_version(path: impl AsRef<Path>, version: u32) -> Result<(), StoreError> {
-        let path = path.as_ref();
-        let mut conn = Connection::open(path)?;
-        migrate(&mut conn, path, version)
+    pub fn create_at_version(
+        location: impl Into<StoreLocation>,
+        version: u32,
+    ) -> Result<(), StoreError> {
+        let location = location.into();
+        match &location {
+            StoreLocation::File(path) => {
+                let mut conn = Connection::open(path)?;
+                migrate(&mut conn, &location, version)
+            }
+            StoreLocation::Postgres(url) => {
+                postgres::PgConnection::connect(url, "svc-cli")?.migrate(&location, version)
+            }
+        }
     }
 
-    /// The store's file.
-    pub fn path(&self) -> &Path {
-        &self.inner.path
+    /// Where the store is.
+    pub fn location(&self) -> &StoreLocation {
+        &self.inner.location
     }
 
-    /// The connection, for one operation at a time.
-    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
-        // A panic while holding the lock leaves the connection usable: every write is a
-        // transaction, rolled back when its guard dropped.
-        self.inner
-            .conn
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Runs `work` on the database, in a transaction on PostgreSQL (a consistent view);
+    /// statement by statement on SQLite.
+    pub(crate) fn read<T>(
+        &self,
+        work: impl FnOnce(&mut dyn Sql) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match &self.inner.backend {
+            Backend::Sqlite(conn) => work(&mut SqliteSql(&lock(conn))),
+            Backend::Postgres(connection) => connection.transaction(false, work),
+        }
+    }
+
+    /// Runs `work` in one write transaction, committed when it succeeds: on SQLite an
+    /// `IMMEDIATE` one (the file's write lock), on PostgreSQL one that takes the store's
+    /// advisory write lock first. Writers follow each other either way.
+    pub(crate) fn write<T>(
+        &self,
+        work: impl FnOnce(&mut dyn Sql) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match &self.inner.backend {
+            Backend::Sqlite(conn) => {
+                let mut conn = lock(conn);
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let value = work(&mut SqliteSql(&tx))?;
+                tx.commit()?;
+                Ok(value)
+            }
+            Backend::Postgres(connection) => connection.transaction(true, work),
+        }
     }
 
     /// Runs `work` with the store on a blocking thread.
@@ -264,8 +337,26 @@ impl Store {
     /// # Errors
     /// A database error.
     pub fn schema_version(&self) -> Result<u32, StoreError> {
-        read_version(&self.conn())?.ok_or_else(|| StoreError::Corrupt("no schema version".into()))
+        self.read(|db| {
+            let row = db.query_opt(
+                "SELECT value FROM store_meta WHERE key = 'schema_version'",
+                &[],
+            )?;
+            let text = row
+                .ok_or_else(|| StoreError::Corrupt("no schema version".into()))?
+                .text(0)?;
+            text.parse()
+                .map_err(|_| StoreError::Corrupt(format!("schema version {text:?}")))
+        })
     }
+}
+
+/// The SQLite connection, for one operation at a time.
+fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    // A panic while holding the lock leaves the connection usable: every write is a
+    // transaction, rolled back when its guard dropped.
+    conn.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Refuses a store path whose directory does not exist.
@@ -286,9 +377,9 @@ fn check_directory(path: &Path) -> Result<(), StoreError> {
 
 /// Refuses, by reading only, an SQLite database that another program wrote: tables but no
 /// `store_meta`, or a `store_meta` of another format.
-fn refuse_foreign(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+fn refuse_foreign(conn: &Connection, location: &StoreLocation) -> Result<(), StoreError> {
     let foreign = |reason: String| StoreError::NotAStore {
-        path: path.to_path_buf(),
+        path: location.clone(),
         reason,
     };
     if read_version(conn)?.is_some() {
@@ -329,7 +420,7 @@ fn check_header(path: &Path) -> Result<(), StoreError> {
     };
     if file.metadata().is_ok_and(|m| m.is_dir()) {
         return Err(StoreError::NotAStore {
-            path: path.to_path_buf(),
+            path: path.into(),
             reason: "it is a directory".into(),
         });
     }
@@ -339,7 +430,7 @@ fn check_header(path: &Path) -> Result<(), StoreError> {
         return Ok(());
     }
     Err(StoreError::NotAStore {
-        path: path.to_path_buf(),
+        path: path.into(),
         reason: "it is not an SQLite database".into(),
     })
 }
@@ -370,10 +461,10 @@ fn read_version(conn: &Connection) -> Result<Option<u32>, StoreError> {
 
 /// Brings the store up to `target` migrations in one transaction; a second process opening at
 /// the same time waits, then finds nothing left to do.
-fn migrate(conn: &mut Connection, path: &Path, target: u32) -> Result<(), StoreError> {
+fn migrate(conn: &mut Connection, location: &StoreLocation, target: u32) -> Result<(), StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     // Checked again inside the transaction: another process may have created the file since.
-    refuse_foreign(&tx, path)?;
+    refuse_foreign(&tx, location)?;
     let version = match read_version(&tx)? {
         Some(version) => version,
         None => {
@@ -387,7 +478,7 @@ fn migrate(conn: &mut Connection, path: &Path, target: u32) -> Result<(), StoreE
     };
     if version > SCHEMA_VERSION {
         return Err(StoreError::TooNew {
-            path: path.to_path_buf(),
+            path: location.clone(),
             found: version,
             known: SCHEMA_VERSION,
         });

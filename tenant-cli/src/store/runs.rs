@@ -1,9 +1,9 @@
 //! Reconcile runs and the per-source sync state: a row per run (started, finished, outcome,
 //! exit code, report), and per source the watermark up to which every listed call is stored.
 
-use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
+use super::sql::params;
 use super::{Store, StoreError};
 
 /// The sync state of one source.
@@ -38,16 +38,18 @@ impl Store {
     /// # Errors
     /// A database error.
     pub fn start_run(&self, started_at: &str, options: &str) -> Result<i64, StoreError> {
-        let conn = self.conn();
-        conn.execute(
-            "UPDATE runs SET outcome = 'interrupted' WHERE outcome = 'running'",
-            [],
-        )?;
-        conn.execute(
-            "INSERT INTO runs (started_at, pid, options, outcome) VALUES (?1, ?2, ?3, 'running')",
-            params![started_at, std::process::id(), options],
-        )?;
-        Ok(conn.last_insert_rowid())
+        self.write(|db| {
+            db.execute(
+                "UPDATE runs SET outcome = 'interrupted' WHERE outcome = 'running'",
+                &[],
+            )?;
+            db.query_one(
+                "INSERT INTO runs (started_at, pid, options, outcome)
+                 VALUES ($1, $2, $3, 'running') RETURNING id",
+                params![started_at, std::process::id(), options],
+            )?
+            .i64(0)
+        })
     }
 
     /// Records the end of a run with its report.
@@ -66,12 +68,14 @@ impl Store {
             RunOutcome::Ok => "ok",
             RunOutcome::Failed => "failed",
         };
-        self.conn().execute(
-            "UPDATE runs SET finished_at = ?2, outcome = ?3, exit_code = ?4, report = ?5
-             WHERE id = ?1",
-            params![run_id, finished_at, outcome, exit_code, report],
-        )?;
-        Ok(())
+        self.write(|db| {
+            db.execute(
+                "UPDATE runs SET finished_at = $2, outcome = $3, exit_code = $4, report = $5
+                 WHERE id = $1",
+                params![run_id, finished_at, outcome, exit_code, report],
+            )
+            .map(drop)
+        })
     }
 
     /// The sync state of `source` (all `None` before its first run).
@@ -79,24 +83,23 @@ impl Store {
     /// # Errors
     /// A database error.
     pub fn sync_state(&self, source: &str) -> Result<SyncState, StoreError> {
-        Ok(self
-            .conn()
-            .query_row(
+        self.read(|db| {
+            let Some(r) = db.query_opt(
                 "SELECT watermark, last_run_id, last_run_at, last_outcome, last_success_at
-                 FROM sync_state WHERE source = ?1",
-                [source],
-                |r| {
-                    Ok(SyncState {
-                        watermark: r.get(0)?,
-                        last_run_id: r.get(1)?,
-                        last_run_at: r.get(2)?,
-                        last_outcome: r.get(3)?,
-                        last_success_at: r.get(4)?,
-                    })
-                },
-            )
-            .optional()?
-            .unwrap_or_default())
+                 FROM sync_state WHERE source = $1",
+                params![source],
+            )?
+            else {
+                return Ok(SyncState::default());
+            };
+            Ok(SyncState {
+                watermark: r.opt_text(0)?,
+                last_run_id: r.opt_i64(1)?,
+                last_run_at: r.opt_text(2)?,
+                last_outcome: r.opt_text(3)?,
+                last_success_at: r.opt_text(4)?,
+            })
+        })
     }
 
     /// Records that run `run_id`, started at `run_at`, listed `source`: with `Ok(watermark)`
@@ -116,15 +119,18 @@ impl Store {
             Ok(watermark) => (watermark, "ok".to_owned(), Some(run_at)),
             Err(reason) => (None, format!("failed: {reason}"), None),
         };
-        self.conn().execute(
-            "INSERT INTO sync_state (source, watermark, last_run_id, last_run_at, last_outcome,
-                last_success_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT (source) DO UPDATE SET
-                watermark = COALESCE(?2, watermark), last_run_id = ?3, last_run_at = ?4,
-                last_outcome = ?5, last_success_at = COALESCE(?6, last_success_at)",
-            params![source, watermark, run_id, run_at, outcome, success],
-        )?;
-        Ok(())
+        self.write(|db| {
+            db.execute(
+                "INSERT INTO sync_state (source, watermark, last_run_id, last_run_at,
+                    last_outcome, last_success_at)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (source) DO UPDATE SET
+                    watermark = COALESCE($2, sync_state.watermark), last_run_id = $3,
+                    last_run_at = $4, last_outcome = $5,
+                    last_success_at = COALESCE($6, sync_state.last_success_at)",
+                params![source, watermark, run_id, run_at, outcome, success],
+            )
+            .map(drop)
+        })
     }
 }

@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
 use super::runs::SyncState;
-use super::{Store, StoreError, count};
+use super::sql::{Sql, params};
+use super::{Store, StoreError};
 use crate::time::{before, format_ts};
 
 /// Everything `store stats` prints.
@@ -106,6 +106,13 @@ pub struct LastRun {
     pub exit_code: Option<u8>,
 }
 
+/// `SUM` of a condition, in SQL both backends accept (PostgreSQL sums no booleans).
+macro_rules! sum_of {
+    ($condition:literal) => {
+        concat!("COALESCE(SUM(CASE WHEN ", $condition, " THEN 1 ELSE 0 END), 0)")
+    };
+}
+
 impl Store {
     /// Reads the statistics as of `now`. A listed call whose detail failed `max_attempts`
     /// times counts as given up.
@@ -114,90 +121,21 @@ impl Store {
     /// A database error.
     pub fn stats(&self, now: DateTime<Utc>, max_attempts: u32) -> Result<Stats, StoreError> {
         let schema_version = self.schema_version()?;
-        let conn = self.conn();
-        let calls = conn
-            .prepare(
-                "SELECT source, COUNT(*), SUM(delivery = 'webhook'), SUM(delivery = 'awaiting'),
-                        SUM(delivery = 'recovered'), SUM(delivery = 'backfill')
-                 FROM calls GROUP BY source ORDER BY source DESC",
-            )?
-            .query_map([], |r| {
-                Ok(SourceCalls {
-                    source: r.get(0)?,
-                    calls: count(r, 1)?,
-                    delivered: count(r, 2)?,
-                    awaiting: count(r, 3)?,
-                    recovered: count(r, 4)?,
-                    backfill: count(r, 5)?,
-                })
-            })?
-            .collect::<Result<_, _>>()?;
-        let (total, scored, last_verified_at) = conn.query_row(
-            "SELECT COUNT(*), COALESCE(SUM(success), 0), MAX(verified_at) FROM deliveries",
-            [],
-            |r| Ok((count(r, 0)?, count(r, 1)?, r.get(2)?)),
-        )?;
-        let not_scored = conn
-            .prepare(
-                "SELECT COALESCE(reason, '(none)'), COUNT(*) FROM deliveries WHERE success = 0
-                 GROUP BY reason",
-            )?
-            .query_map([], |r| Ok((r.get(0)?, count(r, 1)?)))?
-            .collect::<Result<_, _>>()?;
-        let periods = |sql: &str| -> Result<Periods, StoreError> {
-            let at =
-                |days: u64| format_ts(before(now, std::time::Duration::from_secs(days * 86_400)));
-            Ok(conn.query_row(sql, params![at(1), at(7), at(30)], |r| {
-                Ok(Periods {
-                    last_24h: count(r, 0)?,
-                    last_7d: count(r, 1)?,
-                    last_30d: count(r, 2)?,
-                    total: count(r, 3)?,
-                })
-            })?)
-        };
-        let recovered = periods(
-            "SELECT COALESCE(SUM(recovered_at >= ?1), 0), COALESCE(SUM(recovered_at >= ?2), 0),
-                    COALESCE(SUM(recovered_at >= ?3), 0), COUNT(*)
-             FROM calls WHERE delivery = 'recovered'",
-        )?;
-        let changed = periods(
-            "SELECT COALESCE(SUM(found_at >= ?1), 0), COALESCE(SUM(found_at >= ?2), 0),
-                    COALESCE(SUM(found_at >= ?3), 0), COUNT(*)
-             FROM score_changes",
-        )?;
-        let failures = conn.query_row(
-            "SELECT COALESCE(SUM(attempts < ?1), 0), COALESCE(SUM(attempts >= ?1), 0)
-             FROM call_failures",
-            [max_attempts],
-            |r| {
-                Ok(Failures {
-                    retrying: count(r, 0)?,
-                    given_up: count(r, 1)?,
-                })
-            },
-        )?;
-        let sources: Vec<String> = conn
-            .prepare("SELECT source FROM sync_state ORDER BY source")?
-            .query_map([], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        let last_run = conn
-            .query_row(
-                "SELECT id, started_at, finished_at, outcome, exit_code FROM runs
-                 ORDER BY id DESC LIMIT 1",
-                [],
-                |r| {
-                    Ok(LastRun {
-                        id: r.get(0)?,
-                        started_at: r.get(1)?,
-                        finished_at: r.get(2)?,
-                        outcome: r.get(3)?,
-                        exit_code: r.get(4)?,
-                    })
-                },
-            )
-            .optional()?;
-        drop(conn);
+        let (calls, deliveries, recovered, changed, failures, sources, last_run) =
+            self.read(|db| {
+                Ok((
+                    source_calls(db)?,
+                    deliveries(db)?,
+                    periods(db, now, PERIODS_RECOVERED)?,
+                    periods(db, now, PERIODS_CHANGED)?,
+                    failures(db, max_attempts)?,
+                    db.query("SELECT source FROM sync_state ORDER BY source", &[])?
+                        .iter()
+                        .map(|row| row.text(0))
+                        .collect::<Result<Vec<_>, _>>()?,
+                    last_run(db)?,
+                ))
+            })?;
         let sync = sources
             .into_iter()
             .map(|source| Ok((source.clone(), self.sync_state(&source)?)))
@@ -205,12 +143,7 @@ impl Store {
         Ok(Stats {
             schema_version,
             calls,
-            deliveries: Deliveries {
-                total,
-                scored,
-                not_scored,
-                last_verified_at,
-            },
+            deliveries,
             recovered,
             changed,
             failures,
@@ -218,4 +151,120 @@ impl Store {
             last_run,
         })
     }
+}
+
+fn source_calls(db: &mut dyn Sql) -> Result<Vec<SourceCalls>, StoreError> {
+    let sql = concat!(
+        "SELECT source, COUNT(*), ",
+        sum_of!("delivery = 'webhook'"),
+        ", ",
+        sum_of!("delivery = 'awaiting'"),
+        ", ",
+        sum_of!("delivery = 'recovered'"),
+        ", ",
+        sum_of!("delivery = 'backfill'"),
+        " FROM calls GROUP BY source ORDER BY source DESC"
+    );
+    db.query(sql, &[])?
+        .iter()
+        .map(|r| {
+            Ok(SourceCalls {
+                source: r.text(0)?,
+                calls: r.count(1)?,
+                delivered: r.count(2)?,
+                awaiting: r.count(3)?,
+                recovered: r.count(4)?,
+                backfill: r.count(5)?,
+            })
+        })
+        .collect()
+}
+
+fn deliveries(db: &mut dyn Sql) -> Result<Deliveries, StoreError> {
+    let totals = db.query_one(
+        "SELECT COUNT(*), COALESCE(SUM(success), 0), MAX(verified_at) FROM deliveries",
+        &[],
+    )?;
+    let not_scored = db
+        .query(
+            "SELECT COALESCE(reason, '(none)'), COUNT(*) FROM deliveries WHERE success = 0
+             GROUP BY reason",
+            &[],
+        )?
+        .iter()
+        .map(|r| Ok((r.text(0)?, r.count(1)?)))
+        .collect::<Result<_, StoreError>>()?;
+    Ok(Deliveries {
+        total: totals.count(0)?,
+        scored: totals.count(1)?,
+        not_scored,
+        last_verified_at: totals.opt_text(2)?,
+    })
+}
+
+const PERIODS_RECOVERED: &str = concat!(
+    "SELECT ",
+    sum_of!("recovered_at >= $1"),
+    ", ",
+    sum_of!("recovered_at >= $2"),
+    ", ",
+    sum_of!("recovered_at >= $3"),
+    ", COUNT(*) FROM calls WHERE delivery = 'recovered'"
+);
+
+const PERIODS_CHANGED: &str = concat!(
+    "SELECT ",
+    sum_of!("found_at >= $1"),
+    ", ",
+    sum_of!("found_at >= $2"),
+    ", ",
+    sum_of!("found_at >= $3"),
+    ", COUNT(*) FROM score_changes"
+);
+
+/// Counts over the last day, week and month, and in all, by a query of three times.
+fn periods(db: &mut dyn Sql, now: DateTime<Utc>, sql: &str) -> Result<Periods, StoreError> {
+    let at = |days: u64| format_ts(before(now, std::time::Duration::from_secs(days * 86_400)));
+    let r = db.query_one(sql, params![at(1), at(7), at(30)])?;
+    Ok(Periods {
+        last_24h: r.count(0)?,
+        last_7d: r.count(1)?,
+        last_30d: r.count(2)?,
+        total: r.count(3)?,
+    })
+}
+
+fn failures(db: &mut dyn Sql, max_attempts: u32) -> Result<Failures, StoreError> {
+    let r = db.query_one(
+        concat!(
+            "SELECT ",
+            sum_of!("attempts < $1"),
+            ", ",
+            sum_of!("attempts >= $1"),
+            " FROM call_failures"
+        ),
+        params![max_attempts],
+    )?;
+    Ok(Failures {
+        retrying: r.count(0)?,
+        given_up: r.count(1)?,
+    })
+}
+
+fn last_run(db: &mut dyn Sql) -> Result<Option<LastRun>, StoreError> {
+    db.query_opt(
+        "SELECT id, started_at, finished_at, outcome, exit_code FROM runs
+         ORDER BY id DESC LIMIT 1",
+        &[],
+    )?
+    .map(|r| {
+        Ok(LastRun {
+            id: r.i64(0)?,
+            started_at: r.text(1)?,
+            finished_at: r.opt_text(2)?,
+            outcome: r.text(3)?,
+            exit_code: r.opt_i64(4)?.and_then(|code| u8::try_from(code).ok()),
+        })
+    })
+    .transpose()
 }

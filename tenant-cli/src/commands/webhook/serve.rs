@@ -18,7 +18,7 @@ use super::secret;
 use crate::commands::Ctx;
 use crate::exit::CliError;
 use crate::receiver::{self, ReceiverConfig};
-use crate::store::Store;
+use crate::store::{Store, StoreLocation};
 
 /// Flags of `webhook serve`.
 #[derive(Args)]
@@ -26,9 +26,10 @@ pub struct ServeArgs {
     /// Address to listen on, e.g. 0.0.0.0:8788 (put TLS in front: the service sends to HTTPS)
     #[arg(long, value_name = "ADDR")]
     listen: SocketAddr,
-    /// The local store (created if missing; its directory must exist) [env: SVC_STORE]
-    #[arg(long, env = "SVC_STORE", value_name = "PATH")]
-    store: PathBuf,
+    /// The local store: a file (created if missing; its directory must exist) or a PostgreSQL
+    /// database, postgres://… (shared by receivers on several hosts) [env: SVC_STORE]
+    #[arg(long, env = "SVC_STORE", value_name = "PATH|URL", value_parser = StoreLocation::parse)]
+    store: StoreLocation,
     /// Read the signing secret (whsec_…) from this environment variable
     #[arg(
         long,
@@ -55,6 +56,10 @@ pub struct ServeArgs {
     /// Also read and store the call detail of each scored event (needs the API key)
     #[arg(long)]
     fetch: bool,
+    /// How long a handed-out inbox entry is reserved before another worker (of any replica)
+    /// takes it, in seconds (for tests)
+    #[arg(long, default_value_t = 300, value_name = "SECS", hide = true, value_parser = clap::value_parser!(u64).range(2..))]
+    inbox_lease_secs: u64,
 }
 
 impl std::fmt::Debug for ServeArgs {
@@ -68,6 +73,7 @@ impl std::fmt::Debug for ServeArgs {
             .field("previous_secret_env", &self.previous_secret_env)
             .field("path", &self.path)
             .field("fetch", &self.fetch)
+            .field("inbox_lease_secs", &self.inbox_lease_secs)
             .finish()
     }
 }
@@ -131,7 +137,8 @@ pub async fn exec(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    let store = Store::open_or_create(&args.store)?;
+    let location = args.store.clone();
+    let store = tokio::task::spawn_blocking(move || Store::open_or_create(location)).await??;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -141,6 +148,7 @@ pub async fn exec(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<()> {
         keyring: Keyring::new(),
         path: args.path.clone(),
         client,
+        inbox_lease: Duration::from_secs(args.inbox_lease_secs),
     };
     // Built before the note below: with a secret file, this installs the SIGHUP handler, so
     // that a SIGHUP sent once the receiver says it runs reloads the file.
@@ -159,7 +167,7 @@ pub async fn exec(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<()> {
     ctx.out.note(&format!(
         "receiving webhooks on http://{local}{} into {}{}",
         args.path,
-        args.store.display(),
+        args.store,
         if args.fetch {
             " (fetching call details)"
         } else {

@@ -34,6 +34,7 @@ pub(super) async fn receiver(store: &Store, secret: &str) -> Receiver {
         keyring: Keyring::single(SigningSecret::new(secret).expect("the tenant's secret")),
         path: "/webhooks".into(),
         client: None,
+        inbox_lease: std::time::Duration::from_secs(300),
     };
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(async move {

@@ -1,0 +1,124 @@
+//! The inbox of `webhook serve` in the store: `svc-receiver`'s SQLite inbox in the store's
+//! file, or its PostgreSQL inbox in the store's database (the queue every replica shares).
+
+use std::future::Future;
+use std::time::Duration;
+
+use svc_receiver::dedup::{StoreError as InboxError, WebhookId};
+use svc_receiver::inbox::{Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, Settled};
+use svc_receiver::postgres::{PgDatabase, PgInbox};
+use svc_receiver::sqlite::SqliteInbox;
+
+use super::StoreLocation;
+
+/// The inbox beside a store; cheap to clone.
+#[derive(Debug, Clone)]
+pub enum StoreInbox {
+    /// In the store's SQLite file.
+    Sqlite(SqliteInbox),
+    /// In the store's PostgreSQL database.
+    Postgres(PgInbox),
+}
+
+/// Connections the receiver's PostgreSQL inbox opens at most: one per request in flight,
+/// beyond which requests wait a little.
+const MAX_CONNECTIONS: usize = 16;
+
+impl StoreInbox {
+    /// Opens the inbox at `location` (which should hold a store already) with `policy`.
+    ///
+    /// # Errors
+    /// The inbox's tables cannot be created or the database reached.
+    pub async fn open(location: &StoreLocation, policy: InboxPolicy) -> Result<Self, InboxError> {
+        match location {
+            StoreLocation::File(path) => SqliteInbox::open(path, policy).map(Self::Sqlite),
+            StoreLocation::Postgres(url) => {
+                let database = PgDatabase::connect_with(url.expose(), MAX_CONNECTIONS).await?;
+                Ok(Self::Postgres(PgInbox::new(database, policy)))
+            }
+        }
+    }
+}
+
+/// Calls the same method on whichever inbox this is.
+macro_rules! each {
+    ($self:ident, $inbox:ident => $call:expr) => {
+        match $self {
+            StoreInbox::Sqlite($inbox) => futures_util::future::Either::Left($call),
+            StoreInbox::Postgres($inbox) => futures_util::future::Either::Right($call),
+        }
+    };
+}
+
+impl Inbox for StoreInbox {
+    fn policy(&self) -> InboxPolicy {
+        match self {
+            Self::Sqlite(inbox) => Inbox::policy(inbox),
+            Self::Postgres(inbox) => inbox.policy(),
+        }
+    }
+
+    fn accept(
+        &self,
+        id: &WebhookId,
+        signature: &[u8; 32],
+        body: &[u8],
+        now: i64,
+    ) -> impl Future<Output = Result<Accepted, InboxError>> + Send {
+        each!(self, inbox => Inbox::accept(inbox, id, signature, body, now))
+    }
+
+    fn next_due(
+        &self,
+        now: i64,
+    ) -> impl Future<Output = Result<Option<InboxEntry>, InboxError>> + Send {
+        each!(self, inbox => Inbox::next_due(inbox, now))
+    }
+
+    fn settle(
+        &self,
+        entry: &InboxEntry,
+        outcome: Result<(), String>,
+        now: i64,
+    ) -> impl Future<Output = Result<Settled, InboxError>> + Send {
+        each!(self, inbox => Inbox::settle(inbox, entry, outcome, now))
+    }
+
+    fn wait_for_arrival(&self, max_wait: Duration) -> impl Future<Output = ()> + Send {
+        each!(self, inbox => Inbox::wait_for_arrival(inbox, max_wait))
+    }
+
+    fn contains(&self, id: &WebhookId) -> impl Future<Output = Result<bool, InboxError>> + Send {
+        each!(self, inbox => Inbox::contains(inbox, id))
+    }
+
+    fn counts(&self) -> impl Future<Output = Result<(u64, u64, u64), InboxError>> + Send {
+        each!(self, inbox => Inbox::counts(inbox))
+    }
+
+    fn dead_letters(&self) -> impl Future<Output = Result<Vec<DeadLetter>, InboxError>> + Send {
+        each!(self, inbox => Inbox::dead_letters(inbox))
+    }
+
+    fn requeue_dead_letter(
+        &self,
+        id: &WebhookId,
+        now: i64,
+    ) -> impl Future<Output = Result<bool, InboxError>> + Send {
+        each!(self, inbox => Inbox::requeue_dead_letter(inbox, id, now))
+    }
+
+    fn requeue_all_dead_letters(
+        &self,
+        now: i64,
+    ) -> impl Future<Output = Result<u64, InboxError>> + Send {
+        each!(self, inbox => Inbox::requeue_all_dead_letters(inbox, now))
+    }
+
+    fn discard_dead_letter(
+        &self,
+        id: &WebhookId,
+    ) -> impl Future<Output = Result<bool, InboxError>> + Send {
+        each!(self, inbox => Inbox::discard_dead_letter(inbox, id))
+    }
+}
