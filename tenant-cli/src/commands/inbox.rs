@@ -3,7 +3,6 @@
 //! service whose recording in the ledger failed on every attempt. List them, hand them out
 //! again once the cause is fixed, or give up on them.
 
-
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use serde::Serialize;

@@ -9,9 +9,9 @@ use clap::{Args, Subcommand};
 use super::Ctx;
 use crate::output;
 use crate::reconcile::MAX_FAILURE_ATTEMPTS;
-use crate::store::{Store, StoreLocation};
 use crate::store::export::{ExportError, ExportFormat};
 use crate::store::stats::Stats;
+use crate::store::{Store, StoreLocation};
 use crate::time::timestamp_arg;
 
 /// Store commands.

@@ -349,10 +349,7 @@ fn store_call(
             }
         }
     };
-    tx.execute(
-        "DELETE FROM call_failures WHERE call_id = $1",
-        params![id],
-    )?;
+    tx.execute("DELETE FROM call_failures WHERE call_id = $1", params![id])?;
     Ok(stored)
 }
 

@@ -116,7 +116,10 @@ impl Store {
             let sources: Vec<String> = match source {
                 Some(source) => vec![source.to_owned()],
                 None => db
-                    .query("SELECT DISTINCT source FROM calls ORDER BY source DESC", &[])?
+                    .query(
+                        "SELECT DISTINCT source FROM calls ORDER BY source DESC",
+                        &[],
+                    )?
                     .iter()
                     .map(|row| row.text(0))
                     .collect::<Result<_, _>>()?,
@@ -128,9 +131,8 @@ impl Store {
                             .write_all(row.text_ref(0)?.as_bytes())
                             .and_then(|()| out.write_all(b"\n"))
                             .map_err(ExportError::Write),
-                        Sink::Csv(writer) => csv_line(&row).and_then(|line| {
-                            writer.write_record(line).map_err(csv_error)
-                        }),
+                        Sink::Csv(writer) => csv_line(&row)
+                            .and_then(|line| writer.write_record(line).map_err(csv_error)),
                     };
                     match line {
                         Ok(()) => {
@@ -173,9 +175,8 @@ fn csv_error(error: csv::Error) -> ExportError {
 }
 
 fn csv_line(row: &Row) -> Result<[String; 16], ExportError> {
-    let text = |i: usize| -> Result<String, ExportError> {
-        Ok(row.opt_text(i)?.unwrap_or_default())
-    };
+    let text =
+        |i: usize| -> Result<String, ExportError> { Ok(row.opt_text(i)?.unwrap_or_default()) };
     let id = text(0)?;
     let fields: RowFields = serde_json::from_str(row.text_ref(7)?)
         .map_err(|e| StoreError::Corrupt(format!("the row of call {id}: {e}")))?;

@@ -84,6 +84,12 @@ impl From<PathBuf> for StoreLocation {
     }
 }
 
+impl From<&PathBuf> for StoreLocation {
+    fn from(path: &PathBuf) -> Self {
+        Self::File(path.clone())
+    }
+}
+
 impl From<&Path> for StoreLocation {
     fn from(path: &Path) -> Self {
         Self::File(path.to_path_buf())

@@ -68,8 +68,19 @@ pub struct RunLock(Held);
 enum Held {
     /// The `flock` of a store file's lock file.
     File(FileLock),
-    /// The advisory lock of a PostgreSQL store, held by this connection's session.
-    Postgres(PgConnection),
+    /// The advisory lock of a PostgreSQL store, held by this connection's session (closing
+    /// it lets the lock go).
+    Postgres { _session: PgConnection },
+}
+
+impl RunLock {
+    /// The lock file, for a store file's lock.
+    pub fn file(&self) -> Option<&Path> {
+        match &self.0 {
+            Held::File(lock) => Some(lock.path()),
+            Held::Postgres { .. } => None,
+        }
+    }
 }
 
 impl LockError {
@@ -103,12 +114,11 @@ impl RunLock {
                     hostname(),
                     std::process::id()
                 );
-                let connection = tokio::task::spawn_blocking(move || {
-                    PgConnection::connect(&url, &name)
-                })
-                .await
-                .map_err(|e| database(super::StoreError::Postgres(e.to_string())))?
-                .map_err(database)?;
+                let connection =
+                    tokio::task::spawn_blocking(move || PgConnection::connect(&url, &name))
+                        .await
+                        .map_err(|e| database(super::StoreError::Postgres(e.to_string())))?
+                        .map_err(database)?;
                 let deadline = Instant::now() + wait;
                 loop {
                     let taken = connection
@@ -121,7 +131,9 @@ impl RunLock {
                         })
                         .map_err(database)?;
                     if taken {
-                        return Ok(Self(Held::Postgres(connection)));
+                        return Ok(Self(Held::Postgres {
+                            _session: connection,
+                        }));
                     }
                     if Instant::now() >= deadline {
                         return Err(LockError::BusyElsewhere {

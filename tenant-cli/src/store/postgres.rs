@@ -225,10 +225,9 @@ impl PgConnection {
             .recv()
             .map_err(|_| StoreError::Postgres("the connection thread stopped".into()))?
             .map_err(|err| StoreError::Postgres(format!("cannot connect to {url_text}: {err}")))?;
-        block_on(client.batch_execute(&format!(
-            "SET lock_timeout = '{}s'",
-            LOCK_TIMEOUT.as_secs()
-        )))?;
+        block_on(
+            client.batch_execute(&format!("SET lock_timeout = '{}s'", LOCK_TIMEOUT.as_secs())),
+        )?;
         Ok(Self {
             client: Mutex::new(client),
         })
@@ -304,8 +303,12 @@ impl PgConnection {
                     known: SCHEMA_VERSION,
                 });
             }
-            for migration in MIGRATIONS.iter().take(target as usize).skip(version as usize) {
-                db.execute(migration, &[])?;
+            for migration in MIGRATIONS
+                .iter()
+                .take(target as usize)
+                .skip(version as usize)
+            {
+                db.batch(migration)?;
             }
             if target > version {
                 db.execute(
@@ -357,6 +360,10 @@ fn to_sql_params(params: &[Value]) -> Vec<&(dyn ToSql + Sync)> {
 }
 
 impl Sql for PgSql<'_, '_> {
+    fn batch(&mut self, sql: &str) -> Result<(), StoreError> {
+        Ok(block_on(self.0.batch_execute(sql))?)
+    }
+
     fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, StoreError> {
         Ok(block_on(self.0.execute(sql, &to_sql_params(params)))?)
     }

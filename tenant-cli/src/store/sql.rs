@@ -168,6 +168,9 @@ pub(crate) trait Sql {
     /// Runs a statement; returns how many rows it changed.
     fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, StoreError>;
 
+    /// Runs several statements with no parameters (a migration).
+    fn batch(&mut self, sql: &str) -> Result<(), StoreError>;
+
     /// Runs a query; returns every row.
     fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, StoreError>;
 
@@ -239,6 +242,10 @@ fn sqlite_row(row: &rusqlite::Row<'_>, columns: usize) -> rusqlite::Result<Row> 
 pub(crate) struct SqliteSql<'c>(pub(crate) &'c rusqlite::Connection);
 
 impl Sql for SqliteSql<'_> {
+    fn batch(&mut self, sql: &str) -> Result<(), StoreError> {
+        Ok(self.0.execute_batch(sql)?)
+    }
+
     fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, StoreError> {
         let changed = self
             .0

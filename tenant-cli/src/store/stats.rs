@@ -109,7 +109,11 @@ pub struct LastRun {
 /// `SUM` of a condition, in SQL both backends accept (PostgreSQL sums no booleans).
 macro_rules! sum_of {
     ($condition:literal) => {
-        concat!("COALESCE(SUM(CASE WHEN ", $condition, " THEN 1 ELSE 0 END), 0)")
+        concat!(
+            "COALESCE(SUM(CASE WHEN ",
+            $condition,
+            " THEN 1 ELSE 0 END), 0)"
+        )
     };
 }
 

@@ -7,7 +7,7 @@ use svc_receiver::{CallScored, CallSource};
 use super::calls::{Delivery, Stored, Writer};
 use super::deliveries::NewDelivery;
 use super::export::ExportFormat;
-use super::{SCHEMA_VERSION, Store, StoreError};
+use super::{SCHEMA_VERSION, Store, StoreError, StoreLocation};
 use crate::client::raw::{self, RawCallDetail};
 use crate::client::{RawCallRow, types::CallRow};
 
@@ -63,6 +63,31 @@ fn store() -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
+/// Runs `check` on a fresh store of each backend: a file, and a fresh schema of the test
+/// PostgreSQL (skipped with a loud line when `SVC_TEST_POSTGRES_URL` is not set).
+fn on_each_backend(test: &str, check: impl Fn(&Store)) {
+    let (_dir, store) = store();
+    check(&store);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    if let Some(url) = runtime.block_on(svc_fixtures::postgres::fresh_schema_url(test)) {
+        let location = StoreLocation::parse(&url).expect("a location");
+        check(&Store::open_or_create(location).expect("a PostgreSQL store"));
+    }
+}
+
+/// The text columns of the one row of `sql`.
+fn texts(store: &Store, sql: &str) -> Vec<String> {
+    store
+        .read(|db| {
+            let row = db.query_one(sql, &[])?;
+            (0..row.0.len()).map(|i| row.text(i)).collect()
+        })
+        .expect("one row")
+}
+
 /// Unix ms of 2026-03-01T10:06:00Z, a minute after the test calls are scored.
 const AFTER_SCORING: i64 = 1_772_359_560_000;
 
@@ -92,9 +117,11 @@ fn an_older_store_is_migrated_in_place_and_keeps_its_rows() {
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
     let state = store.sync_state("roleplay").expect("state");
     assert_eq!(state.watermark.as_deref(), Some("2026-01-01T00:00:00.000Z"));
-    let failures: i64 = store
-        .conn()
-        .query_row("SELECT COUNT(*) FROM call_failures", [], |r| r.get(0))
+    let failures = store
+        .read(|db| {
+            db.query_one("SELECT COUNT(*) FROM call_failures", &[])?
+                .count(0)
+        })
         .expect("the table of version 2 exists");
     assert_eq!(failures, 0);
 }
@@ -103,11 +130,12 @@ fn an_older_store_is_migrated_in_place_and_keeps_its_rows() {
 fn a_store_of_a_newer_svc_cli_is_refused() {
     let (dir, store) = store();
     store
-        .conn()
-        .execute(
-            "UPDATE store_meta SET value = '99' WHERE key = 'schema_version'",
-            [],
-        )
+        .write(|db| {
+            db.execute(
+                "UPDATE store_meta SET value = '99' WHERE key = 'schema_version'",
+                &[],
+            )
+        })
         .expect("bump");
     drop(store);
     match Store::open(dir.path().join("store.db")) {
@@ -151,47 +179,48 @@ fn files_that_are_not_stores_are_refused_without_being_changed() {
 
 #[test]
 fn a_call_is_stored_once_then_unchanged_then_changed_with_its_change_logged() {
-    let (_dir, store) = store();
-    let first = detail_json("svc_call_1", "real_call", "2026-03-01T10:05:00.000Z", 70.0);
-    let stored = store
-        .store_calls(&[(Some(row(&first)), detail(&first))], &writer(0, None))
-        .expect("store");
-    assert_eq!(stored, [Stored::New(Delivery::Backfill)]);
-    assert_eq!(
-        store.call_detail("svc_call_1").expect("read").as_deref(),
-        Some(detail(&first).json.as_str()),
-        "the detail is kept as the service sent it"
-    );
+    on_each_backend(
+        "a_call_is_stored_once_then_unchanged_then_changed_with_its_change_logged",
+        |store| {
+            let first = detail_json("svc_call_1", "real_call", "2026-03-01T10:05:00.000Z", 70.0);
+            let stored = store
+                .store_calls(&[(Some(row(&first)), detail(&first))], &writer(0, None))
+                .expect("store");
+            assert_eq!(stored, [Stored::New(Delivery::Backfill)]);
+            assert_eq!(
+                store.call_detail("svc_call_1").expect("read").as_deref(),
+                Some(detail(&first).json.as_str()),
+                "the detail is kept as the service sent it"
+            );
 
-    let again = store
-        .store_calls(&[(None, detail(&first))], &writer(0, None))
-        .expect("store");
-    assert_eq!(again, [Stored::Unchanged]);
+            let again = store
+                .store_calls(&[(None, detail(&first))], &writer(0, None))
+                .expect("store");
+            assert_eq!(again, [Stored::Unchanged]);
 
-    let moved = detail_json("svc_call_1", "real_call", "2026-03-05T09:00:00.000Z", 85.0);
-    let changed = store
-        .store_calls(&[(Some(row(&moved)), detail(&moved))], &writer(0, None))
-        .expect("store");
-    assert_eq!(changed, [Stored::Changed]);
-    let (before, after): (String, String) = store
-        .conn()
-        .query_row(
-            "SELECT before_json, after_json FROM score_changes WHERE call_id = 'svc_call_1'",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .expect("one change logged");
-    let (before, after): (Value, Value) = (
-        serde_json::from_str(&before).expect("json"),
-        serde_json::from_str(&after).expect("json"),
-    );
-    assert_eq!(before["score"]["overallScore"], json!(70.0));
-    assert_eq!(after["score"]["overallScore"], json!(85.0));
-    assert_eq!(after["scoredAt"], json!("2026-03-05T09:00:00.000Z"));
-    assert_eq!(
-        before["score"]["newKey"],
-        json!([1, 2]),
-        "unknown score keys are kept"
+            let moved = detail_json("svc_call_1", "real_call", "2026-03-05T09:00:00.000Z", 85.0);
+            let changed = store
+                .store_calls(&[(Some(row(&moved)), detail(&moved))], &writer(0, None))
+                .expect("store");
+            assert_eq!(changed, [Stored::Changed]);
+            let logged = texts(
+                store,
+                "SELECT before_json, after_json FROM score_changes WHERE call_id = 'svc_call_1'",
+            );
+            let (before, after) = (logged[0].clone(), logged[1].clone());
+            let (before, after): (Value, Value) = (
+                serde_json::from_str(&before).expect("json"),
+                serde_json::from_str(&after).expect("json"),
+            );
+            assert_eq!(before["score"]["overallScore"], json!(70.0));
+            assert_eq!(after["score"]["overallScore"], json!(85.0));
+            assert_eq!(after["scoredAt"], json!("2026-03-05T09:00:00.000Z"));
+            assert_eq!(
+                before["score"]["newKey"],
+                json!([1, 2]),
+                "unknown score keys are kept"
+            );
+        },
     );
 }
 
@@ -228,214 +257,222 @@ fn record(store: &Store, webhook_id: &str, event: &CallScored, verified_at: &str
 
 #[test]
 fn a_delivery_is_recorded_once_per_webhook_id_and_starts_the_ledger() {
-    let (_dir, store) = store();
-    assert_eq!(store.ledger_since_ms().expect("since"), None);
-    let scored = event("svc_call_1", true);
-    assert!(record(&store, "wh_1", &scored, "2026-03-01T10:05:31.000Z"));
-    assert!(
-        !record(&store, "wh_1", &scored, "2026-03-01T10:10:31.000Z"),
-        "a duplicate"
-    );
-    assert_eq!(store.delivery_count("wh_1").expect("count"), 1);
-    assert_eq!(
-        store.ledger_since_ms().expect("since"),
-        crate::time::ms(Some("2026-03-01T10:05:31.000Z"))
-    );
-    let failed = event("svc_call_2", false);
-    assert!(record(&store, "wh_2", &failed, "2026-03-01T11:00:00.000Z"));
-    let (reason, message): (String, String) = store
-        .conn()
-        .query_row(
-            "SELECT reason, reason_message FROM deliveries WHERE webhook_id = 'wh_2'",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .expect("the failure event is kept");
-    assert_eq!(
-        (reason.as_str(), message.as_str()),
-        ("SCORING_INCOMPLETE", "rep never spoke")
+    on_each_backend(
+        "a_delivery_is_recorded_once_per_webhook_id_and_starts_the_ledger",
+        |store| {
+            assert_eq!(store.ledger_since_ms().expect("since"), None);
+            let scored = event("svc_call_1", true);
+            assert!(record(&store, "wh_1", &scored, "2026-03-01T10:05:31.000Z"));
+            assert!(
+                !record(&store, "wh_1", &scored, "2026-03-01T10:10:31.000Z"),
+                "a duplicate"
+            );
+            assert_eq!(store.delivery_count("wh_1").expect("count"), 1);
+            assert_eq!(
+                store.ledger_since_ms().expect("since"),
+                crate::time::ms(Some("2026-03-01T10:05:31.000Z"))
+            );
+            let failed = event("svc_call_2", false);
+            assert!(record(&store, "wh_2", &failed, "2026-03-01T11:00:00.000Z"));
+            let kept = texts(
+                store,
+                "SELECT reason, reason_message FROM deliveries WHERE webhook_id = 'wh_2'",
+            );
+            let (reason, message) = (kept[0].clone(), kept[1].clone());
+            assert_eq!(
+                (reason.as_str(), message.as_str()),
+                ("SCORING_INCOMPLETE", "rep never spoke")
+            );
+        },
     );
 }
 
 #[test]
 fn how_a_call_reached_the_store_follows_the_ledger_and_the_grace_period() {
-    let (_dir, store) = store();
-    // The ledger started before the calls were scored (10:05).
-    let since = crate::time::ms(Some("2026-03-01T09:00:00.000Z"));
-    let delivered = detail_json("svc_call_d", "roleplay", "2026-03-01T10:05:00.000Z", 70.0);
-    record(
-        &store,
-        "wh_d",
-        &event("svc_call_d", true),
-        "2026-03-01T10:05:31.000Z",
-    );
-    let missed = detail_json("svc_call_m", "roleplay", "2026-03-01T10:05:00.000Z", 70.0);
-    let fresh = detail_json("svc_call_f", "roleplay", "2026-03-01T10:05:00.000Z", 70.0);
-    let old = detail_json("svc_call_o", "roleplay", "2026-03-01T08:00:00.000Z", 70.0);
-    let stored = store
-        .store_calls(
-            &[
-                (None, detail(&delivered)),
-                (None, detail(&missed)),
-                (None, detail(&old)),
-            ],
-            &writer(AFTER_SCORING, since),
-        )
-        .expect("store");
-    assert_eq!(
-        stored,
-        [
-            Stored::New(Delivery::Webhook),
-            Stored::New(Delivery::Recovered),
-            Stored::New(Delivery::Backfill),
-        ]
-    );
-    // Scored after the grace cutoff: the webhook may still come.
-    let stored = store
-        .store_calls(
-            &[(None, detail(&fresh))],
-            &writer(AFTER_SCORING - 120_000, since),
-        )
-        .expect("store");
-    assert_eq!(stored, [Stored::New(Delivery::Awaiting)]);
-    // Nothing arrives; a later run settles it as recovered.
-    let recovered = store
-        .settle_awaiting(AFTER_SCORING, 2, "2026-03-01T11:00:00.000Z")
-        .expect("settle");
-    assert_eq!(
-        recovered,
-        [("svc_call_f".to_owned(), "roleplay".to_owned())]
-    );
-    assert!(
-        store
-            .settle_awaiting(AFTER_SCORING, 3, "x")
-            .expect("settle")
-            .is_empty(),
-        "settled once"
+    on_each_backend(
+        "how_a_call_reached_the_store_follows_the_ledger_and_the_grace_period",
+        |store| {
+            // The ledger started before the calls were scored (10:05).
+            let since = crate::time::ms(Some("2026-03-01T09:00:00.000Z"));
+            let delivered = detail_json("svc_call_d", "roleplay", "2026-03-01T10:05:00.000Z", 70.0);
+            record(
+                &store,
+                "wh_d",
+                &event("svc_call_d", true),
+                "2026-03-01T10:05:31.000Z",
+            );
+            let missed = detail_json("svc_call_m", "roleplay", "2026-03-01T10:05:00.000Z", 70.0);
+            let fresh = detail_json("svc_call_f", "roleplay", "2026-03-01T10:05:00.000Z", 70.0);
+            let old = detail_json("svc_call_o", "roleplay", "2026-03-01T08:00:00.000Z", 70.0);
+            let stored = store
+                .store_calls(
+                    &[
+                        (None, detail(&delivered)),
+                        (None, detail(&missed)),
+                        (None, detail(&old)),
+                    ],
+                    &writer(AFTER_SCORING, since),
+                )
+                .expect("store");
+            assert_eq!(
+                stored,
+                [
+                    Stored::New(Delivery::Webhook),
+                    Stored::New(Delivery::Recovered),
+                    Stored::New(Delivery::Backfill),
+                ]
+            );
+            // Scored after the grace cutoff: the webhook may still come.
+            let stored = store
+                .store_calls(
+                    &[(None, detail(&fresh))],
+                    &writer(AFTER_SCORING - 120_000, since),
+                )
+                .expect("store");
+            assert_eq!(stored, [Stored::New(Delivery::Awaiting)]);
+            // Nothing arrives; a later run settles it as recovered.
+            let recovered = store
+                .settle_awaiting(AFTER_SCORING, 2, "2026-03-01T11:00:00.000Z")
+                .expect("settle");
+            assert_eq!(
+                recovered,
+                [("svc_call_f".to_owned(), "roleplay".to_owned())]
+            );
+            assert!(
+                store
+                    .settle_awaiting(AFTER_SCORING, 3, "x")
+                    .expect("settle")
+                    .is_empty(),
+                "settled once"
+            );
+        },
     );
 }
 
 #[test]
 fn a_webhook_arriving_in_the_grace_period_marks_the_call_delivered() {
-    let (_dir, store) = store();
-    let since = Some(0);
-    let fresh = detail_json("svc_call_f", "roleplay", "2026-03-01T10:05:00.000Z", 70.0);
-    store
-        .store_calls(&[(None, detail(&fresh))], &writer(0, since))
-        .expect("store");
-    record(
-        &store,
-        "wh_f",
-        &event("svc_call_f", true),
-        "2026-03-01T10:06:00.000Z",
+    on_each_backend(
+        "a_webhook_arriving_in_the_grace_period_marks_the_call_delivered",
+        |store| {
+            let since = Some(0);
+            let fresh = detail_json("svc_call_f", "roleplay", "2026-03-01T10:05:00.000Z", 70.0);
+            store
+                .store_calls(&[(None, detail(&fresh))], &writer(0, since))
+                .expect("store");
+            record(
+                &store,
+                "wh_f",
+                &event("svc_call_f", true),
+                "2026-03-01T10:06:00.000Z",
+            );
+            assert!(
+                store
+                    .settle_awaiting(AFTER_SCORING, 2, "x")
+                    .expect("settle")
+                    .is_empty(),
+                "delivered, not recovered"
+            );
+            let delivery =
+                texts(store, "SELECT delivery FROM calls WHERE id = 'svc_call_f'").remove(0);
+            assert_eq!(delivery, "webhook");
+        },
     );
-    assert!(
-        store
-            .settle_awaiting(AFTER_SCORING, 2, "x")
-            .expect("settle")
-            .is_empty(),
-        "delivered, not recovered"
-    );
-    let delivery: String = store
-        .conn()
-        .query_row(
-            "SELECT delivery FROM calls WHERE id = 'svc_call_f'",
-            [],
-            |r| r.get(0),
-        )
-        .expect("row");
-    assert_eq!(delivery, "webhook");
 }
 
 #[test]
 fn a_failed_call_is_retried_until_it_is_stored_or_has_failed_too_often() {
-    let (_dir, store) = store();
-    let call = detail_json("svc_call_x", "real_call", "2026-03-01T10:05:00.000Z", 70.0);
-    let listed = row(&call);
-    for run in 1..=2 {
-        store
-            .record_failure(&listed, "CALL_NOT_FOUND (HTTP 404)", Some(404), run, "now")
-            .expect("record");
-    }
-    let retry = store
-        .failures_to_retry(&CallSource::RealCall, 5, 3)
-        .expect("retry");
-    assert_eq!(retry.len(), 1);
-    assert_eq!(retry[0].json, listed.json, "the row is kept as listed");
-    assert!(
-        store
-            .failures_to_retry(&CallSource::RealCall, 5, 2)
-            .expect("retry")
-            .is_empty(),
-        "the run that recorded the failure does not read the call again"
-    );
-    assert!(
-        store
-            .failures_to_retry(&CallSource::RealCall, 2, 3)
-            .expect("retry")
-            .is_empty()
-    );
-    store
-        .store_calls(&[(Some(listed), detail(&call))], &writer(0, None))
-        .expect("store");
-    assert!(
-        store
-            .failures_to_retry(&CallSource::RealCall, 5, 3)
-            .expect("retry")
-            .is_empty(),
-        "storing the call resolves its failure"
+    on_each_backend(
+        "a_failed_call_is_retried_until_it_is_stored_or_has_failed_too_often",
+        |store| {
+            let call = detail_json("svc_call_x", "real_call", "2026-03-01T10:05:00.000Z", 70.0);
+            let listed = row(&call);
+            for run in 1..=2 {
+                store
+                    .record_failure(&listed, "CALL_NOT_FOUND (HTTP 404)", Some(404), run, "now")
+                    .expect("record");
+            }
+            let retry = store
+                .failures_to_retry(&CallSource::RealCall, 5, 3)
+                .expect("retry");
+            assert_eq!(retry.len(), 1);
+            assert_eq!(retry[0].json, listed.json, "the row is kept as listed");
+            assert!(
+                store
+                    .failures_to_retry(&CallSource::RealCall, 5, 2)
+                    .expect("retry")
+                    .is_empty(),
+                "the run that recorded the failure does not read the call again"
+            );
+            assert!(
+                store
+                    .failures_to_retry(&CallSource::RealCall, 2, 3)
+                    .expect("retry")
+                    .is_empty()
+            );
+            store
+                .store_calls(&[(Some(listed), detail(&call))], &writer(0, None))
+                .expect("store");
+            assert!(
+                store
+                    .failures_to_retry(&CallSource::RealCall, 5, 3)
+                    .expect("retry")
+                    .is_empty(),
+                "storing the call resolves its failure"
+            );
+        },
     );
 }
 
 #[test]
 fn export_writes_details_as_stored_or_a_flat_csv() {
-    let (_dir, store) = store();
-    let a = detail_json("svc_call_a", "roleplay", "2026-03-01T10:05:00.000Z", 70.5);
-    let b = detail_json("svc_call_b", "real_call", "2026-03-01T10:05:00.000Z", 90.0);
-    store
-        .store_calls(
-            &[(Some(row(&a)), detail(&a)), (None, detail(&b))],
-            &writer(0, None),
-        )
-        .expect("store");
-    let mut jsonl = Vec::new();
-    let n = store
-        .export(None, None, ExportFormat::Jsonl, &mut jsonl)
-        .expect("export");
-    assert_eq!(n, 2);
-    let text = String::from_utf8(jsonl).expect("utf-8");
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines, [detail(&a).json.as_str(), detail(&b).json.as_str()]);
+    on_each_backend("export_writes_details_as_stored_or_a_flat_csv", |store| {
+        let a = detail_json("svc_call_a", "roleplay", "2026-03-01T10:05:00.000Z", 70.5);
+        let b = detail_json("svc_call_b", "real_call", "2026-03-01T10:05:00.000Z", 90.0);
+        store
+            .store_calls(
+                &[(Some(row(&a)), detail(&a)), (None, detail(&b))],
+                &writer(0, None),
+            )
+            .expect("store");
+        let mut jsonl = Vec::new();
+        let n = store
+            .export(None, None, ExportFormat::Jsonl, &mut jsonl)
+            .expect("export");
+        assert_eq!(n, 2);
+        let text = String::from_utf8(jsonl).expect("utf-8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines, [detail(&a).json.as_str(), detail(&b).json.as_str()]);
 
-    let mut csv = Vec::new();
-    store
-        .export(Some("real_call"), None, ExportFormat::Csv, &mut csv)
-        .expect("export");
-    let text = String::from_utf8(csv).expect("utf-8");
-    let mut lines = text.lines();
-    assert_eq!(
-        lines.next(),
-        Some(super::export::CSV_HEADER.join(",").as_str())
-    );
-    let line = lines.next().expect("one call");
-    assert!(
-        line.starts_with("svc_call_b,real_call,svc_agent_1,svc_agency_1,rep-1,ag-1,"),
-        "{line}"
-    );
-    assert!(
-        line.ends_with(",300,2026-03-01T10:05:00.000Z,2026-03-01T10:05:00.000Z,90.0,"),
-        "{line}"
-    );
-    assert_eq!(lines.next(), None);
+        let mut csv = Vec::new();
+        store
+            .export(Some("real_call"), None, ExportFormat::Csv, &mut csv)
+            .expect("export");
+        let text = String::from_utf8(csv).expect("utf-8");
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some(super::export::CSV_HEADER.join(",").as_str())
+        );
+        let line = lines.next().expect("one call");
+        assert!(
+            line.starts_with("svc_call_b,real_call,svc_agent_1,svc_agency_1,rep-1,ag-1,"),
+            "{line}"
+        );
+        assert!(
+            line.ends_with(",300,2026-03-01T10:05:00.000Z,2026-03-01T10:05:00.000Z,90.0,"),
+            "{line}"
+        );
+        assert_eq!(lines.next(), None);
 
-    let mut since = Vec::new();
-    let later = crate::time::ms(Some("2026-03-02T00:00:00Z"));
-    let n = store
-        .export(None, later, ExportFormat::Jsonl, &mut since)
-        .expect("export");
-    assert_eq!(
-        (n, since.len()),
-        (0, 0),
-        "--since filters on the listing time"
-    );
+        let mut since = Vec::new();
+        let later = crate::time::ms(Some("2026-03-02T00:00:00Z"));
+        let n = store
+            .export(None, later, ExportFormat::Jsonl, &mut since)
+            .expect("export");
+        assert_eq!(
+            (n, since.len()),
+            (0, 0),
+            "--since filters on the listing time"
+        );
+    });
 }

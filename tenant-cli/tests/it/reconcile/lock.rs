@@ -12,7 +12,7 @@ use super::{fake, hours_ago, stored_details};
 async fn a_second_run_while_the_lock_is_held_exits_75_at_once() {
     let fake = fake().await;
     fake.calls.add(ROLEPLAY, hours_ago(1));
-    let _held = RunLock::acquire(&fake.store, Duration::ZERO)
+    let _held = RunLock::acquire(&(&fake.store).into(), Duration::ZERO)
         .await
         .expect("the first run's lock");
     let started = Instant::now();
@@ -31,7 +31,7 @@ async fn a_second_run_while_the_lock_is_held_exits_75_at_once() {
 async fn with_wait_a_second_run_waits_for_the_lock_and_then_runs() {
     let fake = fake().await;
     let id = fake.calls.add(ROLEPLAY, hours_ago(1));
-    let held = RunLock::acquire(&fake.store, Duration::ZERO)
+    let held = RunLock::acquire(&(&fake.store).into(), Duration::ZERO)
         .await
         .expect("the first run's lock");
     let started = Instant::now();
