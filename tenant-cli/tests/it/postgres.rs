@@ -1,0 +1,315 @@
+//! `svc-cli` on a shared PostgreSQL store, run as real processes (each a "host"): three
+//! `webhook serve` replicas drain one inbox with every delivery handled once; a replica killed
+//! with SIGKILL mid-batch has its leased entries handled by another after the lease, none lost
+//! and none twice; two `reconcile` runs started at once: one runs, the other exits 75. Each
+//! test has a fresh schema of the server `SVC_TEST_POSTGRES_URL` names, and skips loudly
+//! without one.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use svc_fixtures::calls::{Calls, ROLEPLAY};
+use svc_receiver::{CallScored, CallSource, sign};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Child;
+use wiremock::MockServer;
+
+use crate::helpers::Sandbox;
+
+const SECRET: &str = "whsec_pg_replica_secret_0123456789";
+
+async fn fresh_store(test: &str) -> Option<String> {
+    svc_fixtures::postgres::fresh_schema_url(test).await
+}
+
+/// A client on the store's schema, to look at what the replicas wrote.
+async fn database(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test PostgreSQL");
+    tokio::spawn(connection);
+    client
+}
+
+/// A running `webhook serve` replica and its address.
+struct Replica {
+    child: Child,
+    addr: String,
+}
+
+async fn replica(sandbox: &Sandbox, store: &str, extra: &[&str]) -> Replica {
+    let mut args = vec![
+        "webhook",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--secret-env",
+        "WH",
+        "--store",
+        store,
+    ];
+    args.extend_from_slice(extra);
+    let mut command = sandbox.command(&args);
+    let mut child = command
+        .env("WH", SECRET)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn svc-cli webhook serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.expect("read stderr") {
+            if let Some(rest) = line.strip_prefix("receiving webhooks on http://") {
+                return rest.split('/').next().expect("host:port").to_owned();
+            }
+            eprintln!("replica: {line}");
+        }
+        panic!("webhook serve exited before listening");
+    })
+    .await
+    .expect("webhook serve starts listening");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Replica { child, addr }
+}
+
+/// Posts the delivery of `call_id` under `wh_<call_id>`, signed now, to `addr`.
+async fn post(client: &reqwest::Client, addr: &str, call_id: &str) -> u16 {
+    let event = CallScored::scored(
+        call_id,
+        CallSource::Roleplay,
+        "svc_agent_fx0001",
+        "svc_agency_fx0001",
+        "2026-03-01T10:05:00.000Z",
+        "req_pg000001",
+    );
+    let body = serde_json::to_vec(&event).expect("body");
+    let now = chrono::Utc::now().timestamp();
+    client
+        .post(format!("http://{addr}/webhooks"))
+        .header("x-service-webhook-id", format!("wh_{call_id}"))
+        .header("x-service-signature", sign(SECRET, now, &body))
+        .body(body)
+        .send()
+        .await
+        .expect("post")
+        .status()
+        .as_u16()
+}
+
+/// Waits until the inbox holds `total` entries, all done.
+async fn wait_until_done(db: &tokio_postgres::Client, total: i64, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let row = db
+            .query_one(
+                "SELECT COUNT(*), COUNT(*) FILTER (WHERE state = 'done') FROM webhook_inbox",
+                &[],
+            )
+            .await
+            .expect("count the inbox");
+        let (all, done): (i64, i64) = (row.get(0), row.get(1));
+        if all == total && done == total {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the inbox did not drain: {done} of {all} done, {total} expected"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Attempts per webhook id, as the inbox counted them.
+async fn attempts(db: &tokio_postgres::Client) -> HashMap<String, i32> {
+    db.query("SELECT id, attempts FROM webhook_inbox", &[])
+        .await
+        .expect("the inbox")
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect()
+}
+
+async fn ledger_count(db: &tokio_postgres::Client) -> i64 {
+    db.query_one("SELECT COUNT(*) FROM deliveries", &[])
+        .await
+        .expect("the ledger")
+        .get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_receiver_processes_share_one_queue_and_handle_each_delivery_once() {
+    let Some(store) = fresh_store("three_receiver_processes").await else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let mut replicas = Vec::new();
+    for _ in 0..3 {
+        replicas.push(replica(&sandbox, &store, &[]).await);
+    }
+    let addrs: Vec<String> = replicas.iter().map(|r| r.addr.clone()).collect();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let total = 300;
+    // Every delivery to every replica at once, as a retry and a duplicate may land.
+    let posts = (0..total).flat_map(|n| addrs.iter().map(move |addr| (n, addr.clone())));
+    futures_util::stream::iter(posts)
+        .for_each_concurrent(48, |(n, addr)| {
+            let client = client.clone();
+            async move {
+                let status = post(&client, &addr, &format!("svc_call_pg{n:04}")).await;
+                assert_eq!(status, 200, "delivery {n} to {addr}");
+            }
+        })
+        .await;
+    let db = database(&store).await;
+    wait_until_done(&db, total, Duration::from_secs(60)).await;
+    let attempts = attempts(&db).await;
+    let twice: Vec<_> = attempts.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(twice.is_empty(), "handed out more than once: {twice:?}");
+    assert_eq!(ledger_count(&db).await, total, "each recorded once");
+    drop(replicas);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_killed_mid_batch_has_its_entries_handled_by_another_after_the_lease() {
+    let Some(store) = fresh_store("a_replica_killed_mid_batch").await else {
+        return;
+    };
+    let server = MockServer::start().await;
+    let calls = Calls::mount(&server).await;
+    // Each entry's handler reads the call's detail: slow enough that a replica has entries in
+    // hand whenever it is killed.
+    calls.delay_details(Some(Duration::from_millis(700)));
+    let total = 60;
+    let ids: Vec<String> = (0..total)
+        .map(|n| {
+            calls.add(
+                ROLEPLAY,
+                chrono::Utc::now() - chrono::Duration::minutes(n + 1),
+            )
+        })
+        .collect();
+    let sandbox = Sandbox::for_server(&server);
+    let lease = ["--fetch", "--inbox-lease-secs", "3"];
+    let mut replicas = Vec::new();
+    for _ in 0..3 {
+        replicas.push(replica(&sandbox, &store, &lease).await);
+    }
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    for (n, id) in ids.iter().enumerate() {
+        let addr = &replicas[n % 3].addr;
+        assert_eq!(post(&client, addr, id).await, 200, "delivery of {id}");
+    }
+    // Mid-batch: every replica has entries in hand.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let mut killed = replicas.remove(0);
+    killed.child.start_kill().expect("SIGKILL");
+    killed.child.wait().await.expect("the killed replica exits");
+    let db = database(&store).await;
+    wait_until_done(&db, total, Duration::from_secs(90)).await;
+    let attempts = attempts(&db).await;
+    let retaken: Vec<_> = attempts.iter().filter(|(_, n)| **n == 2).collect();
+    assert!(
+        !retaken.is_empty(),
+        "the killed replica's entries were handed out again: {attempts:?}"
+    );
+    assert!(
+        attempts.values().all(|n| *n <= 2),
+        "no entry handed out a third time: {attempts:?}"
+    );
+    // None lost: every delivery is recorded and its call stored; none twice: an entry handed
+    // out once had its detail read once.
+    assert_eq!(ledger_count(&db).await, total);
+    let stored: i64 = db
+        .query_one("SELECT COUNT(*) FROM calls", &[])
+        .await
+        .expect("calls")
+        .get(0);
+    assert_eq!(stored, total);
+    for id in &ids {
+        let reads = calls.requests(&format!("/v1/calls/{id}"));
+        let handed_out = attempts[&format!("wh_{id}")];
+        assert!(
+            reads <= handed_out as usize && reads >= 1,
+            "call {id}: {reads} detail reads for {handed_out} hand-outs"
+        );
+    }
+    drop(replicas);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_reconcile_runs_on_two_hosts_at_once_one_runs_and_the_other_exits_75() {
+    let Some(store) = fresh_store("two_reconcile_runs").await else {
+        return;
+    };
+    let server = MockServer::start().await;
+    let calls = Calls::mount(&server).await;
+    calls.add_many(
+        ROLEPLAY,
+        (1..=150).map(|n| chrono::Utc::now() - chrono::Duration::seconds(30 * n)),
+    );
+    // The second page comes only after 3 s, so the first run still holds the lock when the
+    // second asks for it.
+    calls.delay_list_after(1, Some(Duration::from_secs(3)));
+    let (one, two) = (Sandbox::for_server(&server), Sandbox::for_server(&server));
+    let args = [
+        "reconcile",
+        "--store",
+        &store,
+        "--source",
+        "roleplay",
+        "--json",
+        "--retry-base-ms",
+        "1",
+    ];
+    let (first, second) = tokio::join!(one.run(&args), two.run(&args));
+    let mut codes = [first.code, second.code];
+    codes.sort_unstable();
+    assert_eq!(codes, [0, 75], "{first:?}\n{second:?}");
+    let refused = if first.code == 75 { &first } else { &second };
+    assert!(
+        refused.stderr.contains("holds the lock"),
+        "{}",
+        refused.stderr
+    );
+    let db = database(&store).await;
+    let stored: i64 = db
+        .query_one("SELECT COUNT(*) FROM calls", &[])
+        .await
+        .expect("calls")
+        .get(0);
+    assert_eq!(stored, 150, "the run that ran stored every call");
+    let runs: i64 = db
+        .query_one("SELECT COUNT(*) FROM runs", &[])
+        .await
+        .expect("runs")
+        .get(0);
+    assert_eq!(runs, 1, "only one run wrote");
+}
+
+#[tokio::test]
+async fn a_database_url_is_never_shown_with_its_password_and_tls_is_refused_plainly() {
+    let sandbox = Sandbox::new();
+    let unreachable = "postgres://svc:hunter2@%2Fnonexistent%2Fsocket/calls";
+    let run = sandbox
+        .run(&["store", "stats", "--store", unreachable])
+        .await;
+    assert_ne!(run.code, 0);
+    assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
+    assert!(run.stderr.contains("svc:***@"), "{}", run.stderr);
+    let tls = "postgres://svc:hunter2@db.invalid/calls?sslmode=require";
+    let run = sandbox.run(&["store", "stats", "--store", tls]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("TLS"), "{}", run.stderr);
+    assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
+}
