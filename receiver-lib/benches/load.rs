@@ -10,6 +10,10 @@
 //!    64 rows). It does no I/O, is not durable and keeps no index; a durable store does all it does and more, so where this
 //!    row misses the target, no design of the inbox can meet it on that machine.
 //!
+//! With the feature `postgres` and `SVC_TEST_POSTGRES_URL` set (a fresh schema of that server
+//! is used), two more rows: inbox mode and direct mode on PostgreSQL, through the same harness,
+//! with the server's own durable settings (`synchronous_commit=on`).
+//!
 //! The servers take turns, in three rounds, so that a noisy neighbour slows each of them alike.
 //! Prints deliveries/s and latency percentiles per server, the ratio to verify-only, the CPU
 //! time per delivery (the whole process: server and load generator), the share of the
@@ -21,7 +25,9 @@
 //! so a p99 under 3 ms needs a machine where verify-only itself stays well under it; the
 //! ceiling row shows whether the machine can get there at all.
 //!
-//! Run: `cargo bench -p svc-receiver --bench load` (optionally `-- <seconds per server>`).
+//! Run: `cargo bench -p svc-receiver --bench load` (optionally `-- <seconds per server>`); with
+//! PostgreSQL: `SVC_TEST_POSTGRES_URL=… cargo bench -p svc-receiver --features postgres --bench
+//! load`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -380,13 +386,21 @@ fn main() {
         let store = SqliteDedupStore::open(dir.path().join("dedup.db"), DedupPolicy::default()).expect("store");
         let handler = |_: Received| async { Ok::<(), String>(()) };
         let raw = SqliteInbox::open(dir.path().join("raw.db"), InboxPolicy::default()).expect("inbox");
-        let targets = [
+        #[allow(unused_mut)]
+        let mut targets = vec![
             ("verify only", Target::Http(serve(verify_only).await)),
             ("inbox (SQLite FULL, group commit)", Target::Http(serve(Router::new().route("/webhooks", inbox_route(InboxReceiver::new(verifier(), inbox)))).await)),
             ("direct + SQLite dedup store", Target::Http(serve(Router::new().route("/webhooks", webhook_route(WebhookReceiver::new(verifier(), store, handler)))).await)),
             ("inbox accept only (no HTTP)", Target::Inbox(raw)),
             ("ceiling: in-memory SQLite insert", Target::Http(serve(ceiling()).await)),
         ];
+        #[cfg(feature = "postgres")]
+        let postgres = postgres_targets().await;
+        #[cfg(feature = "postgres")]
+        if let Some((inbox, direct, _)) = &postgres {
+            targets.push(("inbox (PostgreSQL)", Target::Http(*inbox)));
+            targets.push(("direct + PostgreSQL dedup store", Target::Http(*direct)));
+        }
         let mut results: Vec<RunResult> = targets.iter().map(|_| RunResult::empty()).collect();
         let per_round = duration / ROUNDS;
         for round in 0..ROUNDS {
@@ -463,5 +477,59 @@ fn main() {
         let acked = results[2].acknowledged.len() as u64;
         println!("dedup check: {acked} acknowledged, {done} completed claims stored");
         assert!(done >= acked, "acknowledged deliveries missing from the dedup store");
+
+        #[cfg(feature = "postgres")]
+        if let Some((_, _, (inbox, store))) = &postgres {
+            use svc_receiver::inbox::Inbox;
+            let (pending, done, dead) = inbox.counts().await.expect("counts");
+            let acked = results[5].acknowledged.len() as u64;
+            println!("PostgreSQL inbox check: {acked} acknowledged, {} stored", pending + done + dead);
+            assert!(pending + done + dead >= acked, "acknowledged deliveries missing from the PostgreSQL inbox");
+            let done = store.completed_count().await.expect("count");
+            let acked = results[6].acknowledged.len() as u64;
+            println!("PostgreSQL dedup check: {acked} acknowledged, {done} completed claims stored");
+            assert!(done >= acked, "acknowledged deliveries missing from the PostgreSQL dedup store");
+        }
     });
+}
+
+/// The PostgreSQL servers (inbox mode and direct mode) on a fresh schema of the server
+/// `SVC_TEST_POSTGRES_URL` names, and their stores for the checks; `None` without it.
+#[cfg(feature = "postgres")]
+async fn postgres_targets() -> Option<(
+    SocketAddr,
+    SocketAddr,
+    (
+        svc_receiver::postgres::PgInbox,
+        svc_receiver::postgres::PgDedupStore,
+    ),
+)> {
+    use svc_receiver::postgres::{DEFAULT_MAX_CONNECTIONS, PgDatabase, PgDedupStore, PgInbox};
+    std::env::var(svc_fixtures::postgres::URL_VAR).ok()?;
+    let url = svc_fixtures::postgres::fresh_schema_url("load_bench").await?;
+    let connections = std::env::var("SVC_BENCH_PG_CONNECTIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(DEFAULT_MAX_CONNECTIONS);
+    println!("PostgreSQL: {connections} connections per store");
+    let database = PgDatabase::connect_with(&url, connections)
+        .await
+        .expect("connect");
+    let inbox = PgInbox::new(database, InboxPolicy::default());
+    let database = PgDatabase::connect_with(&url, connections)
+        .await
+        .expect("connect");
+    let store = PgDedupStore::new(database, DedupPolicy::default());
+    let handler = |_: Received| async { Ok::<(), String>(()) };
+    let inbox_server = serve(Router::new().route(
+        "/webhooks",
+        inbox_route(InboxReceiver::new(verifier(), inbox.clone())),
+    ))
+    .await;
+    let direct_server = serve(Router::new().route(
+        "/webhooks",
+        webhook_route(WebhookReceiver::new(verifier(), store.clone(), handler)),
+    ))
+    .await;
+    Some((inbox_server, direct_server, (inbox, store)))
 }
