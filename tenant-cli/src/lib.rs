@@ -13,6 +13,9 @@
 //! - [`reconcile`]: list scored calls per source and store what the store is missing or what
 //!   changed silently (`svc-cli reconcile`).
 //! - [`receiver`]: receive webhook deliveries into the store (`svc-cli webhook serve`).
+//! - [`sandbox`] (feature `sandbox`, on by default): the compact service run in-process as a
+//!   local sandbox (`svc-cli sandbox`).
+//! - [`demo`] (feature `sandbox`): the whole loop in one command (`svc-cli demo`).
 //! - [`time`]: timestamps and durations as the command line and the store write them.
 //! - [`exit`]: the documented exit codes and the mapping from errors to them.
 //! - [`commands`]: the `Cli` definition; one module per resource, each with `exec(self, ctx)`.
@@ -22,11 +25,15 @@
 pub mod client;
 pub mod commands;
 pub mod config;
+#[cfg(feature = "sandbox")]
+pub mod demo;
 pub mod exit;
 pub mod live;
 pub mod output;
 pub mod receiver;
 pub mod reconcile;
+#[cfg(feature = "sandbox")]
+pub mod sandbox;
 pub mod store;
 pub mod time;
 
@@ -44,7 +51,14 @@ pub fn main_entry() -> ExitCode {
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(exit::USAGE));
         }
     };
-    init_tracing();
+    // The demo tells its own story; the warnings of the faults it injects on purpose would
+    // drown it.
+    let default_filter = if matches!(cli.command, commands::Command::Demo(_)) {
+        "error"
+    } else {
+        "warn"
+    };
+    init_tracing(default_filter);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -69,11 +83,11 @@ pub fn main_entry() -> ExitCode {
     }
 }
 
-/// Logs go to stderr, filtered by `RUST_LOG` (default: warnings only). Nothing logged carries a
-/// credential: requests are logged by method and path.
-fn init_tracing() {
+/// Logs go to stderr, filtered by `RUST_LOG` (default: `default_filter`). Nothing logged
+/// carries a credential: requests are logged by method and path.
+fn init_tracing(default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     // Colour only on a terminal, and never with NO_COLOR: logs sent to a file stay plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none();

@@ -9,6 +9,7 @@ mod inbox;
 mod practice;
 mod reconcile;
 mod roster;
+mod sandbox;
 mod webhook_serve;
 mod webhook_serve_reload;
 mod webhook_sign;
