@@ -60,12 +60,15 @@
 //!   `VerifiedWebhook` extractor, and `Server`, which serves them with connection limits and
 //!   stops them and the inbox workers under one graceful shutdown.
 //! - `event`: the typed [`CallScored`] body, with open [`CallSource`] and [`FailureReason`] sets.
+//! - [`metrics`]: the names of what the routes, stores and workers count and measure, through
+//!   the `metrics` facade with the feature `metrics` (off by default).
 
 #![warn(missing_docs)]
 
 #[cfg(feature = "axum")]
 pub mod axum;
 pub mod dedup;
+pub mod metrics;
 pub mod reload;
 pub mod signature;
 #[cfg(feature = "sqlite")]

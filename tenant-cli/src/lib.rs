@@ -20,7 +20,10 @@
 //! - [`exit`]: the documented exit codes and the mapping from errors to them.
 //! - [`commands`]: the `Cli` definition; one module per resource, each with `exec(self, ctx)`.
 //!
-//! `main.rs` only calls [`main_entry`].
+//! `main.rs` only calls [`main_entry`]. Nothing prints with `println!` or `eprintln!` (they panic
+//! on a closed pipe): data and messages go through [`output`].
+
+#![warn(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod client;
 pub mod commands;
@@ -65,7 +68,9 @@ pub fn main_entry() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("svc-cli: error: cannot start the async runtime: {e}");
+            output::stderr_line(&format!(
+                "svc-cli: error: cannot start the async runtime: {e}"
+            ));
             return ExitCode::from(exit::FAILURE);
         }
     };
@@ -76,7 +81,7 @@ pub fn main_entry() -> ExitCode {
                 error.downcast_ref::<exit::CliError>(),
                 Some(exit::CliError::Reported(_))
             ) {
-                eprintln!("svc-cli: error: {error:#}");
+                output::stderr_line(&format!("svc-cli: error: {error:#}"));
             }
             ExitCode::from(exit::code_for(&error))
         }

@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -72,6 +73,8 @@ impl InboxIndex {
 }
 
 impl Index for InboxIndex {
+    const STORE: &'static str = "inbox";
+
     fn load(conn: &Connection) -> rusqlite::Result<Self> {
         let mut index = Self::default();
         let mut stmt = conn.prepare("SELECT rowid, id, signature FROM webhook_inbox")?;
@@ -166,6 +169,31 @@ pub enum Settled {
     Dead,
 }
 
+/// How many entries an inbox holds in each state, at one moment ([`SqliteInbox::stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct InboxStats {
+    /// Entries waiting to be handed out: due now, backing off after a failure, or held by the
+    /// lease of a process that stopped without settling them.
+    pub pending: u64,
+    /// Entries handed out by this process (any clone of this inbox) and not yet settled.
+    pub leased: u64,
+    /// Dead letters: failed on their last attempt, kept until requeued or discarded.
+    pub dead: u64,
+    /// When the oldest entry not yet processed (pending or leased) was received (unix
+    /// seconds); `None` when there is none.
+    pub oldest_pending_received_at: Option<i64>,
+}
+
+impl InboxStats {
+    /// How long ago, at `now`, the oldest entry not yet processed was received, in seconds
+    /// (0 when there is none).
+    pub fn oldest_pending_age_secs(&self, now: i64) -> u64 {
+        self.oldest_pending_received_at
+            .map_or(0, |at| u64::try_from(now.saturating_sub(at)).unwrap_or(0))
+    }
+}
+
 /// The durable inbox; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct SqliteInbox {
@@ -173,6 +201,8 @@ pub struct SqliteInbox {
     policy: InboxPolicy,
     arrived: Arc<Notify>,
     pruner: Arc<Pruner>,
+    /// Entries handed out by [`SqliteInbox::next_due`] and not yet settled.
+    in_hand: Arc<AtomicU64>,
 }
 
 fn secs(duration: Duration) -> i64 {
@@ -185,12 +215,14 @@ impl SqliteInbox {
     /// # Errors
     /// [`StoreError::Database`] when the file cannot be opened or migrated.
     pub fn open(path: impl AsRef<Path>, policy: InboxPolicy) -> Result<Self, StoreError> {
+        crate::metrics::describe();
         let writer = Writer::open(path.as_ref(), SCHEMA)?;
         Ok(Self {
             writer,
             policy,
             arrived: Arc::new(Notify::new()),
             pruner: Arc::default(),
+            in_hand: Arc::default(),
         })
     }
 
@@ -252,6 +284,9 @@ impl SqliteInbox {
                 Ok(row.map(|(_, id, body, attempts, received_at)| (id, body, attempts, received_at)))
             })
             .await?;
+        if row.is_some() {
+            self.in_hand.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(row.and_then(|(id, body, attempts, received_at)| {
             let webhook_id = WebhookId::parse(id.as_bytes()).ok()?;
             let attempt = u32::try_from(attempts.saturating_add(1)).unwrap_or(u32::MAX);
@@ -285,6 +320,11 @@ impl SqliteInbox {
             .saturating_mul(1 << shift)
             .min(3600);
         let due_at = now.saturating_add(backoff);
+        // Out of this process's hands whatever the write does (it comes back after its lease
+        // if the write failed).
+        let _ = self
+            .in_hand
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         self.writer
             .run(move |conn, index| {
                 // An id no longer stored (pruned meanwhile) has nothing left to record.
@@ -321,6 +361,70 @@ impl SqliteInbox {
         self.writer
             .run(move |_, index| Ok(index.rows.contains_key(id.as_str())))
             .await
+    }
+
+    /// How many entries wait, are in hand and are dead, and the oldest not yet processed.
+    /// Reads the file (two counts over the `(state, due_at)` index), through the writer.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails.
+    pub async fn stats(&self) -> Result<InboxStats, StoreError> {
+        let (pending_rows, oldest, dead) = self
+            .writer
+            .run(|conn, _| {
+                let (pending, oldest): (i64, Option<i64>) = conn
+                    .prepare_cached(
+                        "SELECT COUNT(*), MIN(received_at) FROM webhook_inbox WHERE state = 'pending'",
+                    )?
+                    .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                let dead: i64 = conn
+                    .prepare_cached("SELECT COUNT(*) FROM webhook_inbox WHERE state = 'dead'")?
+                    .query_row([], |r| r.get(0))?;
+                Ok((pending, oldest, dead))
+            })
+            .await?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        // Entries in hand are pending rows too, leased until they are settled.
+        let leased = self
+            .in_hand
+            .load(Ordering::Relaxed)
+            .min(count(pending_rows));
+        Ok(InboxStats {
+            pending: count(pending_rows) - leased,
+            leased,
+            dead: count(dead),
+            oldest_pending_received_at: oldest,
+        })
+    }
+
+    /// Reads [`SqliteInbox::stats`] and sets the inbox gauges of [`crate::metrics`] from it
+    /// (feature `metrics`), the age of the oldest pending entry counted at `now` (unix
+    /// seconds). The inbox workers call it every few seconds; call it before rendering a scrape
+    /// to serve figures of that moment.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails (the gauges keep their last values).
+    #[cfg(feature = "metrics")]
+    pub async fn publish_metrics(&self, now: i64) -> Result<InboxStats, StoreError> {
+        let stats = self.stats().await?;
+        crate::metrics::inbox_gauges(
+            stats.pending,
+            stats.leased,
+            stats.dead,
+            stats.oldest_pending_age_secs(now),
+        );
+        Ok(stats)
+    }
+
+    /// Takes the file's write lock and commits, through the writer every delivery goes
+    /// through: a readiness probe. It waits behind the operations queued before it, and for
+    /// another connection holding the file's write lock, as a delivery would (up to the busy
+    /// timeout, 5 s, then it fails); bound the wait with a timeout of your own.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the lock cannot be taken or the commit fails.
+    pub async fn check_writable(&self) -> Result<(), StoreError> {
+        self.writer.run(|_, _| Ok(())).await
     }
 
     /// Counts entries by state: (pending, done, dead).

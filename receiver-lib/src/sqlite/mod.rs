@@ -21,7 +21,7 @@ mod worker;
 mod writer;
 
 pub use dedup::SqliteDedupStore;
-pub use inbox::{Accepted, DeadLetter, InboxEntry, InboxPolicy, Settled, SqliteInbox};
+pub use inbox::{Accepted, DeadLetter, InboxEntry, InboxPolicy, InboxStats, Settled, SqliteInbox};
 #[cfg(feature = "axum")]
 pub(crate) use worker::{Phase, run_pool};
 pub use worker::{Step, process_next, run_inbox_worker, run_inbox_workers};
