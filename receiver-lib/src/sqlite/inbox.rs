@@ -320,12 +320,8 @@ impl SqliteInbox {
             .saturating_mul(1 << shift)
             .min(3600);
         let due_at = now.saturating_add(backoff);
-        // Out of this process's hands whatever the write does (it comes back after its lease
-        // if the write failed).
-        let _ = self
-            .in_hand
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-        self.writer
+        let written = self
+            .writer
             .run(move |conn, index| {
                 // An id no longer stored (pruned meanwhile) has nothing left to record.
                 let Some(&seq) = index.rows.get(id.as_str()) else {
@@ -343,7 +339,13 @@ impl SqliteInbox {
                 .execute(params![seq, state, due_at, error])
                 .map(drop)
             })
-            .await?;
+            .await;
+        // Out of this process's hands once written, or once the write failed (it then comes
+        // back after its lease); not before, so that the entry is never counted in no state.
+        let _ = self
+            .in_hand
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        written?;
         Ok(settled)
     }
 

@@ -6,6 +6,7 @@ mod commands;
 mod config;
 mod helpers;
 mod inbox;
+mod ops;
 mod pipes;
 mod practice;
 mod reconcile;

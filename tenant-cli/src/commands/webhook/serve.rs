@@ -1,7 +1,8 @@
 //! `svc-cli webhook serve`: the flags of [`crate::receiver`], the receiver that writes
 //! deliveries into the local store `reconcile` reads. SIGTERM or Ctrl-C stops accepting, lets
 //! in-flight requests and entries finish, and exits 0. With `--secret-file`, the file is read
-//! again when it changes and on SIGHUP.
+//! again when it changes and on SIGHUP. `/healthz`, `/readyz` and `/metrics` are served beside
+//! the deliveries (`--metrics-listen` moves them to another address).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -17,7 +18,8 @@ use svc_receiver::{Keyring, SigningSecret};
 use super::secret;
 use crate::commands::Ctx;
 use crate::exit::CliError;
-use crate::receiver::{self, ReceiverConfig};
+use crate::ops::logs::LogArgs;
+use crate::receiver::{self, Listeners, ReceiverConfig};
 use crate::store::Store;
 
 /// Flags of `webhook serve`.
@@ -55,6 +57,12 @@ pub struct ServeArgs {
     /// Also read and store the call detail of each scored event (needs the API key)
     #[arg(long)]
     fetch: bool,
+    /// Serve GET /metrics (with /healthz and /readyz) on this address instead of --listen,
+    /// e.g. 127.0.0.1:9188 to keep it off the public address
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
+    #[command(flatten)]
+    log: LogArgs,
 }
 
 impl std::fmt::Debug for ServeArgs {
@@ -68,6 +76,8 @@ impl std::fmt::Debug for ServeArgs {
             .field("previous_secret_env", &self.previous_secret_env)
             .field("path", &self.path)
             .field("fetch", &self.fetch)
+            .field("metrics_listen", &self.metrics_listen)
+            .field("log", &self.log)
             .finish()
     }
 }
@@ -81,6 +91,11 @@ enum Keys {
 }
 
 impl ServeArgs {
+    /// The `--log-format` flag.
+    pub fn log(&self) -> LogArgs {
+        self.log
+    }
+
     /// The secret of `--previous-secret-env`, if given.
     fn previous(&self) -> anyhow::Result<Option<SigningSecret>> {
         self.previous_secret_env
@@ -132,10 +147,22 @@ pub async fn exec(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<()> {
         None
     };
     let store = Store::open_or_create(&args.store)?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let local = listener.local_addr().context("reading the bound address")?;
+    let listeners = Listeners {
+        webhooks: bind(args.listen).await?,
+        metrics: match args.metrics_listen {
+            Some(addr) => Some(bind(addr).await?),
+            None => None,
+        },
+    };
+    listeners.check_path(&args.path).map_err(CliError::Usage)?;
+    let local = listeners
+        .webhooks
+        .local_addr()
+        .context("reading the bound address")?;
+    let metrics_at = match &listeners.metrics {
+        Some(listener) => listener.local_addr().context("reading the bound address")?,
+        None => local,
+    };
     let mut config = ReceiverConfig {
         store,
         keyring: Keyring::new(),
@@ -147,28 +174,37 @@ pub async fn exec(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<()> {
     let running: Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>> = match keys {
         Keys::Fixed(keyring) => {
             config.keyring = keyring;
-            Box::pin(receiver::run(config, listener, shutdown_signal()))
+            Box::pin(receiver::run(config, listeners, shutdown_signal()))
         }
         Keys::File(file) => Box::pin(receiver::run_with_secret_file(
             config,
             *file,
-            listener,
+            listeners,
             shutdown_signal(),
         )),
     };
-    ctx.out.note(&format!(
-        "receiving webhooks on http://{local}{} into {}{}",
-        args.path,
-        args.store.display(),
-        if args.fetch {
-            " (fetching call details)"
-        } else {
-            ""
-        }
-    ));
+    args.log.note(
+        &ctx.out,
+        &format!(
+            "receiving webhooks on http://{local}{} into {}{}; metrics on http://{metrics_at}/metrics",
+            args.path,
+            args.store.display(),
+            if args.fetch {
+                " (fetching call details)"
+            } else {
+                ""
+            }
+        ),
+    );
     running.await?;
-    ctx.out.note("stopped");
+    args.log.note(&ctx.out, "stopped");
     Ok(())
+}
+
+async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))
 }
 
 /// Resolves on Ctrl-C or SIGTERM, and then gives the drain a deadline.
