@@ -13,6 +13,9 @@
 //! - [`reconcile`]: list scored calls per source and store what the store is missing or what
 //!   changed silently (`svc-cli reconcile`).
 //! - [`receiver`]: receive webhook deliveries into the store (`svc-cli webhook serve`).
+//! - [`sandbox`] (feature `sandbox`, on by default): the compact service run in-process as a
+//!   local sandbox (`svc-cli sandbox`).
+//! - [`demo`] (feature `sandbox`): the whole loop in one command (`svc-cli demo`).
 //! - [`time`]: timestamps and durations as the command line and the store write them.
 //! - [`exit`]: the documented exit codes and the mapping from errors to them.
 //! - [`ops`]: what operators run the long-lived commands with: `--log-format`, the
@@ -28,12 +31,16 @@
 pub mod client;
 pub mod commands;
 pub mod config;
+#[cfg(feature = "sandbox")]
+pub mod demo;
 pub mod exit;
 pub mod live;
 pub mod ops;
 pub mod output;
 pub mod receiver;
 pub mod reconcile;
+#[cfg(feature = "sandbox")]
+pub mod sandbox;
 pub mod store;
 pub mod time;
 
@@ -82,7 +89,19 @@ pub fn main_entry() -> ExitCode {
 /// long-running command's `--log-format json`, one JSON object per line (see [`ops::logs`]).
 /// Nothing logged carries a credential: requests are logged by method and path.
 fn init_tracing(command: &commands::Command) -> ops::logs::LogArgs {
+    if matches!(command, commands::Command::Demo(_)) {
+        // The demo tells its own story; the warnings of the faults it injects on purpose
+        // would drown it: errors only, unless RUST_LOG says otherwise.
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .try_init();
+    }
     let log = ops::logs::of(command);
+    // Does nothing when the demo's subscriber is installed.
     ops::logs::init(log.log_format);
     log
 }

@@ -7,10 +7,12 @@ pub mod agents;
 pub mod calls;
 pub mod completions;
 pub mod config;
+pub mod demo;
 pub mod inbox;
 pub mod practice;
 pub mod reconcile;
 pub mod roster;
+pub mod sandbox;
 pub mod session;
 pub mod store;
 pub mod webhook;
@@ -143,6 +145,10 @@ commands! {
     /// The webhook inbox in the local store: list, requeue or discard dead letters
     #[command(subcommand)]
     Inbox(inbox::InboxCommand),
+    /// Run the compact service locally as a sandbox (real signed webhooks, fault injection)
+    Sandbox(sandbox::SandboxArgs),
+    /// The whole loop in one command: sandbox with lost webhooks, receiver, calls, reconcile
+    Demo(demo::DemoArgs),
 }
 
 impl Cli {

@@ -11,6 +11,7 @@ mod pipes;
 mod practice;
 mod reconcile;
 mod roster;
+mod sandbox;
 mod webhook_serve;
 mod webhook_serve_reload;
 mod webhook_sign;
