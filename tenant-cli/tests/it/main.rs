@@ -12,6 +12,7 @@ mod practice;
 mod reconcile;
 mod roster;
 mod sandbox;
+mod transport;
 mod webhook_serve;
 mod webhook_serve_reload;
 mod webhook_sign;
