@@ -7,7 +7,7 @@
 //! starts on the same database read them back, so the key an integration was given keeps
 //! working. Being local, the sandbox delivers webhooks to `http://` and private addresses.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -100,6 +100,18 @@ pub fn credentials_path(db: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The address a client on this machine reaches the API at: loopback when the sandbox listens
+/// on every interface (`0.0.0.0`, `::`), since `svc-cli` sends a key over plain HTTP to a
+/// loopback host only (without `--insecure-http`).
+fn reachable(address: SocketAddr) -> SocketAddr {
+    let ip = match address.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    SocketAddr::new(ip, address.port())
+}
+
 impl Sandbox {
     /// Opens (or creates) the database and its tenant, applies `options`, and starts serving.
     ///
@@ -134,7 +146,7 @@ impl Sandbox {
             let _ = stopped.await;
         }));
         Ok(Sandbox {
-            base_url: format!("http://{address}/v1"),
+            base_url: format!("http://{}/v1", reachable(address)),
             credentials,
             created,
             db,
@@ -145,6 +157,8 @@ impl Sandbox {
     }
 
     /// A client of the sandbox's API with the tenant's key (no retry waits longer than 2 s).
+    /// Plain HTTP is allowed even when the sandbox listens on an address that is not loopback:
+    /// the address is this machine's own.
     ///
     /// # Errors
     /// Never in practice (the base URL is the sandbox's own).
@@ -154,6 +168,7 @@ impl Sandbox {
             ..RetryPolicy::default()
         };
         Ok(Client::builder(&self.base_url)
+            .allow_insecure_http(true)
             .api_key(ApiKey::new(&self.credentials.api_key))
             .retry(retry)
             .build()?)

@@ -257,3 +257,28 @@ async fn the_demo_recovers_every_lost_delivery_and_finds_the_silent_change() {
     assert_eq!(again.code, 1, "a kept demo is not overwritten: {again:?}");
     assert!(again.stderr.contains("already holds a demo"), "{again:?}");
 }
+
+/// Issue 12, item 9: svc-cli sends its key over plain HTTP to a loopback host only, so a
+/// sandbox listening on every interface hands out a loopback base URL, and its own client
+/// (the roster import on start, the demo) still works.
+#[tokio::test]
+async fn a_sandbox_on_every_interface_hands_out_a_loopback_base_url() {
+    use svc_cli::client::AgentQuery;
+    use svc_cli::sandbox::{Sandbox, SandboxOptions};
+
+    let dir = TestDir::new();
+    let mut options = SandboxOptions::new(dir.path("svc.db"));
+    options.listen = "0.0.0.0:0".parse().expect("address");
+    let sandbox = Sandbox::start(options).await.expect("sandbox");
+    assert!(
+        sandbox.base_url.starts_with("http://127.0.0.1:"),
+        "{}",
+        sandbox.base_url
+    );
+    let client = sandbox.client().expect("client");
+    client
+        .agents_page(&AgentQuery::default(), None)
+        .await
+        .expect("the sandbox answers its own client");
+    sandbox.stop().await.expect("stop");
+}
