@@ -61,6 +61,8 @@ impl SandboxArgs {
 async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
     use std::time::Duration;
 
+    use anyhow::Context;
+
     use crate::sandbox::{Sandbox, SandboxOptions, credentials_path};
     use svc_service::faults::Faults;
 
@@ -113,6 +115,7 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
             ctx.out.note(&line);
         }
     }
+    let stop = shutdown_signal().context("installing the Ctrl-C handler")?;
     let credentials = &sandbox.credentials;
     if ctx.out.json {
         ctx.out.json_data(&serde_json::json!({
@@ -138,33 +141,34 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
         credentials_path(&args.db).display()
     ));
     tokio::select! {
-        () = shutdown_signal() => {}
+        () = stop => {}
         failed = sandbox.wait_failed() => return failed,
     }
     ctx.out.note("stopping the sandbox");
     sandbox.stop().await
 }
 
-/// Ctrl-C, or SIGTERM on Unix.
+/// Ctrl-C, or SIGTERM on Unix. The handlers are installed when this is called (not when the
+/// future is first polled), so a signal sent right after the exports are printed stops the
+/// sandbox cleanly instead of killing it.
 #[cfg(feature = "sandbox")]
-async fn shutdown_signal() {
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
     {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+        })
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
     }
 }

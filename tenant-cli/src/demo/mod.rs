@@ -182,6 +182,7 @@ pub async fn run(options: &DemoOptions, out: &Output) -> anyhow::Result<Summary>
             let _ = receiver_stopped.await;
         },
     ));
+    receiver_ready(&store, &receiver).await?;
     bar.inc(1);
     bar.finish_and_clear();
 
@@ -230,6 +231,27 @@ pub async fn run(options: &DemoOptions, out: &Output) -> anyhow::Result<Summary>
         started.elapsed(),
     );
     Ok(summary)
+}
+
+/// Waits until the receiver has opened the store's ledger: a call scored before that would
+/// count as history (backfilled), not as a lost delivery.
+async fn receiver_ready(
+    store: &Store,
+    receiver: &tokio::task::JoinHandle<anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    loop {
+        if store.blocking(Store::ledger_since_ms).await?.is_some() {
+            return Ok(());
+        }
+        if receiver.is_finished() {
+            bail!("the receiver stopped before it was ready");
+        }
+        if Instant::now() > deadline {
+            bail!("the receiver was not ready within {SETTLE_TIMEOUT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// A `--keep` directory must be new or hold no demo yet: the self-check counts one run.
