@@ -64,8 +64,9 @@ pub(crate) fn delivery_span(id: Option<&WebhookId>) -> tracing::Span {
     }
 }
 
-/// Runs `handler` on one event the way both integrations do, turning every way it can fail
-/// into the text that is logged (and, in inbox mode, stored as the entry's last error):
+/// Runs `handler` on one event the way both integrations do (`mode` is `inbox` or `direct`,
+/// for [`crate::metrics::HANDLER_RUNS`]), turning every way it can fail into the text that is
+/// logged (and, in inbox mode, stored as the entry's last error):
 /// - an `Err` is formatted with `{:#}`, the alternate form in which `anyhow` and `eyre` print
 ///   the whole chain of context (other types ignore the flag);
 /// - a panic is caught and reported as a failure of this event, so it neither unwinds into
@@ -75,15 +76,21 @@ pub(crate) fn delivery_span(id: Option<&WebhookId>) -> tracing::Span {
 pub(crate) async fn run_handler<H: EventHandler>(
     handler: &H,
     received: Received,
+    mode: &'static str,
 ) -> Result<(), String> {
     use futures_util::FutureExt;
     // Calling `handle` inside the future catches a panic before its first await too.
     let run = std::panic::AssertUnwindSafe(async { handler.handle(received).await });
-    match run.catch_unwind().await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(err)) => Err(format!("{err:#}")),
-        Err(panic) => Err(format!("handler panicked: {}", panic_message(&*panic))),
-    }
+    let (outcome, result) = match run.catch_unwind().await {
+        Ok(Ok(())) => ("ok", Ok(())),
+        Ok(Err(err)) => ("error", Err(format!("{err:#}"))),
+        Err(panic) => (
+            "panic",
+            Err(format!("handler panicked: {}", panic_message(&*panic))),
+        ),
+    };
+    crate::metrics::handler_run(mode, outcome);
+    result
 }
 
 /// The text a panic was raised with, when it was a string (as with `panic!` and `expect`).

@@ -64,6 +64,8 @@
 //!   `VerifiedWebhook` extractor, and `Server`, which serves them with connection limits and
 //!   stops them and the inbox workers under one graceful shutdown.
 //! - `event`: the typed [`CallScored`] body, with open [`CallSource`] and [`FailureReason`] sets.
+//! - [`metrics`]: the names of what the routes, stores and workers count and measure, through
+//!   the `metrics` facade with the feature `metrics` (off by default).
 
 #![warn(missing_docs)]
 
@@ -72,6 +74,7 @@ pub mod axum;
 pub mod dedup;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub mod inbox;
+pub mod metrics;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod reload;

@@ -44,7 +44,10 @@ pub enum Command {
 /// Parses the command line, runs the command and maps the outcome to an exit code.
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    crate::ops::logs::init(match &cli.command {
+        Command::Serve(args) => args.log_format,
+        _ => crate::ops::logs::LogFormat::Text,
+    });
     let outcome = match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::Tenant(args) => args.exec().await,
@@ -67,15 +70,6 @@ pub async fn main() -> ExitCode {
             }
         }
     }
-}
-
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {

@@ -52,6 +52,14 @@ pub struct ServeArgs {
     /// the links it hands out (audio links) [default: `http://` and the listen address].
     #[arg(long, env = "SVC_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Serve `GET /metrics` (Prometheus text format) and `GET /healthz` on this address, e.g.
+    /// 127.0.0.1:9187 [default: no metrics].
+    #[arg(long, env = "SVC_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// How logs are written on stderr: plain text, or one JSON object per line (time, level,
+    /// target, message, fields).
+    #[arg(long, value_enum, default_value_t = crate::ops::logs::LogFormat::Text)]
+    pub log_format: crate::ops::logs::LogFormat,
 }
 
 /// Default session token lifetime (about 5 minutes).
@@ -74,6 +82,7 @@ impl ServeArgs {
         config.webhook_retry_delay_secs = self.webhook_retry_delay_secs;
         config.audio_dir = self.audio_dir;
         config.public_url = self.public_url;
+        config.metrics_listen = self.metrics_listen;
         config
     }
 }
@@ -112,6 +121,8 @@ pub struct Config {
     /// What one HTTP connection may hold: header-read, request and keep-alive idle timeouts,
     /// and a cap on connections open at once (see [`crate::run`]).
     pub http_limits: svc_receiver::axum::ServerLimits,
+    /// Where `GET /metrics` is served (see [`crate::ops`]); `None`: nowhere (the default).
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// How long the API answers one request at most: past it, `400 INVALID_REQUEST` in the
@@ -166,6 +177,7 @@ impl Config {
             public_url: None,
             live_limits: crate::live::limits::LiveLimits::default(),
             http_limits: default_http_limits(),
+            metrics_listen: None,
         }
     }
 }

@@ -27,6 +27,8 @@
 //! - Real calls: [`realcall`] (dialer records, attribution, the audio archive and its signed
 //!   links, ingestion, re-disposition), scored by [`scoring::real_call`]; `GET /v1/audio/…`
 //!   serves the archive.
+//! - [`ops`]: `GET /healthz`, and on `--metrics-listen` the Prometheus `/metrics` of this
+//!   server (requests, latency, deliveries, outbox and live calls per tenant); `--log-format`.
 //! - [`cli`] is the command line (`serve` and the operator's `tenant …` commands in
 //!   [`operator`]); `main.rs` only calls [`cli::main`].
 
@@ -48,6 +50,7 @@ pub mod faults;
 pub mod ids;
 pub mod live;
 pub mod operator;
+pub mod ops;
 pub mod practice;
 pub mod ratelimit;
 pub mod realcall;
@@ -79,6 +82,7 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 pub fn router(state: AppState) -> Router {
     Router::new()
         .nest("/v1", api::routes())
+        .route("/healthz", axum::routing::get(ops::http::healthz))
         .fallback(request_id::not_found)
         .method_not_allowed_fallback(request_id::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -133,6 +137,7 @@ pub async fn run(
 
     let mut workers = JoinSet::new();
     spawn_workers(&mut workers, &state, &Stop(stop_rx.clone()));
+    let metrics = ops::http::start(&state, Stop(stop_rx.clone()), &mut workers).await?;
 
     let mut server_stop = Stop(stop_rx);
     let address = listener.local_addr().ok();
@@ -142,7 +147,8 @@ pub async fn run(
     // receiver crate's server keeps per-connection timeouts and a cap (and gives routes the
     // peer address, for IP allowlists).
     let limits = state.config.http_limits;
-    svc_receiver::axum::Server::new(router(state))
+    let app = ops::http::instrument(router(state), metrics.as_ref());
+    svc_receiver::axum::Server::new(app)
         .limits(limits)
         .run(listener, async move { server_stop.requested().await })
         .await

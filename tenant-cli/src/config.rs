@@ -2,9 +2,10 @@
 //! (`SVC_BASE_URL`, `SVC_API_KEY`), then a named profile of the config file (`--profile`,
 //! `SVC_PROFILE`, default `default`). The file (`--config`, `SVC_CONFIG`, default
 //! `$XDG_CONFIG_HOME/svc-cli/config.toml` or `~/.config/svc-cli/config.toml`) is TOML with
-//! `[profiles.<name>]` tables holding `base_url` and `api_key`; it is written with mode 0600.
-//! A missing default file is an empty config; a file named with `--config` or `SVC_CONFIG` must
-//! exist, except for `config set`, which creates it.
+//! `[profiles.<name>]` tables holding `base_url` and `api_key`; it is written with mode 0600,
+//! and reading one that group or others may read or write prints a warning on stderr (it never
+//! fails for it). A missing default file is an empty config; a file named with `--config` or
+//! `SVC_CONFIG` must exist, except for `config set`, which creates it.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -118,7 +119,8 @@ impl ConfigFile {
             })
     }
 
-    /// Writes the file (creating its directory), readable by the owner only when it holds a key.
+    /// Writes the file (creating its directory), readable and writable by the owner only: it
+    /// may hold a key, and whoever can change it can send the key to another server.
     ///
     /// # Errors
     /// When the file cannot be written.
@@ -134,7 +136,6 @@ impl ConfigFile {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
-        let holds_key = self.profiles.values().any(|p| p.api_key.is_some());
         // Write a sibling temp file with the final mode, then rename over: never a moment where
         // the key sits in a world-readable file.
         let tmp = path.with_extension("toml.tmp");
@@ -143,14 +144,13 @@ impl ConfigFile {
         #[cfg(unix)]
         {
             use std::os::unix::fs::OpenOptionsExt;
-            options.mode(if holds_key { 0o600 } else { 0o644 });
+            options.mode(0o600);
         }
         let mut file = options.open(&tmp).map_err(io)?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = if holds_key { 0o600 } else { 0o644 };
-            file.set_permissions(std::fs::Permissions::from_mode(mode))
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))
                 .map_err(io)?;
         }
         std::io::Write::write_all(&mut file, text.as_bytes()).map_err(io)?;
@@ -201,20 +201,54 @@ impl ConfigPath {
 
     /// Reads the file to resolve settings from: a missing default file is an empty config, while
     /// a missing file the user named is an error (a typo must not silently drop the profiles).
+    /// A file that group or others may read or write gets a warning on stderr (once a process).
     ///
     /// # Errors
     /// [`ConfigError::NamedFileMissing`], or an unreadable or invalid file.
     pub fn read_for_settings(&self) -> Result<ConfigFile, ConfigError> {
-        let named_by = match self {
-            Self::Flag(_) => "--config",
-            Self::Env(_) => "SVC_CONFIG",
-            Self::Default(path) => return ConfigFile::load(path),
+        let file = ConfigFile::read(self.path())?;
+        if file.is_some() {
+            warn_if_open_to_others(self.path());
+        }
+        let named_by = match (file, self) {
+            (Some(file), _) => return Ok(file),
+            (None, Self::Default(_)) => return Ok(ConfigFile::default()),
+            (None, Self::Flag(_)) => "--config",
+            (None, Self::Env(_)) => "SVC_CONFIG",
         };
-        ConfigFile::read(self.path())?.ok_or_else(|| ConfigError::NamedFileMissing {
+        Err(ConfigError::NamedFileMissing {
             path: self.path().to_owned(),
             named_by,
         })
     }
+}
+
+/// Prints a warning on stderr, once a process, when group or others may read or write the
+/// config file (its mode is wider than 0600): it may hold the API key, and whoever can write it
+/// can point `base_url` at their own server and receive the key from the environment. Only a
+/// warning: the file still works, and nothing is changed.
+fn warn_if_open_to_others(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        let Ok(metadata) = std::fs::metadata(path) else {
+            return;
+        };
+        let mode = metadata.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            WARNED.call_once(|| {
+                crate::output::stderr_line(&format!(
+                    "svc-cli: warning: the config file {} has mode {mode:04o}: group or others \
+                     can read or write it, and it may hold an API key; run chmod 600 {}",
+                    path.display(),
+                    path.display()
+                ));
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
 }
 
 /// The raw inputs of resolution (flags, environment, file location).

@@ -25,13 +25,14 @@ pub const TEMPORARY: u8 = 75;
 pub const HELP: &str = "\
 Exit codes:
   0   success
-  1   failure (bad request or data; a failed row of an import, unless every failed row
-      failed for a temporary reason; a practice run whose single-use token is now spent;
-      a reconcile that could not store a listed call; an inbox requeue or discard of an id
-      that is not a dead letter)
+  1   failure (bad request or data; a response body over 16 MiB; a failed row of an
+      import, unless every failed row failed for a temporary reason; a practice run whose
+      single-use token is now spent; a reconcile that could not store a listed call; an
+      inbox requeue or discard of an id that is not a dead letter)
   2   usage error (bad flags or arguments, missing base URL or API key, a config file named
       by --config or SVC_CONFIG that does not exist, a store path in a missing directory or
-      a file that is not a store)
+      a file that is not a store; a plain-http base URL to a host that is not loopback,
+      without --insecure-http; a redirect answered by the service, never followed)
   3   reconcile succeeded but recovered calls whose webhook never arrived, or found calls
       whose score changed with no webhook (alert on it)
   4   authentication or authorisation (INVALID_API_KEY, API_KEY_REVOKED, TENANT_INACTIVE,
@@ -41,7 +42,8 @@ Exit codes:
       another reconcile run holds the store's lock; the store stayed locked for an inbox
       command)
 
-Environment: SVC_BASE_URL, SVC_API_KEY, SVC_PROFILE, SVC_CONFIG, SVC_STORE, NO_COLOR, RUST_LOG.";
+Environment: SVC_BASE_URL, SVC_API_KEY, SVC_PROFILE, SVC_CONFIG, SVC_INSECURE_HTTP, SVC_STORE,
+NO_COLOR, RUST_LOG.";
 
 /// Errors of the command layer that are not client or config errors.
 #[derive(Debug, thiserror::Error)]
@@ -64,10 +66,7 @@ pub enum CliError {
 pub fn code_for(error: &anyhow::Error) -> u8 {
     for cause in error.chain() {
         if let Some(e) = cause.downcast_ref::<ClientError>() {
-            return match e {
-                ClientError::BaseUrl { .. } | ClientError::MissingApiKey => USAGE,
-                _ => class_code(e.class()),
-            };
+            return client_code(e);
         }
         if let Some(e) = cause.downcast_ref::<LiveError>() {
             return class_code(e.class());
@@ -98,6 +97,18 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
         }
     }
     FAILURE
+}
+
+/// The exit code for a client error: a usage error (2) when the configuration must change (the
+/// base URL, a missing key, plain HTTP not allowed, a redirect never followed), else its class.
+pub fn client_code(error: &ClientError) -> u8 {
+    match error {
+        ClientError::BaseUrl { .. }
+        | ClientError::MissingApiKey
+        | ClientError::InsecureHttp { .. }
+        | ClientError::Redirect { .. } => USAGE,
+        _ => class_code(error.class()),
+    }
 }
 
 /// The exit code of an error class.

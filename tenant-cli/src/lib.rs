@@ -13,20 +13,34 @@
 //! - [`reconcile`]: list scored calls per source and store what the store is missing or what
 //!   changed silently (`svc-cli reconcile`).
 //! - [`receiver`]: receive webhook deliveries into the store (`svc-cli webhook serve`).
+//! - [`sandbox`] (feature `sandbox`, on by default): the compact service run in-process as a
+//!   local sandbox (`svc-cli sandbox`).
+//! - [`demo`] (feature `sandbox`): the whole loop in one command (`svc-cli demo`).
 //! - [`time`]: timestamps and durations as the command line and the store write them.
 //! - [`exit`]: the documented exit codes and the mapping from errors to them.
+//! - [`ops`]: what operators run the long-lived commands with: `--log-format`, the
+//!   Prometheus recorder, `webhook serve`'s health and metrics endpoints, `reconcile
+//!   --metrics-file`.
 //! - [`commands`]: the `Cli` definition; one module per resource, each with `exec(self, ctx)`.
 //!
-//! `main.rs` only calls [`main_entry`].
+//! `main.rs` only calls [`main_entry`]. Nothing prints with `println!` or `eprintln!` (they panic
+//! on a closed pipe): data and messages go through [`output`].
+
+#![warn(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod client;
 pub mod commands;
 pub mod config;
+#[cfg(feature = "sandbox")]
+pub mod demo;
 pub mod exit;
 pub mod live;
+pub mod ops;
 pub mod output;
 pub mod receiver;
 pub mod reconcile;
+#[cfg(feature = "sandbox")]
+pub mod sandbox;
 pub mod store;
 pub mod time;
 
@@ -44,14 +58,16 @@ pub fn main_entry() -> ExitCode {
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(exit::USAGE));
         }
     };
-    init_tracing();
+    let log = init_tracing(&cli.command);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("svc-cli: error: cannot start the async runtime: {e}");
+            output::stderr_line(&format!(
+                "svc-cli: error: cannot start the async runtime: {e}"
+            ));
             return ExitCode::from(exit::FAILURE);
         }
     };
@@ -62,24 +78,30 @@ pub fn main_entry() -> ExitCode {
                 error.downcast_ref::<exit::CliError>(),
                 Some(exit::CliError::Reported(_))
             ) {
-                eprintln!("svc-cli: error: {error:#}");
+                log.error(&format!("svc-cli: error: {error:#}"));
             }
             ExitCode::from(exit::code_for(&error))
         }
     }
 }
 
-/// Logs go to stderr, filtered by `RUST_LOG` (default: warnings only). Nothing logged carries a
-/// credential: requests are logged by method and path.
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    // Colour only on a terminal, and never with NO_COLOR: logs sent to a file stay plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none();
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .try_init();
+/// Logs go to stderr, filtered by `RUST_LOG` (default: warnings only), as plain text or, with a
+/// long-running command's `--log-format json`, one JSON object per line (see [`ops::logs`]).
+/// Nothing logged carries a credential: requests are logged by method and path.
+fn init_tracing(command: &commands::Command) -> ops::logs::LogArgs {
+    if matches!(command, commands::Command::Demo(_)) {
+        // The demo tells its own story; the warnings of the faults it injects on purpose
+        // would drown it: errors only, unless RUST_LOG says otherwise.
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .try_init();
+    }
+    let log = ops::logs::of(command);
+    // Does nothing when the demo's subscriber is installed.
+    ops::logs::init(log.log_format);
+    log
 }

@@ -1,5 +1,7 @@
 //! Output: data on stdout (a comfy-table by default, JSON with `--json`), messages and progress on
-//! stderr; progress bars only on a terminal, never with `--json` or `NO_COLOR`.
+//! stderr; progress bars only on a terminal, never with `--json` or `NO_COLOR`. A reader that went
+//! away (`svc-cli … | head -0`, stderr closed too) is not an error: what it would have read is
+//! dropped and the command ends with its usual exit code, never a panic.
 
 use std::io::{IsTerminal, Write};
 
@@ -32,34 +34,28 @@ impl Output {
     /// When stdout is closed.
     pub fn json_data<T: Serialize>(&self, value: &T) -> anyhow::Result<()> {
         let text = serde_json::to_string_pretty(value)?;
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{text}")?;
-        Ok(())
+        stdout_line(&text)
     }
 
     /// Writes a table on stdout.
     ///
     /// # Errors
-    /// When stdout is closed.
+    /// When stdout cannot be written (a closed pipe is not an error).
     pub fn table(&self, table: &Table) -> anyhow::Result<()> {
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{table}")?;
-        Ok(())
+        stdout_line(&table.to_string())
     }
 
     /// Writes a line of text on stdout (human mode data that is not a table).
     ///
     /// # Errors
-    /// When stdout is closed.
+    /// When stdout cannot be written (a closed pipe is not an error).
     pub fn line(&self, text: &str) -> anyhow::Result<()> {
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{text}")?;
-        Ok(())
+        stdout_line(text)
     }
 
     /// A message for the user on stderr (both modes).
     pub fn note(&self, text: &str) {
-        eprintln!("{text}");
+        stderr_line(text);
     }
 
     /// A progress bar on stderr, hidden unless progress is allowed.
@@ -74,6 +70,32 @@ impl Output {
         bar.set_message(what.to_owned());
         bar
     }
+}
+
+/// Writes `bytes` on stdout; a closed pipe (the reader went away) is not an error.
+///
+/// # Errors
+/// Any other failure to write (a full disk, say).
+pub fn stdout_bytes(bytes: &[u8]) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Writes a line on stdout; a closed pipe is not an error.
+///
+/// # Errors
+/// Any other failure to write.
+pub fn stdout_line(text: &str) -> anyhow::Result<()> {
+    stdout_bytes(format!("{text}\n").as_bytes())
+}
+
+/// Writes a line on stderr, ignoring any failure: there is nowhere left to report it, and a
+/// message must never turn into a panic (`eprintln!` panics on a closed stderr).
+pub fn stderr_line(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 
 /// A table with a header row, in the house preset.

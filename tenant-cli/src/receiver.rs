@@ -7,6 +7,11 @@
 //! worker then records it in the ledger, retrying from the inbox when that fails. Failure
 //! events (`success: false`) are recorded with their `reason` and `reasonMessage`: they are the
 //! only trace of the attempt.
+//!
+//! The same listener answers `GET /healthz`, `GET /readyz` and `GET /metrics` (see
+//! [`crate::ops::health`]; [`Listeners::metrics`] moves them, `/metrics` included, to another
+//! address), with what `svc-receiver` counts (its feature `metrics`) rendered by the process's
+//! recorder.
 
 use std::future::Future;
 use std::time::Duration;
@@ -20,6 +25,8 @@ use svc_receiver::{Keyring, Received, SharedKeyring, Verifier};
 use tokio::net::TcpListener;
 
 use crate::client::{CallId, Client, ErrorClass};
+use crate::ops::health::{HEALTHZ, METRICS, Ops, READYZ};
+use crate::ops::prometheus::Metrics;
 use crate::store::Store;
 use crate::store::calls::Writer;
 use crate::store::deliveries::NewDelivery;
@@ -48,6 +55,45 @@ pub struct ReceiverConfig {
     pub inbox_lease: Duration,
 }
 
+/// The listeners a receiver serves on.
+#[derive(Debug)]
+pub struct Listeners {
+    /// Deliveries (at [`ReceiverConfig::path`]), `/healthz`, `/readyz`, and `/metrics` unless
+    /// [`Listeners::metrics`] is given.
+    pub webhooks: TcpListener,
+    /// When given, `/metrics` is served here instead (with `/healthz` and `/readyz` too), so
+    /// that it can stay on an internal address (`webhook serve --metrics-listen`).
+    pub metrics: Option<TcpListener>,
+}
+
+impl From<TcpListener> for Listeners {
+    fn from(webhooks: TcpListener) -> Self {
+        Self {
+            webhooks,
+            metrics: None,
+        }
+    }
+}
+
+impl Listeners {
+    /// Why `path` cannot receive deliveries on these listeners: it is one of the operations
+    /// endpoints served beside it.
+    ///
+    /// # Errors
+    /// The message to show.
+    pub fn check_path(&self, path: &str) -> Result<(), String> {
+        let taken = [HEALTHZ, READYZ]
+            .into_iter()
+            .chain(self.metrics.is_none().then_some(METRICS));
+        match taken.into_iter().find(|taken| *taken == path) {
+            Some(taken) => Err(format!(
+                "--path {taken} is taken by the operations endpoints; choose another path"
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Serves deliveries on `listener` until `shutdown` resolves, then answers the requests in
 /// flight and records the deliveries not yet in the ledger (for up to 10 s; an entry whose
 /// recording fails stays in the inbox and is recorded at the next start).
@@ -59,11 +105,11 @@ pub struct ReceiverConfig {
 /// The inbox cannot be opened in the store's file, or the server fails.
 pub async fn run(
     config: ReceiverConfig,
-    listener: TcpListener,
+    listener: impl Into<Listeners>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let keys = SharedKeyring::new(config.keyring.clone());
-    serve(config, keys, listener, shutdown).await
+    serve(config, keys, listener.into(), shutdown).await
 }
 
 /// Like [`run`], with the keys of `secret_file` (its secret, and the keys added to it with
@@ -77,9 +123,10 @@ pub async fn run(
 pub fn run_with_secret_file(
     config: ReceiverConfig,
     secret_file: SecretFile,
-    listener: TcpListener,
+    listener: impl Into<Listeners>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> impl Future<Output = anyhow::Result<()>> + Send + 'static {
+    let listener = listener.into();
     let keys = secret_file.keys();
     let (stop_watching, stopped) = tokio::sync::oneshot::channel::<()>();
     let watch = secret_file.watch(async move {
@@ -97,9 +144,12 @@ pub fn run_with_secret_file(
 async fn serve(
     config: ReceiverConfig,
     keys: SharedKeyring,
-    listener: TcpListener,
+    listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    listeners
+        .check_path(&config.path)
+        .map_err(anyhow::Error::msg)?;
     let policy = InboxPolicy {
         lease: config.inbox_lease,
         ..InboxPolicy::default()
@@ -116,7 +166,12 @@ async fn serve(
         .await
         .context("marking the ledger open")?;
     let receiver = InboxReceiver::new(Verifier::with_shared_keyring(keys), inbox.clone());
-    let app = axum::Router::new().route(&config.path, inbox_route(receiver));
+    let metrics = Metrics::get();
+    let upkeep = metrics.spawn_upkeep();
+    let ops = Ops::new(inbox.clone(), metrics);
+    let app = axum::Router::new()
+        .route(&config.path, inbox_route(receiver))
+        .merge(ops.router(listeners.metrics.is_none()));
     let handler = {
         let (store, client) = (config.store.clone(), config.client.clone());
         move |received: Received| {
@@ -124,15 +179,44 @@ async fn serve(
             async move { record(&store, client.as_ref(), received).await }
         }
     };
+    // One signal stops both servers.
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let stopped = move || {
+        let mut stopping = stopping.clone();
+        async move {
+            let _ = stopping.wait_for(|stop| *stop).await;
+        }
+    };
+    let metrics_server = listeners
+        .metrics
+        .map(|listener| tokio::spawn(Server::new(ops.router(true)).run(listener, stopped())));
     // On shutdown: requests in flight are answered, then the workers finish the entries in
     // hand and record what arrived meanwhile, so that the ledger holds every delivery
     // acknowledged (within the drain time).
-    Server::new(app)
+    let webhooks = Server::new(app)
         .with_inbox_workers(inbox, handler, WORKERS)
         .drain_timeout(DRAIN)
-        .run(listener, shutdown)
-        .await
-        .context("serving webhooks")
+        .run(listeners.webhooks, stopped());
+    let served = {
+        let signal = async {
+            shutdown.await;
+            let _ = stop.send(true);
+        };
+        let (mut webhooks, mut signal) = (std::pin::pin!(webhooks), std::pin::pin!(signal));
+        tokio::select! {
+            served = &mut webhooks => served,
+            () = &mut signal => webhooks.await,
+        }
+    };
+    // Also when the webhook server ended on its own.
+    let _ = stop.send(true);
+    if let Some(metrics_server) = metrics_server {
+        metrics_server
+            .await
+            .context("the metrics server failed")??;
+    }
+    upkeep.abort();
+    served.context("serving webhooks")
 }
 
 /// Records one verified delivery in the ledger and, with a client, stores the call's detail.

@@ -6,16 +6,17 @@ use std::time::Duration;
 use ::axum::body::Bytes;
 use ::axum::extract::rejection::BytesRejection;
 use ::axum::extract::{DefaultBodyLimit, State};
-use ::axum::http::{HeaderMap, StatusCode};
+use ::axum::http::HeaderMap;
 use ::axum::routing::{MethodRouter, post};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::request::{ReceiveError, answer, check, delivery_span, webhook_id};
+use super::request::{Answered, ReceiveError, answer, check, delivery_span, webhook_id};
 use crate::clock::{Clock, SystemClock};
 use crate::dedup::WebhookId;
 use crate::dedup::{Claim, DedupStore};
 use crate::handler::{EventHandler, Received, run_handler};
+use crate::metrics::Mode;
 use crate::verify::Verifier;
 
 /// Default time from a request's arrival to a 503 if user code has not finished by then: well
@@ -76,17 +77,24 @@ impl<S: DedupStore, H: EventHandler> WebhookReceiver<S, H> {
         headers: HeaderMap,
         webhook_id: Option<WebhookId>,
         body: Result<Bytes, BytesRejection>,
-    ) -> Result<StatusCode, ReceiveError> {
+    ) -> Result<Answered, ReceiveError> {
         let arrived = Instant::now();
         let now = self.clock.now();
-        let (checked, body) = check(&self.verifier, &headers, webhook_id, body, now)?;
+        let (checked, body) = check(
+            Mode::Direct,
+            &self.verifier,
+            &headers,
+            webhook_id,
+            body,
+            now,
+        )?;
         match self
             .store
             .claim(&checked.webhook_id, &checked.signature, now)
             .await?
         {
             Claim::New => {}
-            Claim::Duplicate => return Ok(StatusCode::OK),
+            Claim::Duplicate => return Ok(Answered::Duplicate),
             Claim::InFlight => return Err(ReceiveError::InFlight),
             Claim::Replayed => return Err(ReceiveError::Replayed),
         }
@@ -106,7 +114,7 @@ impl<S: DedupStore, H: EventHandler> WebhookReceiver<S, H> {
         };
         self.run_claimed(received, left)
             .await
-            .map(|()| StatusCode::OK)
+            .map(|()| Answered::Accepted)
     }
 
     /// Runs user code on a claimed event in a task of its own, so that the deadline (or the
@@ -123,7 +131,7 @@ impl<S: DedupStore, H: EventHandler> WebhookReceiver<S, H> {
         let task = tokio::spawn(
             async move {
                 let id = received.webhook_id.clone();
-                let outcome = run_handler(&*this.handler, received).await;
+                let outcome = run_handler(&*this.handler, received, "direct").await;
                 let settled = match &outcome {
                     Ok(()) => this.store.complete(&id, this.clock.now()).await,
                     Err(_) => this.store.release(&id).await,
@@ -157,6 +165,7 @@ where
     H: EventHandler,
     T: Clone + Send + Sync + 'static,
 {
+    crate::metrics::describe();
     let limit = receiver.verifier.max_body_bytes();
     post(
         |State(receiver): State<Arc<WebhookReceiver<S, H>>>,
@@ -164,7 +173,7 @@ where
          body: Result<Bytes, BytesRejection>| async move {
             let id = webhook_id(&headers);
             let span = delivery_span(id.as_ref());
-            async move { answer(receiver.receive(headers, id, body).await) }
+            async move { answer(Mode::Direct, receiver.receive(headers, id, body).await) }
                 .instrument(span)
                 .await
         },

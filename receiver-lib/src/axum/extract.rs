@@ -12,6 +12,7 @@ use super::request::{ReceiveError, check, delivery_span, webhook_id};
 use crate::clock::Clock;
 use crate::dedup::WebhookId;
 use crate::event::CallScored;
+use crate::metrics::{self, Mode};
 use crate::verify::Verifier;
 
 /// What the extractor needs from the router state: the verifier and the clock.
@@ -73,10 +74,13 @@ where
         async move {
             let body = Bytes::from_request(request, state).await;
             let now = verify.clock.now();
-            let (checked, _) = check(&verify.verifier, &headers, id, body, now).inspect_err(
-                // The rejection is logged here, in the delivery's span, with its webhook id.
-                ReceiveError::log,
-            )?;
+            let (checked, _) = check(Mode::Extractor, &verify.verifier, &headers, id, body, now)
+                .inspect_err(|err| {
+                    // The rejection is counted and logged here, in the delivery's span, with its
+                    // webhook id.
+                    metrics::delivery(Mode::Extractor, err.outcome());
+                    err.log();
+                })?;
             Ok(Self {
                 webhook_id: checked.webhook_id,
                 signature: checked.signature,

@@ -7,15 +7,16 @@ use std::sync::Arc;
 use ::axum::body::Bytes;
 use ::axum::extract::rejection::BytesRejection;
 use ::axum::extract::{DefaultBodyLimit, State};
-use ::axum::http::{HeaderMap, StatusCode};
+use ::axum::http::HeaderMap;
 use ::axum::routing::{MethodRouter, post};
 
 use tracing::Instrument;
 
-use super::request::{ReceiveError, answer, check, delivery_span, webhook_id};
+use super::request::{Answered, ReceiveError, answer, check, delivery_span, webhook_id};
 use crate::clock::{Clock, SystemClock};
 use crate::dedup::WebhookId;
 use crate::inbox::{Accepted, Inbox};
+use crate::metrics::Mode;
 use crate::verify::Verifier;
 
 /// What the inbox-mode handler needs: verifier, inbox and clock.
@@ -56,15 +57,16 @@ impl<I: Inbox> InboxReceiver<I> {
         headers: HeaderMap,
         webhook_id: Option<WebhookId>,
         body: Result<Bytes, BytesRejection>,
-    ) -> Result<StatusCode, ReceiveError> {
+    ) -> Result<Answered, ReceiveError> {
         let now = self.clock.now();
-        let (checked, body) = check(&self.verifier, &headers, webhook_id, body, now)?;
+        let (checked, body) = check(Mode::Inbox, &self.verifier, &headers, webhook_id, body, now)?;
         match self
             .inbox
             .accept(&checked.webhook_id, &checked.signature, &body, now)
             .await?
         {
-            Accepted::Stored | Accepted::Duplicate => Ok(StatusCode::OK),
+            Accepted::Stored => Ok(Answered::Accepted),
+            Accepted::Duplicate => Ok(Answered::Duplicate),
             Accepted::Replayed => Err(ReceiveError::Replayed),
         }
     }
@@ -78,6 +80,7 @@ where
     I: Inbox,
     T: Clone + Send + Sync + 'static,
 {
+    crate::metrics::describe();
     let limit = receiver.verifier.max_body_bytes();
     post(
         |State(receiver): State<Arc<InboxReceiver<I>>>,
@@ -85,7 +88,7 @@ where
          body: Result<Bytes, BytesRejection>| async move {
             let id = webhook_id(&headers);
             let span = delivery_span(id.as_ref());
-            async move { answer(receiver.receive(headers, id, body).await) }
+            async move { answer(Mode::Inbox, receiver.receive(headers, id, body).await) }
                 .instrument(span)
                 .await
         },

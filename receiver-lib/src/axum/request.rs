@@ -10,6 +10,7 @@ use thiserror::Error;
 use crate::dedup::{StoreError, WebhookId};
 use crate::error::VerifyError;
 use crate::event::CallScored;
+use crate::metrics::{self, Mode, Stopwatch};
 use crate::verify::{UnknownEvents, Verifier, signature_header};
 
 pub(crate) use crate::handler::delivery_span;
@@ -87,6 +88,30 @@ impl ReceiveError {
         }
     }
 
+    /// The `outcome` label of [`metrics::DELIVERIES`] for this error.
+    pub(crate) fn outcome(&self) -> &'static str {
+        match self {
+            Self::Verify(err) => match err {
+                VerifyError::MissingHeader | VerifyError::MalformedHeader(_) => "bad_header",
+                VerifyError::TimestampTooOld { .. } | VerifyError::TimestampInFuture { .. } => {
+                    "stale"
+                }
+                VerifyError::NoMatchingSignature { .. } => "bad_signature",
+                VerifyError::BodyTooLarge { .. } => "too_large",
+                VerifyError::InvalidEvent { .. } => "bad_body",
+                VerifyError::UnknownEvent { .. } => "unknown_event",
+            },
+            Self::UnreadableBody => "bad_body",
+            Self::InvalidWebhookId => "bad_id",
+            Self::Replayed => "replayed",
+            Self::InFlight => "in_flight",
+            Self::Store(_) => "store_error",
+            Self::Handler(_) => "handler_failed",
+            Self::HandlerTimedOut => "handler_timed_out",
+            Self::UnknownEventAcknowledged { .. } => "unknown_event",
+        }
+    }
+
     /// Logs why the delivery was not processed, with the whole chain of causes: an error for
     /// what the receiver should fix (5xx), a warning otherwise. The integrations call it inside
     /// the delivery's span, so the event carries the webhook id.
@@ -134,11 +159,29 @@ pub(crate) fn webhook_id(headers: &HeaderMap) -> Option<WebhookId> {
     }
 }
 
-/// Logs a route's outcome (inside the delivery's span) and turns it into the response.
-pub(crate) fn answer(outcome: Result<StatusCode, ReceiveError>) -> Response {
+/// A delivery the routes answer 200 for, other than an unknown event acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answered {
+    /// Processed (direct mode) or durably stored (inbox mode).
+    Accepted,
+    /// Already processed or stored under this id.
+    Duplicate,
+}
+
+/// Counts and logs a route's outcome (inside the delivery's span) and turns it into the
+/// response.
+pub(crate) fn answer(mode: Mode, outcome: Result<Answered, ReceiveError>) -> Response {
     match outcome {
-        Ok(status) => status.into_response(),
+        Ok(answered) => {
+            let label = match answered {
+                Answered::Accepted => "accepted",
+                Answered::Duplicate => "duplicate",
+            };
+            metrics::delivery(mode, label);
+            StatusCode::OK.into_response()
+        }
         Err(err) => {
+            metrics::delivery(mode, err.outcome());
             err.log();
             err.into_response()
         }
@@ -152,10 +195,24 @@ pub(crate) struct Checked {
     pub(crate) event: CallScored,
 }
 
-/// Reads and checks one request: body limit, signature, id, decode, in that order. An event
-/// this version does not know is [`ReceiveError::UnknownEventAcknowledged`] when the verifier
-/// acknowledges them.
+/// Reads and checks one request: body limit, signature, id, decode, in that order (timed as
+/// [`metrics::VERIFY_SECONDS`]). An event this version does not know is
+/// [`ReceiveError::UnknownEventAcknowledged`] when the verifier acknowledges them.
 pub(crate) fn check(
+    mode: Mode,
+    verifier: &Verifier,
+    headers: &HeaderMap,
+    webhook_id: Option<WebhookId>,
+    body: Result<Bytes, BytesRejection>,
+    now: i64,
+) -> Result<(Checked, Bytes), ReceiveError> {
+    let stopwatch = Stopwatch::start();
+    let checked = check_untimed(verifier, headers, webhook_id, body, now);
+    stopwatch.verified(mode);
+    checked
+}
+
+fn check_untimed(
     verifier: &Verifier,
     headers: &HeaderMap,
     webhook_id: Option<WebhookId>,

@@ -140,6 +140,31 @@ impl Settled {
     }
 }
 
+/// How many entries an inbox holds in each state, at one moment ([`Inbox::stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct InboxStats {
+    /// Entries waiting to be handed out: due now, backing off after a failure, or held by the
+    /// lease of a process that stopped without settling them.
+    pub pending: u64,
+    /// Entries handed out by this process (any clone of this inbox) and not yet settled.
+    pub leased: u64,
+    /// Dead letters: failed on their last attempt, kept until requeued or discarded.
+    pub dead: u64,
+    /// When the oldest entry not yet processed (pending or leased) was received (unix
+    /// seconds); `None` when there is none.
+    pub oldest_pending_received_at: Option<i64>,
+}
+
+impl InboxStats {
+    /// How long ago, at `now`, the oldest entry not yet processed was received, in seconds
+    /// (0 when there is none).
+    pub fn oldest_pending_age_secs(&self, now: i64) -> u64 {
+        self.oldest_pending_received_at
+            .map_or(0, |at| u64::try_from(now.saturating_sub(at)).unwrap_or(0))
+    }
+}
+
 /// An inbox entry set aside after its last attempt failed; kept until it is requeued or
 /// discarded. Non-exhaustive: built by the inbox only.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,6 +260,44 @@ pub trait Inbox: Clone + Send + Sync + 'static {
     /// # Errors
     /// [`StoreError`] when the database fails.
     fn counts(&self) -> impl Future<Output = Result<(u64, u64, u64), StoreError>> + Send;
+
+    /// A readiness probe: whether the inbox can store a delivery now (it waits as a delivery
+    /// would; bound the wait with a timeout of your own).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the inbox cannot be written to.
+    fn check_writable(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// How many entries wait, are in this process's hands and are dead, and the oldest not
+    /// yet processed.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails.
+    fn stats(&self) -> impl Future<Output = Result<InboxStats, StoreError>> + Send;
+
+    /// Reads [`Inbox::stats`] and sets the inbox gauges of [`crate::metrics`] from it (feature
+    /// `metrics`), the age of the oldest pending entry counted at `now` (unix seconds). The
+    /// inbox workers call it every few seconds; call it before rendering a scrape to serve
+    /// figures of that moment.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails (the gauges keep their last values).
+    #[cfg(feature = "metrics")]
+    fn publish_metrics(
+        &self,
+        now: i64,
+    ) -> impl Future<Output = Result<InboxStats, StoreError>> + Send {
+        async move {
+            let stats = self.stats().await?;
+            crate::metrics::inbox_gauges(
+                stats.pending,
+                stats.leased,
+                stats.dead,
+                stats.oldest_pending_age_secs(now),
+            );
+            Ok(stats)
+        }
+    }
 
     /// The dead entries (failed on their last attempt), oldest first.
     ///

@@ -21,6 +21,10 @@ use crate::handler::{EventHandler, Received, delivery_span, run_handler};
 /// How long an idle worker waits for an arrival before looking for due retries again.
 const IDLE_POLL: Duration = Duration::from_secs(1);
 
+/// How often a pool of workers sets the inbox gauges (feature `metrics`).
+#[cfg(feature = "metrics")]
+const GAUGES_EVERY: Duration = Duration::from_secs(5);
+
 /// How long one handler run may take before [`process_next`] cancels it and settles the entry
 /// as a failure: 90% of the lease, so the entry is settled before it is due again.
 fn handler_deadline(policy: &InboxPolicy) -> Duration {
@@ -85,9 +89,12 @@ async fn settle_next<I: Inbox, H: EventHandler>(
                 received_at: entry.received_at,
             };
             let deadline = handler_deadline(&inbox.policy());
-            tokio::time::timeout(deadline, run_handler(handler, received))
+            tokio::time::timeout(deadline, run_handler(handler, received, "inbox"))
                 .await
-                .unwrap_or_else(|_| Err(format!("handler did not finish within {deadline:?}")))
+                .unwrap_or_else(|_| {
+                    crate::metrics::handler_run("inbox", "timeout");
+                    Err(format!("handler did not finish within {deadline:?}"))
+                })
         }
         Err(err) => Err(format!("stored body does not decode: {err}")),
     };
@@ -156,10 +163,38 @@ pub(crate) async fn run_pool<I: Inbox, H: EventHandler>(
     workers: usize,
     phases: watch::Receiver<Phase>,
 ) {
-    futures_util::future::join_all(
+    let loops = futures_util::future::join_all(
         (0..workers.max(1)).map(|_| worker_loop(inbox, handler, clock, phases.clone())),
-    )
-    .await;
+    );
+    #[cfg(feature = "metrics")]
+    futures_util::future::join(loops, publish_gauges(inbox, clock, phases)).await;
+    #[cfg(not(feature = "metrics"))]
+    loops.await;
+}
+
+/// Sets the inbox gauges every [`GAUGES_EVERY`] while the pool runs.
+#[cfg(feature = "metrics")]
+async fn publish_gauges<I: Inbox>(
+    inbox: &I,
+    clock: &impl Clock,
+    mut phases: watch::Receiver<Phase>,
+) {
+    loop {
+        if *phases.borrow_and_update() != Phase::Run {
+            return;
+        }
+        if let Err(err) = inbox.publish_metrics(clock.now()).await {
+            tracing::warn!(error = %err, "webhook inbox gauges not updated");
+        }
+        tokio::select! {
+            changed = phases.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            () = tokio::time::sleep(GAUGES_EVERY) => {}
+        }
+    }
 }
 
 async fn worker_loop<I: Inbox, H: EventHandler>(

@@ -9,13 +9,14 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 
 use super::{PgDatabase, db_error};
 use crate::dedup::{StoreError, WebhookId};
-use crate::inbox::{Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, Settled};
+use crate::inbox::{Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, InboxStats, Settled};
 use crate::pruner::Pruner;
 
 /// The durable inbox in a PostgreSQL database; cheap to clone. Every replica that opens the
@@ -26,16 +27,20 @@ pub struct PgInbox {
     policy: InboxPolicy,
     arrived: Arc<Notify>,
     pruner: Arc<Pruner>,
+    /// Entries handed out through this handle (or a clone) and not yet settled.
+    in_hand: Arc<AtomicU64>,
 }
 
 impl PgInbox {
     /// An inbox in `database` (already migrated when it was opened).
     pub fn new(database: PgDatabase, policy: InboxPolicy) -> Self {
+        crate::metrics::describe();
         Self {
             database,
             policy,
             arrived: Arc::new(Notify::new()),
             pruner: Arc::default(),
+            in_hand: Arc::default(),
         }
     }
 
@@ -148,6 +153,9 @@ impl Inbox for PgInbox {
             .query_opt(&statement, &[&now, &lease_until])
             .await
             .map_err(|e| db_error(&e))?;
+        if row.is_some() {
+            self.in_hand.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(row.and_then(|row| {
             // Every stored id was a valid webhook id when it was accepted.
             let webhook_id = WebhookId::parse(row.get::<_, &str>(0).as_bytes()).ok()?;
@@ -214,6 +222,41 @@ impl Inbox for PgInbox {
             .map_err(|e| db_error(&e))?;
         let n = |i: usize| u64::try_from(row.get::<_, i64>(i)).unwrap_or(0);
         Ok((n(0), n(1), n(2)))
+    }
+
+    /// A round trip on a connection of the pool, as an accept would take: the database
+    /// answers and a connection is free.
+    async fn check_writable(&self) -> Result<(), StoreError> {
+        let client = self.database.client().await?;
+        client
+            .execute("SELECT 1", &[])
+            .await
+            .map(drop)
+            .map_err(|e| db_error(&e))
+    }
+
+    async fn stats(&self) -> Result<InboxStats, StoreError> {
+        let client = self.database.client().await?;
+        let row = client
+            .query_one(
+                "SELECT COUNT(*) FILTER (WHERE state = 'pending'),
+                        MIN(received_at) FILTER (WHERE state = 'pending'),
+                        COUNT(*) FILTER (WHERE state = 'dead')
+                 FROM webhook_inbox",
+                &[],
+            )
+            .await
+            .map_err(|e| db_error(&e))?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        let pending = count(row.get(0));
+        // Entries in this process's hands are pending rows too, leased until settled.
+        let leased = self.in_hand.load(Ordering::Relaxed).min(pending);
+        Ok(InboxStats {
+            pending: pending - leased,
+            leased,
+            dead: count(row.get(2)),
+            oldest_pending_received_at: row.get(1),
+        })
     }
 
     async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {

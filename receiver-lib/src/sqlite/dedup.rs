@@ -117,6 +117,8 @@ impl ClaimIndex {
 }
 
 impl Index for ClaimIndex {
+    const STORE: &'static str = "dedup";
+
     fn load(conn: &Connection) -> rusqlite::Result<Self> {
         let mut index = Self::default();
         let mut stmt = conn.prepare(
@@ -150,6 +152,7 @@ impl SqliteDedupStore {
     /// # Errors
     /// [`StoreError::Database`] when the file cannot be opened or migrated.
     pub fn open(path: impl AsRef<Path>, policy: DedupPolicy) -> Result<Self, StoreError> {
+        crate::metrics::describe();
         Ok(Self {
             writer: Writer::open(path.as_ref(), SCHEMA)?,
             policy,

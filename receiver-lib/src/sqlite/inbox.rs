@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -14,7 +15,7 @@ use tokio::sync::Notify;
 
 use super::writer::{Index, Writer};
 use crate::dedup::{StoreError, WebhookId};
-use crate::inbox::{Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, Settled};
+use crate::inbox::{Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, InboxStats, Settled};
 use crate::pruner::Pruner;
 
 // Rows are appended in arrival order (`seq`, the rowid; queries say `rowid` so that files
@@ -75,6 +76,8 @@ impl InboxIndex {
 }
 
 impl Index for InboxIndex {
+    const STORE: &'static str = "inbox";
+
     fn load(conn: &Connection) -> rusqlite::Result<Self> {
         let mut index = Self::default();
         let mut stmt = conn.prepare("SELECT rowid, id, signature FROM webhook_inbox")?;
@@ -103,6 +106,8 @@ pub struct SqliteInbox {
     policy: InboxPolicy,
     arrived: Arc<Notify>,
     pruner: Arc<Pruner>,
+    /// Entries handed out by [`SqliteInbox::next_due`] and not yet settled.
+    in_hand: Arc<AtomicU64>,
 }
 
 impl SqliteInbox {
@@ -111,12 +116,14 @@ impl SqliteInbox {
     /// # Errors
     /// [`StoreError::Database`] when the file cannot be opened or migrated.
     pub fn open(path: impl AsRef<Path>, policy: InboxPolicy) -> Result<Self, StoreError> {
+        crate::metrics::describe();
         let writer = Writer::open(path.as_ref(), SCHEMA)?;
         Ok(Self {
             writer,
             policy,
             arrived: Arc::new(Notify::new()),
             pruner: Arc::default(),
+            in_hand: Arc::default(),
         })
     }
 
@@ -178,6 +185,9 @@ impl SqliteInbox {
                 Ok(row.map(|(_, id, body, attempts, received_at)| (id, body, attempts, received_at)))
             })
             .await?;
+        if row.is_some() {
+            self.in_hand.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(row.and_then(|(id, body, attempts, received_at)| {
             let webhook_id = WebhookId::parse(id.as_bytes()).ok()?;
             let attempt = u32::try_from(attempts.saturating_add(1)).unwrap_or(u32::MAX);
@@ -202,7 +212,8 @@ impl SqliteInbox {
     ) -> Result<Settled, StoreError> {
         let id = entry.webhook_id.as_str().to_owned();
         let (settled, due_at) = self.policy.settlement(entry, &outcome, now);
-        self.writer
+        let written = self
+            .writer
             .run(move |conn, index| {
                 // An id no longer stored (pruned meanwhile) has nothing left to record.
                 let Some(&seq) = index.rows.get(id.as_str()) else {
@@ -220,7 +231,13 @@ impl SqliteInbox {
                 .execute(params![seq, state, due_at, error])
                 .map(drop)
             })
-            .await?;
+            .await;
+        // Out of this process's hands once written, or once the write failed (it then comes
+        // back after its lease); not before, so that the entry is never counted in no state.
+        let _ = self
+            .in_hand
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        written?;
         Ok(settled)
     }
 
@@ -238,6 +255,63 @@ impl SqliteInbox {
         self.writer
             .run(move |_, index| Ok(index.rows.contains_key(id.as_str())))
             .await
+    }
+
+    /// How many entries wait, are in hand and are dead, and the oldest not yet processed.
+    /// Reads the file (two counts over the `(state, due_at)` index), through the writer.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails.
+    pub async fn stats(&self) -> Result<InboxStats, StoreError> {
+        let (pending_rows, oldest, dead) = self
+            .writer
+            .run(|conn, _| {
+                let (pending, oldest): (i64, Option<i64>) = conn
+                    .prepare_cached(
+                        "SELECT COUNT(*), MIN(received_at) FROM webhook_inbox WHERE state = 'pending'",
+                    )?
+                    .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                let dead: i64 = conn
+                    .prepare_cached("SELECT COUNT(*) FROM webhook_inbox WHERE state = 'dead'")?
+                    .query_row([], |r| r.get(0))?;
+                Ok((pending, oldest, dead))
+            })
+            .await?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        // Entries in hand are pending rows too, leased until they are settled.
+        let leased = self
+            .in_hand
+            .load(Ordering::Relaxed)
+            .min(count(pending_rows));
+        Ok(InboxStats {
+            pending: count(pending_rows) - leased,
+            leased,
+            dead: count(dead),
+            oldest_pending_received_at: oldest,
+        })
+    }
+
+    /// Reads [`SqliteInbox::stats`] and sets the inbox gauges of [`crate::metrics`] from it
+    /// (feature `metrics`), the age of the oldest pending entry counted at `now` (unix
+    /// seconds). The inbox workers call it every few seconds; call it before rendering a scrape
+    /// to serve figures of that moment.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails (the gauges keep their last values).
+    #[cfg(feature = "metrics")]
+    pub async fn publish_metrics(&self, now: i64) -> Result<InboxStats, StoreError> {
+        Inbox::publish_metrics(self, now).await
+    }
+
+    /// Takes the file's write lock and commits, through the writer every delivery goes
+    /// through: a readiness probe. It waits behind the operations queued before it, and for
+    /// another connection holding the file's write lock, as a delivery would (up to the busy
+    /// timeout, 5 s, then it fails); bound the wait with a timeout of your own.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the lock cannot be taken or the commit fails.
+    pub async fn check_writable(&self) -> Result<(), StoreError> {
+        self.writer.run(|_, _| Ok(())).await
     }
 
     /// Counts entries by state: (pending, done, dead).
@@ -403,6 +477,14 @@ impl Inbox for SqliteInbox {
 
     fn counts(&self) -> impl Future<Output = Result<(u64, u64, u64), StoreError>> + Send {
         SqliteInbox::counts(self)
+    }
+
+    fn stats(&self) -> impl Future<Output = Result<InboxStats, StoreError>> + Send {
+        SqliteInbox::stats(self)
+    }
+
+    fn check_writable(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        SqliteInbox::check_writable(self)
     }
 
     fn dead_letters(&self) -> impl Future<Output = Result<Vec<DeadLetter>, StoreError>> + Send {

@@ -23,6 +23,6 @@ pub use dedup::SqliteDedupStore;
 pub use inbox::SqliteInbox;
 // The inbox's shared types and workers, where they were before the PostgreSQL inbox.
 pub use crate::inbox::{
-    Accepted, DeadLetter, InboxEntry, InboxPolicy, Settled, Step, process_next, run_inbox_worker,
-    run_inbox_workers,
+    Accepted, DeadLetter, InboxEntry, InboxPolicy, InboxStats, Settled, Step, process_next,
+    run_inbox_worker, run_inbox_workers,
 };

@@ -38,6 +38,7 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use crate::dedup::StoreError;
+use crate::metrics::Stopwatch;
 
 /// Most operations committed in one transaction.
 const MAX_BATCH: usize = 512;
@@ -56,6 +57,9 @@ const RESTART_WAL_FRAMES: i64 = 8192;
 
 /// What the writer thread keeps in memory about its file.
 pub(crate) trait Index: Send + Sized + 'static {
+    /// The store's name in [`crate::metrics::STORE_COMMIT_SECONDS`] (`inbox`, `dedup`).
+    const STORE: &'static str;
+
     /// Reads the index from the file (inside a transaction).
     fn load(conn: &Connection) -> rusqlite::Result<Self>;
 }
@@ -206,8 +210,19 @@ impl<I: Index> Writer<I> {
         Ok(Self { jobs })
     }
 
-    /// Runs `op` in the next group transaction and returns its result once committed.
+    /// Runs `op` in the next group transaction and returns its result once committed (timed as
+    /// [`crate::metrics::STORE_COMMIT_SECONDS`], queueing included).
     pub(crate) async fn run<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&Connection, &mut I) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let stopwatch = Stopwatch::start();
+        let result = self.run_untimed(op).await;
+        stopwatch.committed(I::STORE);
+        result
+    }
+
+    async fn run_untimed<T: Send + 'static>(
         &self,
         op: impl FnOnce(&Connection, &mut I) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, StoreError> {
@@ -329,6 +344,8 @@ mod tests {
     struct Rows(i64);
 
     impl Index for Rows {
+        const STORE: &'static str = "test";
+
         fn load(conn: &Connection) -> rusqlite::Result<Self> {
             conn.query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))
                 .map(Rows)

@@ -7,6 +7,8 @@ mod helpers;
 mod hostile;
 mod inbox;
 mod logs;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod properties;
 mod reload;
 #[cfg(feature = "postgres")]

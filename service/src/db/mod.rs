@@ -12,6 +12,7 @@ mod agents;
 mod call_reads;
 mod calls;
 mod migrations;
+mod ops;
 mod outbox;
 mod practice;
 mod real_calls;
@@ -29,6 +30,7 @@ pub use agents::{
 };
 pub use call_reads::{CallDetailRecord, CallFilter, CallRow, ListedCall, ScoredCall};
 pub use calls::{GoLive, LiveCall, NewMint, Spend, ToScore};
+pub use ops::TenantGauges;
 pub use outbox::{AttemptLog, Claimed, DeliveryRow, Next};
 pub use practice::{AgentRef, Endpoint, MintResult, OutcomeRecord, SessionAgent};
 pub use real_calls::{Candidate, NewRealCall, RealCallAgency, RealCallRecord, Rubric, Stored};

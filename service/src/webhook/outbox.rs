@@ -51,6 +51,8 @@ pub struct Outbox {
     clock: Clock,
     retry_delay: Duration,
     notify: Arc<Notify>,
+    /// Where attempts are counted, once `--metrics-listen` set it ([`Outbox::observe`]).
+    metrics: Arc<std::sync::OnceLock<crate::ops::metrics::Metrics>>,
 }
 
 impl Outbox {
@@ -62,7 +64,13 @@ impl Outbox {
             clock,
             retry_delay,
             notify: Arc::new(Notify::new()),
+            metrics: Arc::default(),
         }
+    }
+
+    /// Counts every later attempt in `metrics` (the first call wins).
+    pub fn observe(&self, metrics: crate::ops::metrics::Metrics) {
+        let _ = self.metrics.set(metrics);
     }
 
     /// Wakes the worker (call after queueing a delivery).
@@ -170,6 +178,9 @@ impl Outbox {
             error: attempt.error,
         };
         self.db.record_attempt(&claimed.id, log, next).await?;
+        if let Some(metrics) = self.metrics.get() {
+            metrics.delivery(&claimed.tenant_id, outcome);
+        }
         Ok(outcome)
     }
 

@@ -10,6 +10,7 @@ mod helpers;
 mod hostile;
 mod isolation;
 mod operator;
+mod ops;
 mod practice_calls;
 mod practice_helpers;
 mod practice_outbox;

@@ -123,6 +123,51 @@ pub enum ClientError {
     /// The call needs an API key and none was configured.
     #[error("no API key configured (use --api-key, SVC_API_KEY or a config profile)")]
     MissingApiKey,
+    /// A plain-HTTP base URL to a host that is not loopback, not allowed
+    /// ([`super::ClientBuilder::allow_insecure_http`]): the API key would travel in clear.
+    #[error(
+        "refusing the plain-HTTP base URL {url:?}: the API key would travel in clear to a host \
+         that is not loopback (127.0.0.0/8, ::1, localhost); use https://, or allow it with \
+         --insecure-http (or SVC_INSECURE_HTTP=1)"
+    )]
+    InsecureHttp {
+        /// The URL given.
+        url: String,
+    },
+    /// The service answered with a redirect, which is never followed: the request would go
+    /// somewhere else, API key included. The contract has none, so the base URL is likely
+    /// out of date (`http://` answered by a redirect to `https://`, a moved host).
+    #[error(
+        "the service answered HTTP {status} redirecting to {}; redirects are not followed (the \
+         API key would go along): check the base URL",
+        location.as_deref().unwrap_or("nowhere (no Location header)")
+    )]
+    Redirect {
+        /// The 3xx status.
+        status: u16,
+        /// The `Location` header, when it is printable text (at most 200 characters).
+        location: Option<String>,
+    },
+    /// A response body larger than the client's limit
+    /// ([`super::ClientBuilder::max_body_bytes`]); it was not read further.
+    #[error(
+        "the service's response is larger than the {} limit; it was not read further",
+        size(*limit)
+    )]
+    BodyTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+}
+
+/// `16 MiB`, or the exact number of bytes when it is not a whole number of MiB.
+fn size(bytes: usize) -> String {
+    const MIB: usize = 1024 * 1024;
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes}-byte")
+    }
 }
 
 /// How an error should be treated by a caller (and mapped to an exit code).
@@ -172,9 +217,13 @@ impl ClientError {
             Self::Api(e) if e.status == 401 || e.status == 403 => ErrorClass::Auth,
             Self::Api(e) if e.status == 429 || e.status >= 500 => ErrorClass::Temporary,
             Self::Connect(_) | Self::Timeout(_) => ErrorClass::Temporary,
-            Self::Api(_) | Self::Decode(_) | Self::BaseUrl { .. } | Self::MissingApiKey => {
-                ErrorClass::Failure
-            }
+            Self::Api(_)
+            | Self::Decode(_)
+            | Self::BaseUrl { .. }
+            | Self::MissingApiKey
+            | Self::InsecureHttp { .. }
+            | Self::Redirect { .. }
+            | Self::BodyTooLarge { .. } => ErrorClass::Failure,
         }
     }
 }

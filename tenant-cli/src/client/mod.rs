@@ -1,6 +1,9 @@
 //! Typed async client for every API-key endpoint of the v1 API (plus the SDK's redeem call, used by
 //! `practice`), with retries ([`retry`]), lenient reads ([`types`]), service ids that cannot be
-//! mixed up ([`ids`]) and pagination as a stream.
+//! mixed up ([`ids`]) and pagination as a stream. The credential goes only where it should:
+//! redirects are never followed, plain HTTP is refused except to a loopback host (unless
+//! [`ClientBuilder::allow_insecure_http`]), and a response body is read up to
+//! [`MAX_BODY_BYTES`] at most.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), svc_cli::client::ClientError> {
@@ -19,6 +22,7 @@ pub mod raw;
 pub mod retry;
 pub mod types;
 
+mod base_url;
 mod pages;
 mod transport;
 
@@ -29,6 +33,7 @@ use std::time::Duration;
 
 use futures_util::Stream;
 
+pub(crate) use base_url::is_loopback;
 pub use error::{ApiError, ClientError, ErrorClass};
 pub use ids::{AgencyId, AgentId, CallId, IdError};
 pub use raw::{RawCallDetail, RawCallRow};
@@ -36,6 +41,13 @@ pub use retry::RetryPolicy;
 pub use types::*;
 
 use transport::{Auth, Call};
+
+/// The largest response body the client reads by default: 16 MiB. The largest practice-call
+/// detail the service produces is about 3.2 MiB (512 KiB of transcript utterances, even if every
+/// byte needed a six-byte JSON escape, plus up to a thousand turns' keys); a real call's
+/// transcript is the dialer's, about 50 KB for an hour of speech; a page of 100 call rows or
+/// agents is far smaller. A bigger body is [`ClientError::BodyTooLarge`], read no further.
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 /// An API key (`svc_live_…`). Its `Debug` and `Display` never show it.
 #[derive(Clone, PartialEq, Eq)]
@@ -75,6 +87,8 @@ pub struct ClientBuilder {
     api_key: Option<ApiKey>,
     timeout: Duration,
     retry: RetryPolicy,
+    allow_insecure_http: bool,
+    max_body_bytes: usize,
 }
 
 impl ClientBuilder {
@@ -96,14 +110,34 @@ impl ClientBuilder {
         self
     }
 
+    /// Allows a plain-`http://` base URL to a host that is not loopback (default: refused,
+    /// since the API key would travel in clear). Loopback hosts (127.0.0.0/8, `::1`,
+    /// `localhost`) are always allowed over plain HTTP.
+    pub fn allow_insecure_http(mut self, allow: bool) -> Self {
+        self.allow_insecure_http = allow;
+        self
+    }
+
+    /// The largest response body read (default [`MAX_BODY_BYTES`]); a bigger one is
+    /// [`ClientError::BodyTooLarge`].
+    pub fn max_body_bytes(mut self, limit: usize) -> Self {
+        self.max_body_bytes = limit;
+        self
+    }
+
     /// Validates the base URL and builds the client.
     ///
     /// # Errors
-    /// [`ClientError::BaseUrl`] when the URL is not http(s) or does not end in `/v1`.
+    /// [`ClientError::BaseUrl`] when the URL is not http(s) or does not end in `/v1`;
+    /// [`ClientError::InsecureHttp`] for plain HTTP to a host that is not loopback, unless
+    /// allowed.
     pub fn build(self) -> Result<Client, ClientError> {
-        let base = transport::parse_base_url(&self.base_url)?;
+        let base = base_url::parse(&self.base_url, self.allow_insecure_http)?;
         let http = reqwest::Client::builder()
             .timeout(self.timeout)
+            // Never: the request (its API key or token included) would go wherever the
+            // answer points. A redirect is an error instead (`ClientError::Redirect`).
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("svc-cli/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| ClientError::Connect(e.to_string()))?;
@@ -113,6 +147,7 @@ impl ClientBuilder {
             api_key: self.api_key,
             timeout: self.timeout,
             retry: self.retry,
+            max_body_bytes: self.max_body_bytes,
             requests: Arc::default(),
         })
     }
@@ -126,6 +161,7 @@ pub struct Client {
     api_key: Option<ApiKey>,
     timeout: Duration,
     retry: RetryPolicy,
+    max_body_bytes: usize,
     /// HTTP requests sent by this client and its clones, retries included.
     requests: Arc<AtomicU64>,
 }
@@ -138,6 +174,8 @@ impl Client {
             api_key: None,
             timeout: Duration::from_secs(30),
             retry: RetryPolicy::default(),
+            allow_insecure_http: false,
+            max_body_bytes: MAX_BODY_BYTES,
         }
     }
 

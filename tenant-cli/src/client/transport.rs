@@ -1,5 +1,6 @@
 //! One HTTP exchange with the service, repeated under the retry policy: builds the request, sends
 //! it with the right bearer credential, and turns the response into a typed value or an error.
+//! A redirect is an error (never followed), and a body is read up to the client's limit only.
 
 use reqwest::{Method, Url};
 use serde::Serialize;
@@ -61,25 +62,6 @@ impl Call {
         self.auth = auth;
         self
     }
-}
-
-/// Checks that `url` is an http(s) URL whose path ends in `/v1`.
-pub(super) fn parse_base_url(url: &str) -> Result<Url, ClientError> {
-    let bad = |reason| ClientError::BaseUrl {
-        url: url.to_owned(),
-        reason,
-    };
-    let parsed = Url::parse(url.trim()).map_err(|_| bad("not a URL"))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(bad("the scheme must be http or https"));
-    }
-    if !parsed.path().trim_end_matches('/').ends_with("/v1") {
-        return Err(bad("the base URL must end in /v1"));
-    }
-    if parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err(bad("the base URL must not carry a query or fragment"));
-    }
-    Ok(parsed)
 }
 
 impl Client {
@@ -151,6 +133,12 @@ impl Client {
         }
         let response = request.send().await.map_err(|e| self.transport_error(&e))?;
         let status = response.status().as_u16();
+        if (300..400).contains(&status) {
+            return Err(ClientError::Redirect {
+                status,
+                location: location(response.headers()),
+            });
+        }
         let header = |name: &str| {
             response
                 .headers()
@@ -160,17 +148,38 @@ impl Client {
         };
         let request_id = header("x-service-request-id");
         let retry_after = header("retry-after").as_deref().and_then(parse_retry_after);
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| self.transport_error(&e))?
-            .to_vec();
+        let bytes = self.read_body(response).await?;
         if (200..300).contains(&status) {
             Ok((status, bytes))
         } else {
             let error = ApiError::from_parts(status, request_id, retry_after, &bytes);
             Err(ClientError::Api(Box::new(error)))
         }
+    }
+
+    /// Reads the body, refusing one longer than the limit: an announced length at once, an
+    /// unannounced one (chunked) as soon as it passes the limit, so that what is held never
+    /// exceeds it whatever the server sends.
+    async fn read_body(&self, mut response: reqwest::Response) -> Result<Vec<u8>, ClientError> {
+        let limit = self.max_body_bytes;
+        let too_large = ClientError::BodyTooLarge { limit };
+        let announced = response.content_length();
+        if announced.is_some_and(|len| len > limit as u64) {
+            return Err(too_large);
+        }
+        let capacity = announced.map_or(0, |len| usize::try_from(len).unwrap_or(limit));
+        let mut body = Vec::with_capacity(capacity);
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| self.transport_error(&e))?
+        {
+            if chunk.len() > limit - body.len() {
+                return Err(too_large);
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
     }
 
     fn transport_error(&self, error: &reqwest::Error) -> ClientError {
@@ -199,4 +208,10 @@ impl Client {
             .extend(segments);
         Ok(url)
     }
+}
+
+/// A redirect's `Location`, when it is printable text, cut to 200 characters.
+fn location(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    let value = headers.get(reqwest::header::LOCATION)?.to_str().ok()?;
+    Some(value.chars().take(200).collect())
 }

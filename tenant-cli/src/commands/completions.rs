@@ -1,7 +1,5 @@
 //! `svc-cli completions <shell>`: shell completion scripts on stdout.
 
-use std::io::Write;
-
 use clap::{Args, CommandFactory};
 use clap_complete::Shell;
 
@@ -18,12 +16,11 @@ impl CompletionsArgs {
     /// Prints the completion script.
     ///
     /// # Errors
-    /// When stdout is closed (`svc-cli completions bash | head -1`).
+    /// When stdout cannot be written (a closed pipe, `| head -1`, is not an error).
     pub async fn exec(self, _ctx: &Ctx) -> anyhow::Result<()> {
         // Generated into memory first: written straight to a closed pipe, the generator panics.
         let mut script = Vec::new();
         clap_complete::generate(self.shell, &mut Cli::command(), "svc-cli", &mut script);
-        std::io::stdout().lock().write_all(&script)?;
-        Ok(())
+        crate::output::stdout_bytes(&script)
     }
 }

@@ -7,10 +7,12 @@ pub mod agents;
 pub mod calls;
 pub mod completions;
 pub mod config;
+pub mod demo;
 pub mod inbox;
 pub mod practice;
 pub mod reconcile;
 pub mod roster;
+pub mod sandbox;
 pub mod session;
 pub mod store;
 pub mod webhook;
@@ -54,6 +56,15 @@ pub struct GlobalArgs {
     /// Config file [env: SVC_CONFIG] [default: ~/.config/svc-cli/config.toml]
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Allow a plain-http:// base URL to a host that is not loopback (the API key then travels
+    /// in clear); loopback (127.0.0.0/8, ::1, localhost) is always allowed
+    #[arg(
+        long,
+        global = true,
+        env = "SVC_INSECURE_HTTP",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub insecure_http: bool,
     /// Machine output: JSON data only on stdout, messages on stderr
     #[arg(long, global = true)]
     pub json: bool,
@@ -81,6 +92,7 @@ impl std::fmt::Debug for GlobalArgs {
             .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
             .field("profile", &self.profile)
             .field("config", &self.config)
+            .field("insecure_http", &self.insecure_http)
             .field("json", &self.json)
             .finish_non_exhaustive()
     }
@@ -143,6 +155,10 @@ commands! {
     /// The webhook inbox in the local store: list, requeue or discard dead letters
     #[command(subcommand)]
     Inbox(inbox::InboxCommand),
+    /// Run the compact service locally as a sandbox (real signed webhooks, fault injection)
+    Sandbox(sandbox::SandboxArgs),
+    /// The whole loop in one command: sandbox with lost webhooks, receiver, calls, reconcile
+    Demo(demo::DemoArgs),
 }
 
 impl Cli {
@@ -221,6 +237,7 @@ impl Ctx {
             ..RetryPolicy::default()
         };
         Ok(Client::builder(base_url)
+            .allow_insecure_http(self.global.insecure_http)
             .timeout(Duration::from_secs(self.global.timeout))
             .retry(retry))
     }

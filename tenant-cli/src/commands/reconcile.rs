@@ -1,6 +1,8 @@
 //! `svc-cli reconcile`: the command line of [`crate::reconcile`]. Resolves the flags, takes the
-//! store's run lock, runs, prints the report and exits with the code cron alerts on.
+//! store's run lock, runs, prints the report, writes the run's figures for node_exporter
+//! (`--metrics-file`, [`crate::ops::textfile`]) and exits with the code cron alerts on.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -9,7 +11,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::Ctx;
 use crate::client::CallSource;
-use crate::exit::CliError;
+use crate::exit::{self, CliError};
+use crate::ops::logs::{LogArgs, LogFormat};
+use crate::ops::textfile::{self, RunFigures};
+use crate::reconcile::report::Report;
 use crate::reconcile::{self, Options};
 use crate::store::lock::RunLock;
 use crate::store::{Store, StoreLocation};
@@ -85,9 +90,20 @@ pub struct ReconcileArgs {
     /// that with no webhook counts as recovered
     #[arg(long, default_value = "30m", value_parser = parse_duration, value_name = "DUR")]
     delivery_grace: Duration,
+    /// After the run, write its figures here in the Prometheus text format, atomically (for
+    /// node_exporter's textfile collector: a path ending in .prom in its directory)
+    #[arg(long, value_name = "PATH", conflicts_with = "dry_run")]
+    metrics_file: Option<PathBuf>,
+    #[command(flatten)]
+    log: LogArgs,
 }
 
 impl ReconcileArgs {
+    /// The `--log-format` flag.
+    pub fn log(&self) -> LogArgs {
+        self.log
+    }
+
     fn options(&self) -> Result<Options, CliError> {
         if let (Some(since), Some(until)) = (self.since, self.until)
             && since > until
@@ -136,7 +152,8 @@ impl ReconcileArgs {
                 Err(e) => return Err(e.into()),
             }
         };
-        let progress = if ctx.out.progress {
+        // A spinner's redraws would break one-JSON-object-per-line logs.
+        let progress = if ctx.out.progress && self.log.log_format == LogFormat::Text {
             let bar = ProgressBar::new_spinner();
             if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
                 bar.set_style(style);
@@ -154,16 +171,67 @@ impl ReconcileArgs {
             let (table, notes) = report.table();
             ctx.out.table(&table)?;
             for note in notes {
-                ctx.out.note(&note);
+                self.log.note(&ctx.out, &note);
             }
         }
-        match (report.exit_code, &report.error) {
+        let mut exit_code = report.exit_code;
+        if let Some(path) = &self.metrics_file
+            && let Err(e) = write_figures(path, &store, &options, &report).await
+        {
+            self.log.error(&format!(
+                "svc-cli: error: metrics file {}: {e:#}",
+                path.display()
+            ));
+            // A clean run whose figures are missing is not clean for whoever watches them.
+            if exit_code == exit::OK {
+                exit_code = exit::FAILURE;
+            }
+        }
+        match (exit_code, &report.error) {
             (0, _) => Ok(()),
             (code, Some(error)) => {
-                ctx.out.note(&format!("svc-cli: error: {error}"));
+                self.log.error(&format!("svc-cli: error: {error}"));
                 Err(CliError::Reported(code).into())
             }
-            (code, None) => Err(CliError::Reported(code).into()),
+            (code, _) => Err(CliError::Reported(code).into()),
         }
     }
+}
+
+/// Writes the run's figures, with each source's last success read from the store.
+async fn write_figures(
+    path: &std::path::Path,
+    store: &Store,
+    options: &Options,
+    report: &Report,
+) -> anyhow::Result<()> {
+    let sources: Vec<String> = options
+        .sources
+        .iter()
+        .map(|s| s.as_str().to_owned())
+        .collect();
+    let last_success = store
+        .blocking(move |s| {
+            sources
+                .into_iter()
+                .map(|source| {
+                    let state = s.sync_state(&source)?;
+                    let at = state
+                        .last_success_at
+                        .as_deref()
+                        .and_then(crate::time::parse_ts);
+                    Ok((source, at))
+                })
+                .collect()
+        })
+        .await?;
+    let text = RunFigures {
+        report,
+        last_success,
+    }
+    .render();
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || textfile::write_atomically(&path, text.as_bytes()))
+        .await??;
+    Ok(())
 }

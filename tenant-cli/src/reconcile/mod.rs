@@ -136,7 +136,7 @@ impl RunError {
     /// The exit code of a run stopped by this error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::Client(e) => exit::class_code(e.class()),
+            Self::Client(e) => exit::client_code(e),
             Self::Store(StoreError::Busy) => exit::TEMPORARY,
             Self::Store(e) if e.is_usage() => exit::USAGE,
             Self::Store(_) => exit::FAILURE,
@@ -496,10 +496,11 @@ fn moved(known: &KnownCall, listed: Option<&str>) -> bool {
 }
 
 /// Whether a detail error concerns that call only (recorded, the run goes on) rather than the
-/// service or the key (the run stops).
+/// service or the key (the run stops). A detail over the client's body limit is that call's:
+/// stopping on it would stop every later run at the same call.
 fn call_failure(error: &ClientError) -> Option<Option<u16>> {
     match error {
-        ClientError::Decode(_) => Some(None),
+        ClientError::Decode(_) | ClientError::BodyTooLarge { .. } => Some(None),
         ClientError::Api(api) if error.class() == ErrorClass::Failure => Some(Some(api.status)),
         _ => None,
     }

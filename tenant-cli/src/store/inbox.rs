@@ -5,7 +5,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use svc_receiver::dedup::{StoreError as InboxError, WebhookId};
-use svc_receiver::inbox::{Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, Settled};
+use svc_receiver::inbox::{
+    Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, InboxStats, Settled,
+};
 use svc_receiver::postgres::{PgDatabase, PgInbox};
 use svc_receiver::sqlite::SqliteInbox;
 
@@ -94,6 +96,14 @@ impl Inbox for StoreInbox {
 
     fn counts(&self) -> impl Future<Output = Result<(u64, u64, u64), InboxError>> + Send {
         each!(self, inbox => Inbox::counts(inbox))
+    }
+
+    fn check_writable(&self) -> impl Future<Output = Result<(), InboxError>> + Send {
+        each!(self, inbox => Inbox::check_writable(inbox))
+    }
+
+    fn stats(&self) -> impl Future<Output = Result<InboxStats, InboxError>> + Send {
+        each!(self, inbox => Inbox::stats(inbox))
     }
 
     fn dead_letters(&self) -> impl Future<Output = Result<Vec<DeadLetter>, InboxError>> + Send {

@@ -210,3 +210,56 @@ async fn config_set_creates_a_file_named_by_flag_or_environment() {
     let shown = sandbox.run(&["--json", "config", "show"]).await;
     assert_eq!(shown.json()["baseUrl"], "http://127.0.0.1:7/v1");
 }
+
+/// Issue 12, item 9: a config file that group or others may read or write gets a warning on
+/// stderr naming it and its mode, and still works; one of mode 0600 gets none.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_config_file_open_to_group_or_others_is_warned_about_but_still_used() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::new();
+    let config = sandbox.write("config.toml", FILE);
+    let path = config.to_str().expect("utf-8 path");
+    for mode in [0o644, 0o640, 0o620, 0o604, 0o660] {
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        let run = sandbox
+            .run(&["--json", "--config", path, "config", "show"])
+            .await;
+        assert_eq!(run.code, 0, "{mode:o}: {run:?}");
+        assert_eq!(run.json()["baseUrl"], "http://127.0.0.1:1/v1");
+        let warnings = run.stderr.matches("warning").count();
+        assert_eq!(warnings, 1, "{mode:o}: {run:?}");
+        assert!(
+            run.stderr.contains(path)
+                && run.stderr.contains(&format!("{mode:04o}"))
+                && run.stderr.contains("chmod 600"),
+            "{mode:o}: {run:?}"
+        );
+    }
+    for mode in [0o600, 0o400] {
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        let run = sandbox.run(&["--config", path, "config", "show"]).await;
+        assert_eq!(run.code, 0, "{mode:o}: {run:?}");
+        assert!(!run.stderr.contains("warning"), "{mode:o}: {run:?}");
+    }
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn config_set_writes_mode_0600_even_without_a_key() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::new();
+    let run = sandbox
+        .run(&["--base-url", "http://127.0.0.1:5/v1", "config", "set"])
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let path = sandbox.dir.path().join("xdg/svc-cli/config.toml");
+    let mode = std::fs::metadata(&path)
+        .expect("metadata")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    let shown = sandbox.run(&["config", "show"]).await;
+    assert!(!shown.stderr.contains("warning"), "{shown:?}");
+}

@@ -1,7 +1,8 @@
 //! `svc-cli webhook serve`: the flags of [`crate::receiver`], the receiver that writes
 //! deliveries into the local store `reconcile` reads. SIGTERM or Ctrl-C stops accepting, lets
 //! in-flight requests and entries finish, and exits 0. With `--secret-file`, the file is read
-//! again when it changes and on SIGHUP.
+//! again when it changes and on SIGHUP. `/healthz`, `/readyz` and `/metrics` are served beside
+//! the deliveries (`--metrics-listen` moves them to another address).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -17,7 +18,8 @@ use svc_receiver::{Keyring, SigningSecret};
 use super::secret;
 use crate::commands::Ctx;
 use crate::exit::CliError;
-use crate::receiver::{self, ReceiverConfig};
+use crate::ops::logs::LogArgs;
+use crate::receiver::{self, Listeners, ReceiverConfig};
 use crate::store::{Store, StoreLocation};
 
 /// Flags of `webhook serve`.
@@ -47,7 +49,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1000, value_name = "MS", hide = true, value_parser = clap::value_parser!(u64).range(1..))]
     secret_poll_ms: u64,
     /// Also accept deliveries signed with the previous secret, read from this environment
-    /// variable (while the service and this receiver switch secrets)
+    /// variable (the service switches at once: this covers deliveries it signed before the
+    /// rotation that arrive after this receiver switched)
     #[arg(long, value_name = "VAR")]
     previous_secret_env: Option<String>,
     /// The path deliveries are POSTed to
@@ -56,6 +59,12 @@ pub struct ServeArgs {
     /// Also read and store the call detail of each scored event (needs the API key)
     #[arg(long)]
     fetch: bool,
+    /// Serve GET /metrics (with /healthz and /readyz) on this address instead of --listen,
+    /// e.g. 127.0.0.1:9188 to keep it off the public address
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
+    #[command(flatten)]
+    log: LogArgs,
     /// How long a handed-out inbox entry is reserved before another worker (of any replica)
     /// takes it, in seconds (for tests)
     #[arg(long, default_value_t = 300, value_name = "SECS", hide = true, value_parser = clap::value_parser!(u64).range(2..))]
@@ -73,6 +82,8 @@ impl std::fmt::Debug for ServeArgs {
             .field("previous_secret_env", &self.previous_secret_env)
             .field("path", &self.path)
             .field("fetch", &self.fetch)
+            .field("metrics_listen", &self.metrics_listen)
+            .field("log", &self.log)
             .field("inbox_lease_secs", &self.inbox_lease_secs)
             .finish()
     }
@@ -87,6 +98,11 @@ enum Keys {
 }
 
 impl ServeArgs {
+    /// The `--log-format` flag.
+    pub fn log(&self) -> LogArgs {
+        self.log
+    }
+
     /// The secret of `--previous-secret-env`, if given.
     fn previous(&self) -> anyhow::Result<Option<SigningSecret>> {
         self.previous_secret_env
@@ -139,10 +155,22 @@ pub async fn exec(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<()> {
     };
     let location = args.store.clone();
     let store = tokio::task::spawn_blocking(move || Store::open_or_create(location)).await??;
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let local = listener.local_addr().context("reading the bound address")?;
+    let listeners = Listeners {
+        webhooks: bind(args.listen).await?,
+        metrics: match args.metrics_listen {
+            Some(addr) => Some(bind(addr).await?),
+            None => None,
+        },
+    };
+    listeners.check_path(&args.path).map_err(CliError::Usage)?;
+    let local = listeners
+        .webhooks
+        .local_addr()
+        .context("reading the bound address")?;
+    let metrics_at = match &listeners.metrics {
+        Some(listener) => listener.local_addr().context("reading the bound address")?,
+        None => local,
+    };
     let mut config = ReceiverConfig {
         store,
         keyring: Keyring::new(),
@@ -155,28 +183,37 @@ pub async fn exec(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<()> {
     let running: Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>> = match keys {
         Keys::Fixed(keyring) => {
             config.keyring = keyring;
-            Box::pin(receiver::run(config, listener, shutdown_signal()))
+            Box::pin(receiver::run(config, listeners, shutdown_signal()))
         }
         Keys::File(file) => Box::pin(receiver::run_with_secret_file(
             config,
             *file,
-            listener,
+            listeners,
             shutdown_signal(),
         )),
     };
-    ctx.out.note(&format!(
-        "receiving webhooks on http://{local}{} into {}{}",
-        args.path,
-        args.store,
-        if args.fetch {
-            " (fetching call details)"
-        } else {
-            ""
-        }
-    ));
+    args.log.note(
+        &ctx.out,
+        &format!(
+            "receiving webhooks on http://{local}{} into {}{}; metrics on http://{metrics_at}/metrics",
+            args.path,
+            args.store,
+            if args.fetch {
+                " (fetching call details)"
+            } else {
+                ""
+            }
+        ),
+    );
     running.await?;
-    ctx.out.note("stopped");
+    args.log.note(&ctx.out, "stopped");
     Ok(())
+}
+
+async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))
 }
 
 /// Resolves on Ctrl-C or SIGTERM, and then gives the drain a deadline.

@@ -4,12 +4,13 @@
 //! Exit codes: 0 valid (event as pretty JSON on stdout), 1 invalid or unreadable (one line on
 //! stderr saying why), 2 usage error (including a secret not of the `whsec_…` form).
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 use svc_receiver::{Clock, Keyring, SigningSecret, SystemClock, Tolerance, Verifier};
+
+use crate::output::{stderr_line, stdout_line};
 
 /// Flags of `webhook verify`.
 #[derive(Args)]
@@ -54,7 +55,7 @@ pub fn exec(args: VerifyArgs) -> u8 {
     let secret = match SigningSecret::new(&args.secret) {
         Ok(secret) => secret,
         Err(err) => {
-            eprintln!("svc-cli: invalid --secret: {err}");
+            stderr_line(&format!("svc-cli: invalid --secret: {err}"));
             return 2;
         }
     };
@@ -68,7 +69,10 @@ pub fn exec(args: VerifyArgs) -> u8 {
     let body = match std::fs::read(&args.body_file) {
         Ok(body) => body,
         Err(err) => {
-            eprintln!("svc-cli: cannot read {}: {err}", args.body_file.display());
+            stderr_line(&format!(
+                "svc-cli: cannot read {}: {err}",
+                args.body_file.display()
+            ));
             return 1;
         }
     };
@@ -86,32 +90,32 @@ pub fn exec(args: VerifyArgs) -> u8 {
                 }
                 _ => "",
             };
-            eprintln!("svc-cli: invalid delivery: {err}{advice}");
+            stderr_line(&format!("svc-cli: invalid delivery: {err}{advice}"));
             return 1;
         }
     };
     let event = match delivery.decode() {
         Ok(event) => event,
         Err(err) => {
-            eprintln!("svc-cli: signature valid but {err}");
+            stderr_line(&format!("svc-cli: signature valid but {err}"));
             return 1;
         }
     };
     match serde_json::to_string_pretty(&event) {
         Ok(json) => {
-            if let Err(err) = writeln!(std::io::stdout().lock(), "{json}") {
-                eprintln!("svc-cli: cannot print the event: {err}");
+            if let Err(err) = stdout_line(&json) {
+                stderr_line(&format!("svc-cli: cannot print the event: {err}"));
                 return 1;
             }
-            eprintln!(
+            stderr_line(&format!(
                 "signature valid (t={}, matched key '{}')",
                 delivery.timestamp(),
                 delivery.key()
-            );
+            ));
             0
         }
         Err(err) => {
-            eprintln!("svc-cli: cannot print the event: {err}");
+            stderr_line(&format!("svc-cli: cannot print the event: {err}"));
             1
         }
     }

@@ -154,3 +154,45 @@ async fn a_key_revoked_mid_run_exits_4_keeps_what_was_stored_and_leaves_the_wate
     assert_eq!(stored_details(&fake.store).len(), 160);
     assert_ne!(watermark(&fake.store, ROLEPLAY), Some(mark));
 }
+
+/// Issue 12, item 9: a detail over the client's 16 MiB body limit is that call's failure, not
+/// the run's: recorded, the window completes, and the next run reads it again (stopping the run
+/// on it would stop every later run at the same call).
+#[tokio::test]
+async fn a_detail_over_the_body_limit_is_recorded_and_the_window_completes() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, ResponseTemplate};
+
+    let fake = fake().await;
+    let ids = fake
+        .calls
+        .add_many(ROLEPLAY, (1..=3).map(|n| mins_ago(10 * n)));
+    let broken = ids[1].clone();
+    let too_large = vec![b' '; svc_cli::client::MAX_BODY_BYTES + 1];
+    Mock::given(method("GET"))
+        .and(path(format!("/v1/calls/{broken}")))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(too_large, "application/json"))
+        .with_priority(1)
+        .up_to_n_times(1)
+        .mount(&fake.server)
+        .await;
+    let run = fake.reconcile(&["--source", "roleplay"]).await;
+    assert_eq!(run.code, 1, "a call could not be stored: {run:?}");
+    let out = report(&run);
+    assert_eq!(out["outcome"], json!("ok"), "{out}");
+    assert_eq!(out["totals"]["failed"], json!(1), "{out}");
+    assert_eq!(out["failedCalls"][0]["callId"], json!(broken));
+    assert!(
+        out["failedCalls"][0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("16 MiB")),
+        "{out}"
+    );
+    assert_eq!(source_report(&out, ROLEPLAY)["completed"], json!(true));
+    assert_eq!(failure(&fake.store, &broken), Some((None, 1)));
+
+    let run = fake.reconcile(&["--source", "roleplay"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(failure(&fake.store, &broken), None, "resolved");
+    assert_eq!(stored_details(&fake.store).len(), 3);
+}

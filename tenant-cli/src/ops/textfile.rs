@@ -1,0 +1,185 @@
+//! `reconcile --metrics-file`: the run's figures in the Prometheus text format, for
+//! node_exporter's textfile collector, written atomically: a temporary file in the same
+//! directory (a hidden name not ending in `.prom`, which the collector skips), flushed to disk,
+//! then renamed over the target, so a reader sees the previous file or the new one, whole.
+//!
+//! Every figure is a gauge of the last run, replaced by the next (alert with
+//! `max_over_time(…[1h])`), except the last success per source, which a failed run leaves as
+//! it was (alert on `time() - …`). `tenant-cli/README.md` lists them with alert rules.
+
+use std::fmt::Write as _;
+use std::io::{self, Write as _};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chrono::{DateTime, Utc};
+
+use crate::reconcile::report::{Counts, Report};
+
+/// Writes `contents` to `path` atomically (see the module's documentation). The file gets the
+/// default permissions of a new file.
+///
+/// # Errors
+/// The directory cannot be written, or the disk is full; the target is then left as it was,
+/// and the temporary file removed.
+pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let temp = dir.join(format!(
+        ".{}.{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)?;
+        file.write_all(contents)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written?;
+    // The rename itself is durable once the directory is synced (not possible everywhere).
+    if let Ok(dir) = std::fs::File::open(dir) {
+        let _ = dir.sync_all();
+    }
+    Ok(())
+}
+
+/// The figures of one run: its report, and when each listed source last completed.
+#[derive(Debug)]
+pub struct RunFigures<'a> {
+    /// The run's report.
+    pub report: &'a Report,
+    /// Per source, when the last run that completed it started (`None`: never).
+    pub last_success: Vec<(String, Option<DateTime<Utc>>)>,
+}
+
+/// One gauge family: name, help, and its samples (labels, value).
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    samples: Vec<(Vec<(&'static str, String)>, f64)>,
+}
+
+impl RunFigures<'_> {
+    /// The text-format file.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        for family in self.families() {
+            if family.samples.is_empty() {
+                continue;
+            }
+            let _ = writeln!(text, "# HELP {} {}", family.name, family.help);
+            let _ = writeln!(text, "# TYPE {} gauge", family.name);
+            for (labels, value) in family.samples {
+                text.push_str(family.name);
+                if !labels.is_empty() {
+                    let labels: Vec<String> = labels
+                        .iter()
+                        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+                        .collect();
+                    let _ = write!(text, "{{{}}}", labels.join(","));
+                }
+                let _ = writeln!(text, " {value}");
+            }
+        }
+        text
+    }
+
+    fn families(&self) -> Vec<Family> {
+        let report = self.report;
+        let run = |name, help, value: f64| Family {
+            name,
+            help,
+            samples: vec![(Vec::new(), value)],
+        };
+        let per_source = |name, help, count: fn(&Counts) -> u64| Family {
+            name,
+            help,
+            samples: report
+                .sources
+                .iter()
+                .map(|s| (vec![("source", s.source.clone())], count(&s.counts) as f64))
+                .collect(),
+        };
+        let finished = crate::time::parse_ts(&report.finished_at).map_or(0.0, seconds);
+        vec![
+            run(
+                "svc_cli_reconcile_run_timestamp_seconds",
+                "When the last reconcile run finished (unix seconds).",
+                finished,
+            ),
+            run(
+                "svc_cli_reconcile_run_success",
+                "Whether the last reconcile run finished (1) or stopped on an error (0).",
+                if report.outcome == "ok" { 1.0 } else { 0.0 },
+            ),
+            run(
+                "svc_cli_reconcile_run_exit_code",
+                "The exit code of the last reconcile run (0 clean, 3 found missed or changed calls).",
+                f64::from(report.exit_code),
+            ),
+            run(
+                "svc_cli_reconcile_run_duration_seconds",
+                "How long the last reconcile run took.",
+                report.duration_ms as f64 / 1000.0,
+            ),
+            per_source(
+                "svc_cli_reconcile_run_new_calls",
+                "Calls the last run stored for the first time (recovered and backfilled included).",
+                |c| c.new,
+            ),
+            per_source(
+                "svc_cli_reconcile_run_recovered_calls",
+                "Calls the last run stored whose webhook never arrived: lost deliveries.",
+                |c| c.recovered,
+            ),
+            per_source(
+                "svc_cli_reconcile_run_changed_silently_calls",
+                "Stored calls whose score changed with no webhook, found by the last run.",
+                |c| c.changed_silently,
+            ),
+            per_source(
+                "svc_cli_reconcile_run_failed_calls",
+                "Listed calls whose detail the last run could not store (retried by later runs).",
+                |c| c.failed,
+            ),
+            Family {
+                name: "svc_cli_reconcile_last_success_timestamp_seconds",
+                help: "When the last run that completed this source started (unix seconds).",
+                samples: self
+                    .last_success
+                    .iter()
+                    .filter_map(|(source, at)| {
+                        at.map(|at| (vec![("source", source.clone())], seconds(at)))
+                    })
+                    .collect(),
+            },
+        ]
+    }
+}
+
+/// Unix seconds with milliseconds.
+fn seconds(at: DateTime<Utc>) -> f64 {
+    at.timestamp_millis() as f64 / 1000.0
+}
+
+/// A label value as the text format writes it.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

@@ -1,0 +1,285 @@
+//! The compact service run in-process as a tenant's sandbox (`svc-cli sandbox`, and the
+//! service behind `svc-cli demo`): a real v1 API on loopback, with its own SQLite database, that
+//! sends real signed webhooks and can inject faults ([`svc_service::faults`]).
+//!
+//! On first start it creates one tenant and writes its credentials beside the database, in
+//! `<db>.credentials.json` (mode 0600: it holds the API key and the signing secret); later
+//! starts on the same database read them back, so the key an integration was given keeps
+//! working. Being local, the sandbox delivers webhooks to `http://` and private addresses.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use svc_service::config::Config;
+use svc_service::credentials::{ApiKey as ServiceKey, SigningSecret};
+use svc_service::db::{Db, NewTenant, TenantChange};
+use svc_service::faults::Faults;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use crate::client::{ApiKey, Client, RetryPolicy};
+
+/// The sandbox tenant's name.
+const TENANT_NAME: &str = "Sandbox tenant";
+
+/// What a sandbox starts with.
+#[derive(Debug, Clone)]
+pub struct SandboxOptions {
+    /// The service's database (created when missing).
+    pub db: PathBuf,
+    /// Where the API listens (port 0: any free port).
+    pub listen: SocketAddr,
+    /// Faults to set on the tenant (`None`: leave them as they are; none on first start).
+    pub faults: Option<Faults>,
+    /// The tenant's webhook URL (`None`: leave it as it is; none on first start).
+    pub webhook_url: Option<String>,
+    /// Delay before a failed delivery's single retry.
+    pub webhook_retry_delay: Duration,
+}
+
+impl SandboxOptions {
+    /// Defaults for a database at `db`: `127.0.0.1:8787`, the contract's 5-minute retry.
+    pub fn new(db: impl Into<PathBuf>) -> Self {
+        Self {
+            db: db.into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
+            faults: None,
+            webhook_url: None,
+            webhook_retry_delay: Duration::from_secs(300),
+        }
+    }
+}
+
+/// The sandbox tenant's credentials, as `<db>.credentials.json` holds them. `Debug` shows
+/// neither the key nor the secret.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Credentials {
+    /// The tenant's id (`ten_…`).
+    pub tenant_id: String,
+    /// Its API key (`svc_live_…`).
+    pub api_key: String,
+    /// Its webhook signing secret (`whsec_…`).
+    pub signing_secret: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("tenant_id", &self.tenant_id)
+            .field("api_key", &"[redacted]")
+            .field("signing_secret", &"[redacted]")
+            .finish()
+    }
+}
+
+/// A running sandbox. Stop it with [`Sandbox::stop`]; dropping it stops the server too.
+#[derive(Debug)]
+pub struct Sandbox {
+    /// The API's base URL (`http://127.0.0.1:<port>/v1`).
+    pub base_url: String,
+    /// The tenant's credentials.
+    pub credentials: Credentials,
+    /// Whether this start created the tenant (first start on this database).
+    pub created: bool,
+    /// The service's database, for the operator-side steps of the demo.
+    pub db: Db,
+    /// The service's configuration.
+    pub config: Config,
+    stop: Option<oneshot::Sender<()>>,
+    server: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+/// Where the credentials of the sandbox at `db` are kept.
+pub fn credentials_path(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(".credentials.json");
+    PathBuf::from(name)
+}
+
+/// The address a client on this machine reaches the API at: loopback when the sandbox listens
+/// on every interface (`0.0.0.0`, `::`), since `svc-cli` sends a key over plain HTTP to a
+/// loopback host only (without `--insecure-http`).
+fn reachable(address: SocketAddr) -> SocketAddr {
+    let ip = match address.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    SocketAddr::new(ip, address.port())
+}
+
+impl Sandbox {
+    /// Opens (or creates) the database and its tenant, applies `options`, and starts serving.
+    ///
+    /// # Errors
+    /// The address is taken, the database cannot be opened, or it exists without the
+    /// credentials file a sandbox writes (it was not made by `svc-cli sandbox`).
+    pub async fn start(options: SandboxOptions) -> anyhow::Result<Sandbox> {
+        let listener = TcpListener::bind(options.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", options.listen))?;
+        let address = listener.local_addr().context("reading the bound address")?;
+        let mut config = Config::new(&options.db);
+        config.listen = address;
+        config.allow_http_webhooks = true;
+        config.allow_private_webhooks = true;
+        config.webhook_retry_delay_secs = options.webhook_retry_delay.as_secs().max(1);
+
+        let db = Db::open(&options.db)
+            .await
+            .with_context(|| format!("opening the sandbox database {}", options.db.display()))?;
+        let (credentials, created) = tenant(&db, &options).await?;
+        if let Some(faults) = options.faults {
+            change(&db, &credentials.tenant_id, TenantChange::Faults(faults)).await?;
+        }
+        if let Some(url) = &options.webhook_url {
+            let url = (!url.trim().is_empty()).then(|| url.trim().to_owned());
+            change(&db, &credentials.tenant_id, TenantChange::WebhookUrl(url)).await?;
+        }
+
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(svc_service::run(config.clone(), listener, async move {
+            let _ = stopped.await;
+        }));
+        Ok(Sandbox {
+            base_url: format!("http://{}/v1", reachable(address)),
+            credentials,
+            created,
+            db,
+            config,
+            stop: Some(stop),
+            server,
+        })
+    }
+
+    /// A client of the sandbox's API with the tenant's key (no retry waits longer than 2 s).
+    /// Plain HTTP is allowed even when the sandbox listens on an address that is not loopback:
+    /// the address is this machine's own.
+    ///
+    /// # Errors
+    /// Never in practice (the base URL is the sandbox's own).
+    pub fn client(&self) -> anyhow::Result<Client> {
+        let retry = RetryPolicy {
+            max_retry_after: Duration::from_secs(2),
+            ..RetryPolicy::default()
+        };
+        Ok(Client::builder(&self.base_url)
+            .allow_insecure_http(true)
+            .api_key(ApiKey::new(&self.credentials.api_key))
+            .retry(retry)
+            .build()?)
+    }
+
+    /// The lines that point an integration at the sandbox.
+    pub fn exports(&self) -> String {
+        format!(
+            "export SVC_BASE_URL={}\nexport SVC_API_KEY={}\nexport SVC_SIGNING_SECRET={}\n",
+            self.base_url, self.credentials.api_key, self.credentials.signing_secret
+        )
+    }
+
+    /// Stops the server (requests in flight are answered) and its workers.
+    ///
+    /// # Errors
+    /// The server failed while running.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        (&mut self.server)
+            .await
+            .context("the sandbox server panicked")?
+    }
+
+    /// Waits for the server to end by itself (it fails), for `sandbox`'s foreground run.
+    ///
+    /// # Errors
+    /// Why the server ended.
+    pub async fn wait_failed(&mut self) -> anyhow::Result<()> {
+        (&mut self.server)
+            .await
+            .context("the sandbox server panicked")??;
+        bail!("the sandbox server stopped")
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// The tenant of the sandbox at `options.db`: read back from its credentials file, or created
+/// (with the options' faults and webhook URL) when the database has no tenant yet.
+async fn tenant(db: &Db, options: &SandboxOptions) -> anyhow::Result<(Credentials, bool)> {
+    let path = credentials_path(&options.db);
+    if path.exists() {
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let credentials: Credentials = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a sandbox credentials file", path.display()))?;
+        if db.tenant(&credentials.tenant_id).await?.is_none() {
+            bail!(
+                "{} names tenant {}, which {} does not hold; remove both files to start afresh",
+                path.display(),
+                credentials.tenant_id,
+                options.db.display()
+            );
+        }
+        return Ok((credentials, false));
+    }
+    if !db.list_tenants().await?.is_empty() {
+        bail!(
+            "{} already holds tenants but has no {}: it was not made by `svc-cli sandbox`; \
+             pass another --db",
+            options.db.display(),
+            path.display()
+        );
+    }
+    let key = ServiceKey::generate();
+    let secret = SigningSecret::generate();
+    let tenant_id = svc_service::ids::tenant_id();
+    db.create_tenant(NewTenant {
+        id: tenant_id.clone(),
+        webhook_url: options.webhook_url.clone().filter(|u| !u.trim().is_empty()),
+        signing_secret: secret.clone(),
+        faults: options.faults.unwrap_or_default(),
+        now_ms: chrono::Utc::now().timestamp_millis(),
+        ..NewTenant::new(TENANT_NAME, key.hash())
+    })
+    .await?;
+    let credentials = Credentials {
+        tenant_id,
+        api_key: key.expose().to_owned(),
+        signing_secret: secret.expose().to_owned(),
+    };
+    write_private(&path, &serde_json::to_string_pretty(&credentials)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok((credentials, true))
+}
+
+async fn change(db: &Db, tenant_id: &str, change: TenantChange) -> anyhow::Result<()> {
+    db.update_tenant(tenant_id, change)
+        .await?
+        .with_context(|| format!("the sandbox tenant {tenant_id} is gone"))?;
+    Ok(())
+}
+
+/// Writes `text` to a new file only its owner can read.
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+    let mut file = open.open(path)?;
+    file.write_all(text.as_bytes())?;
+    file.write_all(b"\n")?;
+    file.sync_all()
+}

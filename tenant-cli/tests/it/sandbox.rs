@@ -1,0 +1,284 @@
+//! `svc-cli sandbox` and `svc-cli demo`, as the real binary: the exports an integration is
+//! pointed with, a key that survives a restart, faults the CLI rides through, a clean stop on
+//! Ctrl-C; and the demo end to end with its self-check and its JSON counts.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Child;
+
+use crate::helpers::{Run, Sandbox as TestDir};
+
+const ROSTER: &str = "platformAgencyId,agencyName,firstName,lastName,email,npn,platformAgentId
+agency-1,First Agency,Ada,Lovelace,ada@example.com,1234567,rep-ada
+agency-1,First Agency,Grace,Hopper,grace@example.com,,rep-grace
+";
+
+/// A running `svc-cli sandbox` and the `export` lines it printed.
+struct Running {
+    child: Child,
+    exports: Vec<(String, String)>,
+}
+
+impl Running {
+    async fn start(dir: &TestDir, extra: &[&str]) -> Running {
+        let mut args = vec!["sandbox", "--listen", "127.0.0.1:0", "--db", "sandbox.db"];
+        args.extend_from_slice(extra);
+        let mut child = dir.command(&args).spawn().expect("spawn sandbox");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let mut exports = Vec::new();
+        while exports.len() < 3 {
+            let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+                .await
+                .expect("the sandbox prints its exports in time")
+                .expect("read stdout")
+                .expect("the sandbox exited before printing its exports");
+            let (name, value) = line
+                .strip_prefix("export ")
+                .and_then(|l| l.split_once('='))
+                .unwrap_or_else(|| panic!("not an export line: {line:?}"));
+            exports.push((name.to_owned(), value.to_owned()));
+        }
+        Running { child, exports }
+    }
+
+    fn export(&self, name: &str) -> &str {
+        self.exports
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_else(|| panic!("no {name} export"))
+    }
+
+    /// Runs `svc-cli` against the sandbox, with its exports in the environment.
+    async fn cli(&self, dir: &TestDir, args: &[&str], log: Option<&str>) -> Run {
+        let mut command = dir.command(args);
+        command.envs(self.exports.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        if let Some(filter) = log {
+            command.env("RUST_LOG", filter);
+        }
+        let output = command.output().await.expect("run svc-cli");
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// Ctrl-C, then the exit code and stderr.
+    async fn interrupt(mut self) -> (i32, String) {
+        let pid = self.child.id().expect("running").to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        let mut stderr = self.child.stderr.take().expect("stderr");
+        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("the sandbox stops on Ctrl-C")
+            .expect("wait");
+        let mut text = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut text)
+            .await
+            .expect("read stderr");
+        (status.code().unwrap_or(-1), text)
+    }
+}
+
+#[tokio::test]
+async fn the_sandbox_serves_its_tenant_and_keeps_the_key_across_restarts() {
+    let dir = TestDir::new();
+    dir.write("roster.csv", ROSTER);
+    let first = Running::start(&dir, &["--roster", "roster.csv"]).await;
+    assert!(
+        first
+            .export("SVC_BASE_URL")
+            .starts_with("http://127.0.0.1:")
+    );
+    assert!(first.export("SVC_BASE_URL").ends_with("/v1"));
+    assert!(first.export("SVC_API_KEY").starts_with("svc_live_"));
+    assert!(first.export("SVC_SIGNING_SECRET").starts_with("whsec_"));
+    let listed = first.cli(&dir, &["agents", "list", "--json"], None).await;
+    assert_eq!(listed.code, 0, "{listed:?}");
+    let agents = listed.json();
+    let handles: BTreeSet<&str> = agents["data"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .filter_map(|a| a["platformAgentId"].as_str())
+        .collect();
+    assert_eq!(handles, BTreeSet::from(["rep-ada", "rep-grace"]));
+    let key = first.export("SVC_API_KEY").to_owned();
+    let secret = first.export("SVC_SIGNING_SECRET").to_owned();
+    let (code, stderr) = first.interrupt().await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("created"), "{stderr}");
+
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path("sandbox.db.credentials.json"))
+            .expect("credentials file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "the credentials file is private");
+    }
+
+    let again = Running::start(&dir, &[]).await;
+    assert_eq!(again.export("SVC_API_KEY"), key, "the same key");
+    assert_eq!(again.export("SVC_SIGNING_SECRET"), secret);
+    let listed = again.cli(&dir, &["agents", "list", "--json"], None).await;
+    assert_eq!(listed.code, 0, "{listed:?}");
+    assert_eq!(
+        listed.json()["data"].as_array().map(Vec::len),
+        Some(2),
+        "the roster is kept"
+    );
+    let (code, stderr) = again.interrupt().await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("reopened"), "{stderr}");
+}
+
+#[tokio::test]
+async fn the_cli_rides_through_injected_429s_and_500s() {
+    let dir = TestDir::new();
+    dir.write("roster.csv", ROSTER);
+    let (code, stderr) = Running::start(&dir, &["--roster", "roster.csv"])
+        .await
+        .interrupt()
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let sandbox = Running::start(&dir, &["--faults", "api-429=0.3,api-500=0.2,seed=4"]).await;
+    let mut retried = String::new();
+    for _ in 0..4 {
+        let run = sandbox
+            .cli(
+                &dir,
+                &["agents", "list", "--json", "--retries", "6"],
+                Some("svc_cli=debug"),
+            )
+            .await;
+        assert_eq!(run.code, 0, "a read rides through the faults: {run:?}");
+        assert_eq!(run.json()["data"].as_array().map(Vec::len), Some(2));
+        retried.push_str(&run.stderr);
+    }
+    assert!(
+        retried.contains("retrying") && retried.contains("429"),
+        "the faults fired and were retried: {retried}"
+    );
+    let (code, stderr) = sandbox.interrupt().await;
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[tokio::test]
+async fn a_bad_fault_spec_is_a_usage_error() {
+    let dir = TestDir::new();
+    let run = dir
+        .run(&["sandbox", "--listen", "127.0.0.1:0", "--faults", "drop=2"])
+        .await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("drop must be a share from 0 to 1"),
+        "{run:?}"
+    );
+    assert!(
+        !dir.path("svc-sandbox.db").exists(),
+        "nothing is created on a usage error"
+    );
+}
+
+#[tokio::test]
+async fn the_demo_recovers_every_lost_delivery_and_finds_the_silent_change() {
+    let dir = TestDir::new();
+    let run = dir.run(&["demo", "--json", "--calls", "24"]).await;
+    assert_eq!(run.code, 0, "the self-check passes: {run:?}");
+    let summary = run.json();
+    assert_eq!(summary["ok"], true, "{summary:#}");
+    assert_eq!(summary["problems"], Value::Array(Vec::new()));
+    assert_eq!(summary["practiceCalls"]["made"], 24);
+    let ids = |value: &Value| -> BTreeSet<String> {
+        value
+            .as_array()
+            .expect("ids")
+            .iter()
+            .map(|v| v.as_str().expect("id").to_owned())
+            .collect()
+    };
+    let recovered = ids(&summary["recoveredCallIds"]);
+    let dropped = ids(&summary["deliveries"]["droppedScoredCallIds"]);
+    assert_eq!(
+        recovered, dropped,
+        "recovered equals the dropped deliveries of scored calls"
+    );
+    assert!(
+        !dropped.is_empty(),
+        "the fault profile lost some deliveries: {summary:#}"
+    );
+    assert_eq!(
+        summary["reconcile"]["totals"]["recovered"].as_u64(),
+        Some(recovered.len() as u64)
+    );
+    let scored = summary["scoredCalls"].as_u64().expect("scored calls");
+    assert_eq!(
+        summary["store"]["stored"].as_u64(),
+        Some(scored),
+        "each once"
+    );
+    assert_eq!(summary["store"]["missing"], Value::Array(Vec::new()));
+    assert_eq!(
+        summary["store"]["ledger"], summary["deliveries"]["delivered"],
+        "duplicates are stored once"
+    );
+    let changed = summary["realCalls"]["redispositioned"]["callId"]
+        .as_str()
+        .expect("a real call was re-dispositioned");
+    assert!(ids(&summary["changedCallIds"]).contains(changed));
+    assert_eq!(summary["kept"], Value::Null);
+
+    let story = dir.run(&["demo", "--calls", "6", "--keep", "kept"]).await;
+    assert_eq!(story.code, 0, "{story:?}");
+    assert!(story.stdout.contains("Check passed"), "{}", story.stdout);
+    assert!(
+        story.stdout.contains("svc-cli store stats --store"),
+        "{}",
+        story.stdout
+    );
+    assert!(dir.path("kept/store.db").exists() && dir.path("kept/sandbox.db").exists());
+    let stats = dir
+        .run(&["store", "stats", "--store", "kept/store.db", "--json"])
+        .await;
+    assert_eq!(stats.code, 0, "{stats:?}");
+
+    let again = dir.run(&["demo", "--keep", "kept"]).await;
+    assert_eq!(again.code, 1, "a kept demo is not overwritten: {again:?}");
+    assert!(again.stderr.contains("already holds a demo"), "{again:?}");
+}
+
+/// Issue 12, item 9: svc-cli sends its key over plain HTTP to a loopback host only, so a
+/// sandbox listening on every interface hands out a loopback base URL, and its own client
+/// (the roster import on start, the demo) still works.
+#[tokio::test]
+async fn a_sandbox_on_every_interface_hands_out_a_loopback_base_url() {
+    use svc_cli::client::AgentQuery;
+    use svc_cli::sandbox::{Sandbox, SandboxOptions};
+
+    let dir = TestDir::new();
+    let mut options = SandboxOptions::new(dir.path("svc.db"));
+    options.listen = "0.0.0.0:0".parse().expect("address");
+    let sandbox = Sandbox::start(options).await.expect("sandbox");
+    assert!(
+        sandbox.base_url.starts_with("http://127.0.0.1:"),
+        "{}",
+        sandbox.base_url
+    );
+    let client = sandbox.client().expect("client");
+    client
+        .agents_page(&AgentQuery::default(), None)
+        .await
+        .expect("the sandbox answers its own client");
+    sandbox.stop().await.expect("stop");
+}
