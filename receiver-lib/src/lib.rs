@@ -52,7 +52,7 @@
 //! - `clock`: the injectable [`Clock`] every time rule reads.
 //! - [`dedup`]: the [`dedup::DedupStore`] trait (claim → new / duplicate / in flight / replayed,
 //!   complete, release) and the bounded, expiring in-memory store.
-//! - `inbox` (feature `sqlite` or `postgres`): the [`inbox::Inbox`] trait every durable inbox
+//! - `inbox` (feature `sqlite` or `postgres`): the `inbox::Inbox` trait every durable inbox
 //!   implements, its shared types, and the workers that hand inbox entries to user code.
 //! - `sqlite` (feature `sqlite`): the durable dedup store and the durable inbox, written
 //!   through one group-commit thread per file (`synchronous=FULL`).

@@ -125,7 +125,7 @@ pub(crate) fn describe() {}
 #[cfg(feature = "axum")]
 pub(crate) enum Mode {
     Direct,
-    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     Inbox,
     Extractor,
 }
@@ -151,7 +151,7 @@ pub(crate) fn delivery(mode: Mode, outcome: &'static str) {
 }
 
 /// Counts one run of user code (`mode` is `inbox` or `direct`).
-#[cfg(any(feature = "sqlite", feature = "axum"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "axum"))]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn handler_run(mode: &'static str, outcome: &'static str) {
     #[cfg(feature = "metrics")]
@@ -159,7 +159,7 @@ pub(crate) fn handler_run(mode: &'static str, outcome: &'static str) {
 }
 
 /// Sets the inbox gauges.
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables, dead_code))]
 pub(crate) fn inbox_gauges(pending: u64, leased: u64, dead: u64, oldest_age_secs: u64) {
     #[cfg(feature = "metrics")]

@@ -1,6 +1,7 @@
 //! The durable inbox's contract, whichever database holds it: the [`Inbox`] trait that the
 //! SQLite inbox (feature `sqlite`) and the PostgreSQL inbox (feature `postgres`) implement,
-//! the types they share, and the workers that hand entries to user code ([`worker`]).
+//! the types they share, and the workers that hand entries to user code ([`process_next`],
+//! [`run_inbox_workers`]).
 //!
 //! An inbox stores a verified delivery durably before the sender gets its 2xx (it is also the
 //! dedup and replay record of what it stores), hands due entries out one at a time under a

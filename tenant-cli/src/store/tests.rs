@@ -262,9 +262,9 @@ fn a_delivery_is_recorded_once_per_webhook_id_and_starts_the_ledger() {
         |store| {
             assert_eq!(store.ledger_since_ms().expect("since"), None);
             let scored = event("svc_call_1", true);
-            assert!(record(&store, "wh_1", &scored, "2026-03-01T10:05:31.000Z"));
+            assert!(record(store, "wh_1", &scored, "2026-03-01T10:05:31.000Z"));
             assert!(
-                !record(&store, "wh_1", &scored, "2026-03-01T10:10:31.000Z"),
+                !record(store, "wh_1", &scored, "2026-03-01T10:10:31.000Z"),
                 "a duplicate"
             );
             assert_eq!(store.delivery_count("wh_1").expect("count"), 1);
@@ -273,7 +273,7 @@ fn a_delivery_is_recorded_once_per_webhook_id_and_starts_the_ledger() {
                 crate::time::ms(Some("2026-03-01T10:05:31.000Z"))
             );
             let failed = event("svc_call_2", false);
-            assert!(record(&store, "wh_2", &failed, "2026-03-01T11:00:00.000Z"));
+            assert!(record(store, "wh_2", &failed, "2026-03-01T11:00:00.000Z"));
             let kept = texts(
                 store,
                 "SELECT reason, reason_message FROM deliveries WHERE webhook_id = 'wh_2'",
@@ -296,7 +296,7 @@ fn how_a_call_reached_the_store_follows_the_ledger_and_the_grace_period() {
             let since = crate::time::ms(Some("2026-03-01T09:00:00.000Z"));
             let delivered = detail_json("svc_call_d", "roleplay", "2026-03-01T10:05:00.000Z", 70.0);
             record(
-                &store,
+                store,
                 "wh_d",
                 &event("svc_call_d", true),
                 "2026-03-01T10:05:31.000Z",
@@ -360,7 +360,7 @@ fn a_webhook_arriving_in_the_grace_period_marks_the_call_delivered() {
                 .store_calls(&[(None, detail(&fresh))], &writer(0, since))
                 .expect("store");
             record(
-                &store,
+                store,
                 "wh_f",
                 &event("svc_call_f", true),
                 "2026-03-01T10:06:00.000Z",
