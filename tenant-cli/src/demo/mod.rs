@@ -6,7 +6,8 @@
 //! let run out; then `reconcile`, and a check that the store holds every scored call exactly
 //! once: the lost deliveries recovered, the silent change found.
 //!
-//! [`run`] does it and returns a [`Summary`]; `summary` prints it as a story or as JSON.
+//! [`run`] does it and returns a [`Summary`]; `summary` prints it as a story or as JSON. A kept
+//! demo (`--keep DIR`) also leaves the store's HTML report in `DIR/report.html`.
 
 mod scripts;
 pub mod summary;
@@ -216,6 +217,14 @@ pub async fn run(options: &DemoOptions, out: &Output) -> anyhow::Result<Summary>
     let base_url = sandbox.base_url.clone();
     sandbox.stop().await?;
 
+    let kept = match &options.keep {
+        Some(_) => Some(summary::Kept {
+            report: write_report(&store, &dir).await?,
+            dir: dir.clone(),
+            base_url,
+        }),
+        None => None,
+    };
     let delivery_counts = Deliveries::count(&deliveries, &options.faults, &check.listed);
     let summary = Summary::new(
         practice,
@@ -223,13 +232,23 @@ pub async fn run(options: &DemoOptions, out: &Output) -> anyhow::Result<Summary>
         delivery_counts,
         report,
         check,
-        options.keep.as_ref().map(|_| summary::Kept {
-            dir: dir.clone(),
-            base_url,
-        }),
+        kept,
         started.elapsed(),
     );
     Ok(summary)
+}
+
+/// Writes the store's HTML report beside it (`report.html`), for a kept demo.
+async fn write_report(store: &Store, dir: &Path) -> anyhow::Result<PathBuf> {
+    let path = dir.join("report.html");
+    let report = store
+        .blocking(|s| crate::report::Report::build(s, None, Utc::now()))
+        .await?;
+    let out = path.clone();
+    tokio::task::spawn_blocking(move || report.write(&out))
+        .await
+        .context("writing the report")??;
+    Ok(path)
 }
 
 /// A `--keep` directory must be new or hold no demo yet: the self-check counts one run.

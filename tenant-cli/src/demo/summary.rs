@@ -153,6 +153,8 @@ pub struct Kept {
     pub dir: PathBuf,
     /// The sandbox's base URL while the demo ran.
     pub base_url: String,
+    /// The store's HTML report (`store report`), written into the directory.
+    pub report: PathBuf,
 }
 
 /// Everything the demo reports (`demo --json` prints it).
@@ -353,6 +355,10 @@ impl Summary {
         if let Some(kept) = &self.kept {
             let dir = kept.dir.display();
             out.line(&format!("\nThe files are in {dir}. To explore them:"))?;
+            out.line(&format!(
+                "  {}    # the HTML report: open it in a browser",
+                kept.report.display()
+            ))?;
             out.line(&format!("  svc-cli store stats --store {dir}/store.db"))?;
             out.line(&format!(
                 "  svc-cli store export --store {dir}/store.db --format jsonl"

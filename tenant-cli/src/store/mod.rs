@@ -9,7 +9,8 @@
 //! - [`deliveries`]: the ledger of verified webhook deliveries.
 //! - [`runs`]: reconcile runs and the per-source sync state (watermarks).
 //! - [`lock`]: the lock that keeps two reconcile runs from writing at once.
-//! - [`stats`] and [`export`]: what `store stats` and `store export` read.
+//! - [`stats`] and [`export`]: what `store stats` and `store export` read; [`report`]: what
+//!   `store report` reads.
 //!
 //! # Guarantees
 //! Every write is one transaction: a call is stored with its detail or not at all, and a
@@ -24,6 +25,7 @@ pub mod calls;
 pub mod deliveries;
 pub mod export;
 pub mod lock;
+pub mod report;
 pub mod runs;
 pub mod stats;
 

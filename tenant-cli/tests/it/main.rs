@@ -1,6 +1,7 @@
 //! Integration tests of `svc-cli`: the library client against wiremock fixtures, and the real
 //! binary (one temp dir per test) for every command.
 
+mod browser;
 mod client;
 mod commands;
 mod config;
