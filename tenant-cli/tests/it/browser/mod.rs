@@ -2,6 +2,7 @@
 //! `svc-cli sandbox` running practice calls through the service's browser SDK, the SDK's
 //! errors, cross-origin refusals, and the HTML report. Each test runs the real `svc-cli`
 //! binary and its own browser; without Chromium they skip loudly (see [`chromium`]).
+//! [`RunningSandbox`] is shared with the console's HTTP tests.
 
 mod chromium;
 mod console;
