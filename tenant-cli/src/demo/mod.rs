@@ -499,10 +499,10 @@ async fn settle(
     }
 }
 
-/// A dispatcher corrects a real call's disposition after the fact: the first scored real call
-/// whose webhook reached the store becomes `not_interested` (or `sale`, when it was
-/// `not_interested`), and the service scores it again without a webhook. Reconcile must
-/// notice.
+/// A dispatcher corrects a real call's disposition after the fact: a scored real call whose
+/// webhook reached the store (a `sale` when there is one) becomes `not_interested` (or `sale`,
+/// when it was `not_interested`), and the service scores it again without a webhook.
+/// Reconcile must notice.
 async fn redisposition_one(
     sandbox: &Sandbox,
     store: &Store,
@@ -514,7 +514,16 @@ async fn redisposition_one(
         .filter(|d| d.state == "delivered")
         .map(|d| d.call_id.as_str())
         .collect();
-    for (call_id, disposition) in real_calls {
+    // A sale moves the score most when it turns out not to be one.
+    let rank = |disposition: &str| match disposition {
+        "sale" => 0,
+        "callback" => 1,
+        "no_sale" => 2,
+        _ => 3,
+    };
+    let mut candidates: Vec<&(String, String)> = real_calls.iter().collect();
+    candidates.sort_by_key(|(_, disposition)| rank(disposition));
+    for (call_id, disposition) in candidates {
         if !delivered.contains(call_id.as_str()) {
             continue;
         }
