@@ -57,8 +57,24 @@ pub struct Finished {
     pub persona_lines: Vec<String>,
 }
 
+/// The largest frame the service may send (a persona line is well under a kilobyte); a bigger
+/// one ends the call instead of filling memory.
+pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
+
+/// How a call runs.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveOptions {
+    /// Bounds opening the connection and every wait for a server frame.
+    pub reply_timeout: Duration,
+    /// Allow a plain `ws://` connection to a host other than this machine (the single-use
+    /// ticket and the transcript would travel in clear): `--insecure-http`.
+    pub allow_insecure: bool,
+}
+
 /// Runs one call over the live transport. Blank script lines are skipped (an empty `say` is an
-/// error for the service). `reply_timeout` bounds opening the connection and every wait for a server frame.
+/// error for the service). `reply_timeout` bounds opening the connection and every wait for a
+/// server frame. A plain `ws://` connection is opened only to this machine (see
+/// [`run_call_with`]).
 ///
 /// # Errors
 /// A [`LiveError`] with the contract code of what went wrong.
@@ -67,7 +83,34 @@ pub async fn run_call(
     script: &[String],
     reply_timeout: Duration,
 ) -> Result<Finished, LiveError> {
-    let connect = tokio_tungstenite::connect_async(session.connection_url.as_str());
+    let options = LiveOptions {
+        reply_timeout,
+        allow_insecure: false,
+    };
+    run_call_with(session, script, &options).await
+}
+
+/// [`run_call`] with every option: a `connectionUrl` that is plain `ws://` to a host other
+/// than loopback is refused (`INSECURE_TRANSPORT`, nothing sent) unless
+/// `options.allow_insecure`.
+///
+/// # Errors
+/// A [`LiveError`] with the contract code of what went wrong.
+pub async fn run_call_with(
+    session: &LiveSession,
+    script: &[String],
+    options: &LiveOptions,
+) -> Result<Finished, LiveError> {
+    check_transport(&session.connection_url, options.allow_insecure)?;
+    let reply_timeout = options.reply_timeout;
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME_BYTES))
+        .max_frame_size(Some(MAX_FRAME_BYTES));
+    let connect = tokio_tungstenite::connect_async_with_config(
+        session.connection_url.as_str(),
+        Some(config),
+        false,
+    );
     let (mut socket, _) = tokio::time::timeout(reply_timeout, connect)
         .await
         .map_err(|_| {
@@ -121,6 +164,32 @@ pub async fn run_call(
     let ended = conn.expect("ended").await?;
     let _ = socket.close(None).await;
     Ok(with_end(finished, &ended))
+}
+
+/// Refuses a `ws://` URL to a host other than this machine unless `allow_insecure`.
+fn check_transport(url: &str, allow_insecure: bool) -> Result<(), LiveError> {
+    let parsed = reqwest::Url::parse(url).map_err(|_| {
+        LiveError::new(
+            "INTERNAL_ERROR",
+            format!("the service's connectionUrl {url:?} is not a URL"),
+        )
+    })?;
+    match parsed.scheme() {
+        "wss" => Ok(()),
+        "ws" if allow_insecure || crate::client::is_loopback(&parsed) => Ok(()),
+        "ws" => Err(LiveError::new(
+            "INSECURE_TRANSPORT",
+            format!(
+                "the service offered a plain ws:// connection to {}: the ticket and the \
+                 transcript would travel in clear; pass --insecure-http to allow it",
+                parsed.host_str().unwrap_or("?")
+            ),
+        )),
+        other => Err(LiveError::new(
+            "INTERNAL_ERROR",
+            format!("the service's connectionUrl has the scheme {other:?}, not ws or wss"),
+        )),
+    }
 }
 
 fn with_end(mut finished: Finished, ended: &Value) -> Finished {

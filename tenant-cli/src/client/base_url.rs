@@ -36,7 +36,7 @@ pub(super) fn parse(url: &str, allow_insecure_http: bool) -> Result<Url, ClientE
 /// Whether the URL's host is the local machine by name or address: `localhost` (any case, with
 /// or without the root's trailing dot), 127.0.0.0/8 or `::1`. Nothing else, not `0.0.0.0`, a
 /// private range, nor a name that happens to resolve to loopback.
-fn is_loopback(url: &Url) -> bool {
+pub(crate) fn is_loopback(url: &Url) -> bool {
     let Some(host) = url.host_str() else {
         return false;
     };

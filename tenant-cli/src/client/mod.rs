@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use futures_util::Stream;
 
+pub(crate) use base_url::is_loopback;
 pub use error::{ApiError, ClientError, ErrorClass};
 pub use ids::{AgencyId, AgentId, CallId, IdError};
 pub use raw::{RawCallDetail, RawCallRow};

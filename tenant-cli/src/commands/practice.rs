@@ -107,10 +107,13 @@ impl PracticeArgs {
             "call {} with {}",
             session.call_id, session.persona.name
         ));
-        let finished =
-            crate::live::run_call(&session, &script, Duration::from_secs(self.reply_timeout))
-                .await
-                .map_err(token_spent)?;
+        let options = crate::live::LiveOptions {
+            reply_timeout: Duration::from_secs(self.reply_timeout),
+            allow_insecure: ctx.global.insecure_http,
+        };
+        let finished = crate::live::run_call_with(&session, &script, &options)
+            .await
+            .map_err(token_spent)?;
         if ctx.out.json {
             return ctx.out.json_data(&finished);
         }

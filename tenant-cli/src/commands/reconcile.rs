@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::Ctx;
 use crate::client::CallSource;
 use crate::exit::{self, CliError};
-use crate::ops::logs::LogArgs;
+use crate::ops::logs::{LogArgs, LogFormat};
 use crate::ops::textfile::{self, RunFigures};
 use crate::reconcile::report::Report;
 use crate::reconcile::{self, Options};
@@ -151,7 +151,8 @@ impl ReconcileArgs {
                 Err(e) => return Err(e.into()),
             }
         };
-        let progress = if ctx.out.progress {
+        // A spinner's redraws would break one-JSON-object-per-line logs.
+        let progress = if ctx.out.progress && self.log.log_format == LogFormat::Text {
             let bar = ProgressBar::new_spinner();
             if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
                 bar.set_style(style);

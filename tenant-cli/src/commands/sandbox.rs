@@ -74,6 +74,8 @@ impl SandboxArgs {
 async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
     use std::time::Duration;
 
+    use anyhow::Context;
+
     use crate::sandbox::{Sandbox, SandboxOptions, credentials_path};
     use svc_service::faults::Faults;
 
@@ -133,6 +135,7 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
         Some(crate::console::RunningConsole::start(args.console_listen, backend).await?)
     };
     let console_url = console.as_ref().map(|c| c.url.clone());
+    let stop = shutdown_signal().context("installing the Ctrl-C handler")?;
     let credentials = &sandbox.credentials;
     if ctx.out.json {
         ctx.out.json_data(&serde_json::json!({
@@ -164,7 +167,7 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
         ));
     }
     tokio::select! {
-        () = shutdown_signal() => {}
+        () = stop => {}
         failed = sandbox.wait_failed() => return failed,
     }
     ctx.out.note("stopping the sandbox");
@@ -174,26 +177,27 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
     sandbox.stop().await
 }
 
-/// Ctrl-C, or SIGTERM on Unix.
+/// Ctrl-C, or SIGTERM on Unix. The handlers are installed when this is called (not when the
+/// future is first polled), so a signal sent right after the exports are printed stops the
+/// sandbox cleanly instead of killing it.
 #[cfg(feature = "sandbox")]
-async fn shutdown_signal() {
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
     {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+        })
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
     }
 }

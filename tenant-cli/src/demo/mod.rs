@@ -183,6 +183,7 @@ pub async fn run(options: &DemoOptions, out: &Output) -> anyhow::Result<Summary>
             let _ = receiver_stopped.await;
         },
     ));
+    receiver_ready(&store, &receiver).await?;
     bar.inc(1);
     bar.finish_and_clear();
 
@@ -249,6 +250,27 @@ async fn write_report(store: &Store, dir: &Path) -> anyhow::Result<PathBuf> {
         .await
         .context("writing the report")??;
     Ok(path)
+}
+
+/// Waits until the receiver has opened the store's ledger: a call scored before that would
+/// count as history (backfilled), not as a lost delivery.
+async fn receiver_ready(
+    store: &Store,
+    receiver: &tokio::task::JoinHandle<anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    loop {
+        if store.blocking(Store::ledger_since_ms).await?.is_some() {
+            return Ok(());
+        }
+        if receiver.is_finished() {
+            bail!("the receiver stopped before it was ready");
+        }
+        if Instant::now() > deadline {
+            bail!("the receiver was not ready within {SETTLE_TIMEOUT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// A `--keep` directory must be new or hold no demo yet: the self-check counts one run.
@@ -496,10 +518,10 @@ async fn settle(
     }
 }
 
-/// A dispatcher corrects a real call's disposition after the fact: the first scored real call
-/// whose webhook reached the store becomes `not_interested` (or `sale`, when it was
-/// `not_interested`), and the service scores it again without a webhook. Reconcile must
-/// notice.
+/// A dispatcher corrects a real call's disposition after the fact: a scored real call whose
+/// webhook reached the store (a `sale` when there is one) becomes `not_interested` (or `sale`,
+/// when it was `not_interested`), and the service scores it again without a webhook.
+/// Reconcile must notice.
 async fn redisposition_one(
     sandbox: &Sandbox,
     store: &Store,
@@ -511,7 +533,16 @@ async fn redisposition_one(
         .filter(|d| d.state == "delivered")
         .map(|d| d.call_id.as_str())
         .collect();
-    for (call_id, disposition) in real_calls {
+    // A sale moves the score most when it turns out not to be one.
+    let rank = |disposition: &str| match disposition {
+        "sale" => 0,
+        "callback" => 1,
+        "no_sale" => 2,
+        _ => 3,
+    };
+    let mut candidates: Vec<&(String, String)> = real_calls.iter().collect();
+    candidates.sort_by_key(|(_, disposition)| rank(disposition));
+    for (call_id, disposition) in candidates {
         if !delivered.contains(call_id.as_str()) {
             continue;
         }

@@ -313,14 +313,22 @@ impl Summary {
             ),
         ];
         if let Some(c) = &r.redispositioned {
+            let moved = if c.score_before == c.score_after {
+                format!(
+                    "overall score still {}, its summary and scoredAt changed",
+                    score_text(c.score_after)
+                )
+            } else {
+                format!(
+                    "overall score {} to {}",
+                    score_text(c.score_before),
+                    score_text(c.score_after)
+                )
+            };
             lines.push(format!(
-                "Then the dialer re-dispositioned {} ({} to {}): the service scored it again, \
-                 {} to {}, and sent no webhook.",
-                c.call_id,
-                c.disposition_before,
-                c.disposition_after,
-                score_text(c.score_before),
-                score_text(c.score_after)
+                "Then the dialer re-dispositioned {} ({} to {}): the service scored it again \
+                 ({moved}) and sent no webhook.",
+                c.call_id, c.disposition_before, c.disposition_after,
             ));
         }
         lines.push("Then `svc-cli reconcile` ran:".to_owned());

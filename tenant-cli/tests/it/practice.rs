@@ -253,6 +253,48 @@ async fn a_live_endpoint_that_is_not_there_is_service_unavailable() {
     assert!(run.stderr.contains("mint a new one"), "{run:?}");
 }
 
+#[tokio::test]
+async fn a_plain_ws_transport_to_another_host_is_refused_unless_insecure_http() {
+    // TEST-NET-3: nothing answers there, so a connection attempt would hang until the timeout.
+    let server = redeem_server("ws://203.0.113.5:9/v1/live/ext_far").await;
+    let started = std::time::Instant::now();
+    let run = practice_sandbox(&server)
+        .run(&[
+            "practice",
+            "--token",
+            "the.session.jwt",
+            "--silent",
+            "--reply-timeout",
+            "20",
+        ])
+        .await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("INSECURE_TRANSPORT"), "{run:?}");
+    assert!(run.stderr.contains("--insecure-http"), "{run:?}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "refused before connecting"
+    );
+
+    let server = redeem_server("ws://203.0.113.5:9/v1/live/ext_far").await;
+    let run = practice_sandbox(&server)
+        .run(&[
+            "practice",
+            "--token",
+            "the.session.jwt",
+            "--silent",
+            "--reply-timeout",
+            "1",
+            "--insecure-http",
+        ])
+        .await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("SERVICE_UNAVAILABLE"),
+        "allowed, then tried: {run:?}"
+    );
+}
+
 /// A redeem server answering every redeem with `code`.
 async fn failing_redeem(code: &str) -> MockServer {
     let server = MockServer::start().await;

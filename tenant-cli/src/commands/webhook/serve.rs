@@ -48,7 +48,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1000, value_name = "MS", hide = true, value_parser = clap::value_parser!(u64).range(1..))]
     secret_poll_ms: u64,
     /// Also accept deliveries signed with the previous secret, read from this environment
-    /// variable (while the service and this receiver switch secrets)
+    /// variable (the service switches at once: this covers deliveries it signed before the
+    /// rotation that arrive after this receiver switched)
     #[arg(long, value_name = "VAR")]
     previous_secret_env: Option<String>,
     /// The path deliveries are POSTed to

@@ -80,6 +80,9 @@ async fn metrics_count_each_delivery_outcome_handler_run_and_inbox_state() {
     let figures = scrape_until(&scrape, |s| {
         s.get(r#"svc_receiver_handler_runs_total{mode="inbox",outcome="ok"}"#) == Some(&3.0)
             && s.get(r#"svc_receiver_inbox_entries{state="leased"}"#) == Some(&0.0)
+            // The handler's run is counted before its entry is settled: under load a scrape
+            // can fall in between.
+            && s.get(r#"svc_receiver_inbox_entries{state="pending"}"#) == Some(&0.0)
     })
     .await;
     let deliveries: Vec<(String, f64)> = figures
