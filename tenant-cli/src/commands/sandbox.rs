@@ -32,14 +32,10 @@ pub struct SandboxArgs {
     #[arg(long, value_name = "URL")]
     pub webhook_url: Option<String>,
     /// Address of the rep console (`/console`): its own address, so the page's origin differs
-    /// from the API's as a tenant's page would
-    #[arg(
-        long,
-        value_name = "ADDR",
-        default_value = "127.0.0.1:8788",
-        conflicts_with = "no_console"
-    )]
-    pub console_listen: SocketAddr,
+    /// from the API's as a tenant's page would [default: 127.0.0.1:8788, or a free port when
+    /// that one is taken]
+    #[arg(long, value_name = "ADDR", conflicts_with = "no_console")]
+    pub console_listen: Option<SocketAddr>,
     /// Serve no rep console
     #[arg(long)]
     pub no_console: bool,
@@ -132,7 +128,7 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
         None
     } else {
         let backend = crate::console::ConsoleBackend::for_sandbox(&sandbox)?;
-        Some(crate::console::RunningConsole::start(args.console_listen, backend).await?)
+        Some(start_console(args.console_listen, backend, ctx).await?)
     };
     let console_url = console.as_ref().map(|c| c.url.clone());
     let stop = shutdown_signal().context("installing the Ctrl-C handler")?;
@@ -175,6 +171,30 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
         console.stop().await?;
     }
     sandbox.stop().await
+}
+
+/// Serves the console where asked; without `--console-listen`, on its default address, or a
+/// free port beside it when that one is taken (another sandbox runs), so the sandbox starts.
+#[cfg(feature = "sandbox")]
+async fn start_console(
+    chosen: Option<SocketAddr>,
+    backend: crate::console::ConsoleBackend,
+    ctx: &Ctx,
+) -> anyhow::Result<crate::console::RunningConsole> {
+    use crate::console::{DEFAULT_LISTEN, RunningConsole};
+
+    if let Some(address) = chosen {
+        return RunningConsole::start(address, backend).await;
+    }
+    match RunningConsole::start(DEFAULT_LISTEN, backend.clone()).await {
+        Ok(console) => Ok(console),
+        Err(error) => {
+            ctx.out.note(&format!(
+                "{error:#}; the console takes a free port instead (--console-listen chooses)"
+            ));
+            RunningConsole::start(SocketAddr::new(DEFAULT_LISTEN.ip(), 0), backend).await
+        }
+    }
 }
 
 /// Ctrl-C, or SIGTERM on Unix. The handlers are installed when this is called (not when the

@@ -2,7 +2,7 @@
 //! does for its front end, with the sandbox's API key (which never leaves this process):
 //!
 //! - `GET /console/api/agents`: the registered agents for the picker (the first
-//!   [`MAX_AGENTS`]);
+//!   [`MAX_AGENTS`] registered, sorted by name);
 //! - `POST /console/api/token` `{platformAgentId}` or `{agentId}`: a session token minted with
 //!   `POST /v1/session`, answered as `{token, expiresAt}`;
 //! - `GET /console/api/calls/{callId}`: `{state, call}`: the call's state in the sandbox
@@ -114,7 +114,7 @@ pub struct PickerAgent {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentList {
-    /// The first [`MAX_AGENTS`] agents, in registration order.
+    /// The first [`MAX_AGENTS`] agents registered, by name.
     pub agents: Vec<PickerAgent>,
     /// Whether the roster holds more.
     pub truncated: bool,
@@ -144,6 +144,12 @@ pub async fn agents(State(backend): State<ConsoleBackend>) -> Result<Response, C
     }
     let truncated = agents.len() > MAX_AGENTS;
     agents.truncate(MAX_AGENTS);
+    agents.sort_by(|a, b| {
+        a.name
+            .to_lowercase()
+            .cmp(&b.name.to_lowercase())
+            .then_with(|| a.agent_id.cmp(&b.agent_id))
+    });
     Ok(no_store(Json(AgentList { agents, truncated })))
 }
 

@@ -11,7 +11,8 @@
 //! - [`guard`]: refuses requests whose `Host` is a domain name (DNS rebinding) and POSTs from
 //!   another origin.
 //!
-//! The console listens on its own address (`--console-listen`, `127.0.0.1:8788` by default),
+//! The console listens on its own address (`--console-listen`, [`DEFAULT_LISTEN`] by default, a
+//! free port when that one is taken),
 //! so the page's origin differs from the API's and the browser runs the SDK's redeem as a real
 //! cross-origin request, preflight included, just as a tenant's own page would.
 
@@ -19,7 +20,7 @@ pub mod api;
 pub mod guard;
 pub mod page;
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 
 use anyhow::Context as _;
 use axum::Router;
@@ -30,6 +31,10 @@ use tokio::sync::oneshot;
 
 use crate::client::Client;
 use crate::sandbox::Sandbox;
+
+/// Where the console listens unless told otherwise (beside the API's default `127.0.0.1:8787`).
+pub const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 8788);
 
 /// What the console serves with: a client of the sandbox's API holding its key, the sandbox's
 /// database (for a call's state while it scores) and the API's base URL the page is given.

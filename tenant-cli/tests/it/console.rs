@@ -250,3 +250,15 @@ async fn the_service_serves_its_sdk_to_any_origin() {
         assert!(body_of(response).await.1.contains(needle), "{path}");
     }
 }
+
+#[tokio::test]
+async fn a_second_sandbox_still_starts_when_the_default_console_port_is_taken() {
+    let (first_dir, second_dir) = (TestDir::new(), TestDir::new());
+    let first = RunningSandbox::start_with(&first_dir, &[]).await;
+    let second = RunningSandbox::start_with(&second_dir, &[]).await;
+    assert_ne!(first.console_url, second.console_url);
+    for sandbox in [&first, &second] {
+        let page = reqwest::get(&sandbox.console_url).await.expect("console");
+        assert_eq!(page.status(), 200, "{}", sandbox.console_url);
+    }
+}

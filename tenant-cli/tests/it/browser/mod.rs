@@ -37,20 +37,25 @@ pub(crate) struct RunningSandbox {
 impl RunningSandbox {
     /// Starts the sandbox with the test roster, its API and console on free ports.
     pub(crate) async fn start(dir: &TestDir) -> Self {
+        Self::start_with(dir, &["--console-listen", "127.0.0.1:0"]).await
+    }
+
+    /// Starts the sandbox with the test roster, its API on a free port, and `extra` flags.
+    pub(crate) async fn start_with(dir: &TestDir, extra: &[&str]) -> Self {
         dir.write("roster.csv", ROSTER);
+        let mut args = vec![
+            "sandbox",
+            "--json",
+            "--listen",
+            "127.0.0.1:0",
+            "--db",
+            "sandbox.db",
+            "--roster",
+            "roster.csv",
+        ];
+        args.extend_from_slice(extra);
         let mut child = dir
-            .command(&[
-                "sandbox",
-                "--json",
-                "--listen",
-                "127.0.0.1:0",
-                "--console-listen",
-                "127.0.0.1:0",
-                "--db",
-                "sandbox.db",
-                "--roster",
-                "roster.csv",
-            ])
+            .command(&args)
             .kill_on_drop(true)
             .spawn()
             .expect("spawn the sandbox");
