@@ -29,12 +29,26 @@ pub(crate) const LAPTOP: (u32, u32) = (1366, 860);
 /// A phone's viewport (CSS pixels).
 pub(crate) const PHONE: (u32, u32) = (390, 844);
 
-/// A browser session and its driver (killed on drop).
+/// A browser session and its driver. Dropping it kills the driver's process group, Chromium
+/// included, so a test that fails before [`Browser::close`] leaves no browser behind.
 pub(crate) struct Browser {
     pub(crate) client: Client,
-    _driver: Child,
+    driver: Child,
     test: String,
     shots: PathBuf,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // chromedriver leads its own process group (see `spawn_driver`), and Chromium's
+        // processes stay in it.
+        if let Some(pid) = self.driver.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
 }
 
 fn required() -> bool {
@@ -109,6 +123,7 @@ pub(crate) async fn start(test: &str, dir: &Path) -> Option<Browser> {
                 "--disable-gpu",
                 "--no-first-run",
                 "--disable-extensions",
+                "--disable-crash-reporter",
                 format!("--window-size={},{}", LAPTOP.0, LAPTOP.1),
             ],
         }),
@@ -127,7 +142,7 @@ pub(crate) async fn start(test: &str, dir: &Path) -> Option<Browser> {
     std::fs::create_dir_all(&shots).expect("screenshot dir");
     Some(Browser {
         client,
-        _driver: child,
+        driver: child,
         test: test.to_owned(),
         shots,
     })
@@ -137,6 +152,7 @@ pub(crate) async fn start(test: &str, dir: &Path) -> Option<Browser> {
 async fn spawn_driver(driver: &Path) -> (Child, u16) {
     let mut child = Command::new(driver)
         .arg("--port=0")
+        .process_group(0)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)
@@ -300,8 +316,8 @@ impl Browser {
             .unwrap_or_else(|e| panic!("async script failed: {e}\n{script}"))
     }
 
-    /// Ends the session (the driver is killed when the browser is dropped).
+    /// Ends the session (the driver is killed when the browser is dropped, right after).
     pub(crate) async fn close(self) {
-        let _ = self.client.close().await;
+        let _ = self.client.clone().close().await;
     }
 }
