@@ -27,6 +27,8 @@
 //! - Real calls: [`realcall`] (dialer records, attribution, the audio archive and its signed
 //!   links, ingestion, re-disposition), scored by [`scoring::real_call`]; `GET /v1/audio/…`
 //!   serves the archive.
+//! - [`sdk`]: the browser SDK (`GET /sdk/v1/svc-sdk.js` and its `.d.ts`), embedded and open to
+//!   every origin.
 //! - [`ops`]: `GET /healthz`, and on `--metrics-listen` the Prometheus `/metrics` of this
 //!   server (requests, latency, deliveries, outbox and live calls per tenant); `--log-format`.
 //! - [`cli`] is the command line (`serve` and the operator's `tenant …` commands in
@@ -56,6 +58,7 @@ pub mod ratelimit;
 pub mod realcall;
 pub mod request_id;
 pub mod scoring;
+pub mod sdk;
 pub mod session_token;
 pub mod state;
 pub mod time;
@@ -82,6 +85,7 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 pub fn router(state: AppState) -> Router {
     Router::new()
         .nest("/v1", api::routes())
+        .merge(sdk::router())
         .route("/healthz", axum::routing::get(ops::http::healthz))
         .fallback(request_id::not_found)
         .method_not_allowed_fallback(request_id::method_not_allowed)

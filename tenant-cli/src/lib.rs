@@ -12,9 +12,12 @@
 //! - [`store`]: the local SQLite store of scored calls, webhook deliveries, changes and runs.
 //! - [`reconcile`]: list scored calls per source and store what the store is missing or what
 //!   changed silently (`svc-cli reconcile`).
+//! - [`report`]: the store as one self-contained HTML page (`svc-cli store report`).
 //! - [`receiver`]: receive webhook deliveries into the store (`svc-cli webhook serve`).
 //! - [`sandbox`] (feature `sandbox`, on by default): the compact service run in-process as a
 //!   local sandbox (`svc-cli sandbox`).
+//! - [`console`] (feature `sandbox`): the sandbox's rep console (`GET /console` on its own
+//!   address): a practice call through the service's browser SDK, tokens minted server-side.
 //! - [`demo`] (feature `sandbox`): the whole loop in one command (`svc-cli demo`).
 //! - [`time`]: timestamps and durations as the command line and the store write them.
 //! - [`exit`]: the documented exit codes and the mapping from errors to them.
@@ -32,6 +35,8 @@ pub mod client;
 pub mod commands;
 pub mod config;
 #[cfg(feature = "sandbox")]
+pub mod console;
+#[cfg(feature = "sandbox")]
 pub mod demo;
 pub mod exit;
 pub mod live;
@@ -39,6 +44,7 @@ pub mod ops;
 pub mod output;
 pub mod receiver;
 pub mod reconcile;
+pub mod report;
 #[cfg(feature = "sandbox")]
 pub mod sandbox;
 pub mod store;

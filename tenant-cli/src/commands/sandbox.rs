@@ -1,6 +1,7 @@
 //! `svc-cli sandbox`: the compact service on loopback, for testing an integration against a
 //! real v1 API that sends real signed webhooks and can inject faults ([`crate::sandbox`]).
-//! Prints the `export` lines that point the integration at it, then serves until Ctrl-C.
+//! Prints the `export` lines that point the integration at it, then serves until Ctrl-C; beside
+//! it, on its own address, the rep console ([`crate::console`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -30,6 +31,14 @@ pub struct SandboxArgs {
     /// left it)
     #[arg(long, value_name = "URL")]
     pub webhook_url: Option<String>,
+    /// Address of the rep console (`/console`): its own address, so the page's origin differs
+    /// from the API's as a tenant's page would [default: 127.0.0.1:8788, or a free port when
+    /// that one is taken]
+    #[arg(long, value_name = "ADDR", conflicts_with = "no_console")]
+    pub console_listen: Option<SocketAddr>,
+    /// Serve no rep console
+    #[arg(long)]
+    pub no_console: bool,
     /// Seconds before a failed delivery's single retry (the real service waits 300)
     #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub retry_delay: u64,
@@ -115,6 +124,13 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
             ctx.out.note(&line);
         }
     }
+    let console = if args.no_console {
+        None
+    } else {
+        let backend = crate::console::ConsoleBackend::for_sandbox(&sandbox)?;
+        Some(start_console(args.console_listen, backend, ctx).await?)
+    };
+    let console_url = console.as_ref().map(|c| c.url.clone());
     let stop = shutdown_signal().context("installing the Ctrl-C handler")?;
     let credentials = &sandbox.credentials;
     if ctx.out.json {
@@ -125,6 +141,7 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
             "signingSecret": credentials.signing_secret,
             "db": args.db,
             "created": sandbox.created,
+            "consoleUrl": console_url,
         }))?;
     } else {
         ctx.out.line(sandbox.exports().trim_end())?;
@@ -140,12 +157,44 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
         sandbox.base_url,
         credentials_path(&args.db).display()
     ));
+    if let Some(url) = &console_url {
+        ctx.out.note(&format!(
+            "rep console: {url} (a practice call in your browser, through the service's SDK)"
+        ));
+    }
     tokio::select! {
         () = stop => {}
         failed = sandbox.wait_failed() => return failed,
     }
     ctx.out.note("stopping the sandbox");
+    if let Some(console) = console {
+        console.stop().await?;
+    }
     sandbox.stop().await
+}
+
+/// Serves the console where asked; without `--console-listen`, on its default address, or a
+/// free port beside it when that one is taken (another sandbox runs), so the sandbox starts.
+#[cfg(feature = "sandbox")]
+async fn start_console(
+    chosen: Option<SocketAddr>,
+    backend: crate::console::ConsoleBackend,
+    ctx: &Ctx,
+) -> anyhow::Result<crate::console::RunningConsole> {
+    use crate::console::{DEFAULT_LISTEN, RunningConsole};
+
+    if let Some(address) = chosen {
+        return RunningConsole::start(address, backend).await;
+    }
+    match RunningConsole::start(DEFAULT_LISTEN, backend.clone()).await {
+        Ok(console) => Ok(console),
+        Err(error) => {
+            ctx.out.note(&format!(
+                "{error:#}; the console takes a free port instead (--console-listen chooses)"
+            ));
+            RunningConsole::start(SocketAddr::new(DEFAULT_LISTEN.ip(), 0), backend).await
+        }
+    }
 }
 
 /// Ctrl-C, or SIGTERM on Unix. The handlers are installed when this is called (not when the

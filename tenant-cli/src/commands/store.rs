@@ -1,7 +1,8 @@
-//! `svc-cli store stats|export`: read the local store that `reconcile` and `webhook serve`
-//! write.
+//! `svc-cli store stats|export|report`: read the local store that `reconcile` and `webhook
+//! serve` write.
 
 use std::io::Write;
+use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
@@ -9,6 +10,7 @@ use clap::{Args, Subcommand};
 use super::Ctx;
 use crate::output;
 use crate::reconcile::MAX_FAILURE_ATTEMPTS;
+use crate::report::Report;
 use crate::store::export::{ExportError, ExportFormat};
 use crate::store::stats::Stats;
 use crate::store::{Store, StoreLocation};
@@ -21,6 +23,24 @@ pub enum StoreCommand {
     Stats(StatsArgs),
     /// Every stored call on stdout, as JSON lines (details as the service sent them) or CSV
     Export(ExportArgs),
+    /// One self-contained HTML page (opens offline): score distribution, scores over time per
+    /// agency, agents, delivery health per day
+    Report(ReportArgs),
+}
+
+/// Flags of `store report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The local store: a file or postgres://… [env: SVC_STORE]
+    #[arg(long, env = "SVC_STORE", value_name = "PATH|URL", value_parser = StoreLocation::parse)]
+    store: StoreLocation,
+    /// The HTML file to write (replaced whole when it exists)
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Only calls listed, deliveries received and changes found at or after this time
+    /// (ISO 8601)
+    #[arg(long, value_parser = timestamp_arg, value_name = "TS")]
+    since: Option<DateTime<Utc>>,
 }
 
 /// Flags of `store stats`.
@@ -67,6 +87,7 @@ impl StoreCommand {
                     print_stats(ctx, &stats)
                 }
             }
+            Self::Report(args) => report(ctx, args).await,
             Self::Export(args) => {
                 let store = Store::open(args.store.clone())?;
                 let since = args.since.map(|t| t.timestamp_millis());
@@ -92,6 +113,36 @@ impl StoreCommand {
                 }
             }
         }
+    }
+}
+
+/// Writes the report and prints its path (the data) and a line about it.
+async fn report(ctx: &Ctx, args: ReportArgs) -> anyhow::Result<()> {
+    let store = Store::open(args.store.clone())?;
+    let since = args.since;
+    let report = store
+        .blocking(move |s| Report::build(s, since, Utc::now()))
+        .await?;
+    let out = args.out.clone();
+    let written = report.clone();
+    tokio::task::spawn_blocking(move || written.write(&out)).await??;
+    let totals = &report.figures.totals;
+    if ctx.out.json {
+        ctx.out.json_data(&serde_json::json!({
+            "out": args.out,
+            "calls": totals.calls,
+            "practiceCalls": totals.practice,
+            "realCalls": totals.real,
+            "agents": report.figures.agents.len(),
+            "days": report.figures.days.len(),
+        }))
+    } else {
+        ctx.out.note(&format!(
+            "report of {} call(s) by {} agent(s) written",
+            totals.calls,
+            report.figures.agents.len()
+        ));
+        ctx.out.line(&args.out.display().to_string())
     }
 }
 

@@ -6,7 +6,8 @@
 //! let run out; then `reconcile`, and a check that the store holds every scored call exactly
 //! once: the lost deliveries recovered, the silent change found.
 //!
-//! [`run`] does it and returns a [`Summary`]; `summary` prints it as a story or as JSON.
+//! [`run`] does it and returns a [`Summary`]; `summary` prints it as a story or as JSON. A kept
+//! demo (`--keep DIR`) also leaves the store's HTML report in `DIR/report.html`.
 
 mod scripts;
 pub mod summary;
@@ -218,6 +219,14 @@ pub async fn run(options: &DemoOptions, out: &Output) -> anyhow::Result<Summary>
     let base_url = sandbox.base_url.clone();
     sandbox.stop().await?;
 
+    let kept = match &options.keep {
+        Some(_) => Some(summary::Kept {
+            report: write_report(&store, &dir).await?,
+            dir: dir.clone(),
+            base_url,
+        }),
+        None => None,
+    };
     let delivery_counts = Deliveries::count(&deliveries, &options.faults, &check.listed);
     let summary = Summary::new(
         practice,
@@ -225,13 +234,23 @@ pub async fn run(options: &DemoOptions, out: &Output) -> anyhow::Result<Summary>
         delivery_counts,
         report,
         check,
-        options.keep.as_ref().map(|_| summary::Kept {
-            dir: dir.clone(),
-            base_url,
-        }),
+        kept,
         started.elapsed(),
     );
     Ok(summary)
+}
+
+/// Writes the store's HTML report beside it (`report.html`), for a kept demo.
+async fn write_report(store: &Store, dir: &Path) -> anyhow::Result<PathBuf> {
+    let path = dir.join("report.html");
+    let report = store
+        .blocking(|s| crate::report::Report::build(s, None, Utc::now()))
+        .await?;
+    let out = path.clone();
+    tokio::task::spawn_blocking(move || report.write(&out))
+        .await
+        .context("writing the report")??;
+    Ok(path)
 }
 
 /// Waits until the receiver has opened the store's ledger: a call scored before that would
@@ -500,10 +519,10 @@ async fn settle(
     }
 }
 
-/// A dispatcher corrects a real call's disposition after the fact: the first scored real call
-/// whose webhook reached the store becomes `not_interested` (or `sale`, when it was
-/// `not_interested`), and the service scores it again without a webhook. Reconcile must
-/// notice.
+/// A dispatcher corrects a real call's disposition after the fact: a scored real call whose
+/// webhook reached the store (a `sale` when there is one) becomes `not_interested` (or `sale`,
+/// when it was `not_interested`), and the service scores it again without a webhook.
+/// Reconcile must notice.
 async fn redisposition_one(
     sandbox: &Sandbox,
     store: &Store,
@@ -515,7 +534,16 @@ async fn redisposition_one(
         .filter(|d| d.state == "delivered")
         .map(|d| d.call_id.as_str())
         .collect();
-    for (call_id, disposition) in real_calls {
+    // A sale moves the score most when it turns out not to be one.
+    let rank = |disposition: &str| match disposition {
+        "sale" => 0,
+        "callback" => 1,
+        "no_sale" => 2,
+        _ => 3,
+    };
+    let mut candidates: Vec<&(String, String)> = real_calls.iter().collect();
+    candidates.sort_by_key(|(_, disposition)| rank(disposition));
+    for (call_id, disposition) in candidates {
         if !delivered.contains(call_id.as_str()) {
             continue;
         }

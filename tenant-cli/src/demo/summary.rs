@@ -153,6 +153,8 @@ pub struct Kept {
     pub dir: PathBuf,
     /// The sandbox's base URL while the demo ran.
     pub base_url: String,
+    /// The store's HTML report (`store report`), written into the directory.
+    pub report: PathBuf,
 }
 
 /// Everything the demo reports (`demo --json` prints it).
@@ -311,14 +313,22 @@ impl Summary {
             ),
         ];
         if let Some(c) = &r.redispositioned {
+            let moved = if c.score_before == c.score_after {
+                format!(
+                    "overall score still {}, its summary and scoredAt changed",
+                    score_text(c.score_after)
+                )
+            } else {
+                format!(
+                    "overall score {} to {}",
+                    score_text(c.score_before),
+                    score_text(c.score_after)
+                )
+            };
             lines.push(format!(
-                "Then the dialer re-dispositioned {} ({} to {}): the service scored it again, \
-                 {} to {}, and sent no webhook.",
-                c.call_id,
-                c.disposition_before,
-                c.disposition_after,
-                score_text(c.score_before),
-                score_text(c.score_after)
+                "Then the dialer re-dispositioned {} ({} to {}): the service scored it again \
+                 ({moved}) and sent no webhook.",
+                c.call_id, c.disposition_before, c.disposition_after,
             ));
         }
         lines.push("Then `svc-cli reconcile` ran:".to_owned());
@@ -353,6 +363,10 @@ impl Summary {
         if let Some(kept) = &self.kept {
             let dir = kept.dir.display();
             out.line(&format!("\nThe files are in {dir}. To explore them:"))?;
+            out.line(&format!(
+                "  {}    # the HTML report: open it in a browser",
+                kept.report.display()
+            ))?;
             out.line(&format!("  svc-cli store stats --store {dir}/store.db"))?;
             out.line(&format!(
                 "  svc-cli store export --store {dir}/store.db --format jsonl"

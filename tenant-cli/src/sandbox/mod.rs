@@ -103,7 +103,7 @@ pub fn credentials_path(db: &Path) -> PathBuf {
 /// The address a client on this machine reaches the API at: loopback when the sandbox listens
 /// on every interface (`0.0.0.0`, `::`), since `svc-cli` sends a key over plain HTTP to a
 /// loopback host only (without `--insecure-http`).
-fn reachable(address: SocketAddr) -> SocketAddr {
+pub(crate) fn reachable(address: SocketAddr) -> SocketAddr {
     let ip = match address.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
         IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),

@@ -14,7 +14,8 @@
 //! - [`deliveries`]: the ledger of verified webhook deliveries.
 //! - [`runs`]: reconcile runs and the per-source sync state (watermarks).
 //! - [`lock`]: the lock that keeps two reconcile runs from writing at once.
-//! - [`stats`] and [`export`]: what `store stats` and `store export` read.
+//! - [`stats`] and [`export`]: what `store stats` and `store export` read; [`report`]: what
+//!   `store report` reads.
 //!
 //! # Guarantees
 //! Every write is one transaction: a call is stored with its detail or not at all, and a
@@ -33,6 +34,7 @@ pub mod export;
 pub mod inbox;
 pub mod location;
 pub mod lock;
+pub mod report;
 pub mod runs;
 pub mod stats;
 

@@ -134,6 +134,17 @@ impl Row {
             .map_or(0, |n| u64::try_from(n).unwrap_or(0)))
     }
 
+    /// A real number, or `None` for NULL (an integer reads as one too).
+    pub(crate) fn opt_f64(&self, index: usize) -> Result<Option<f64>, StoreError> {
+        match self.at(index)? {
+            Value::Null => Ok(None),
+            Value::Real(n) => Ok(Some(*n)),
+            #[allow(clippy::cast_precision_loss)]
+            Value::Int(n) => Ok(Some(*n as f64)),
+            _ => Err(self.mismatch(index, "a number")),
+        }
+    }
+
     /// A truth value (SQLite has integers, PostgreSQL booleans).
     pub(crate) fn bool(&self, index: usize) -> Result<bool, StoreError> {
         Ok(self.i64(index)? != 0)

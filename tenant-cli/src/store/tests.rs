@@ -476,3 +476,31 @@ fn export_writes_details_as_stored_or_a_flat_csv() {
         );
     });
 }
+
+#[test]
+fn the_report_reads_calls_and_days_on_both_backends() {
+    on_each_backend("the_report_reads_calls_and_days", |store| {
+        let call = detail_json("svc_call_r", "roleplay", "2026-03-01T10:05:00.000Z", 64.0);
+        store
+            .store_calls(&[(Some(row(&call)), detail(&call))], &writer(0, None))
+            .expect("store");
+        assert!(record(
+            store,
+            "wh_r",
+            &event("svc_call_r", true),
+            "2026-03-01T10:05:31.000Z"
+        ));
+        let window = super::report::ReportWindow::default();
+        let mut calls = Vec::new();
+        store
+            .for_each_report_call(&window, &mut |call| calls.push(call))
+            .expect("calls");
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].overall_score, Some(64.0));
+        assert_eq!(calls[0].source, "roleplay");
+        let days = store.report_days(&window).expect("days");
+        assert_eq!(days.len(), 1);
+        assert_eq!(days[0].0, "2026-03-01");
+        assert_eq!(days[0].1.scored_webhooks, 1);
+    });
+}

@@ -1,9 +1,11 @@
 //! Integration tests of `svc-cli`: the library client against wiremock fixtures, and the real
 //! binary (one temp dir per test) for every command.
 
+mod browser;
 mod client;
 mod commands;
 mod config;
+mod console;
 mod helpers;
 mod inbox;
 mod ops;
@@ -13,6 +15,7 @@ mod practice;
 mod reconcile;
 mod roster;
 mod sandbox;
+mod store_report;
 mod transport;
 mod webhook_serve;
 mod webhook_serve_reload;
