@@ -2,6 +2,8 @@
 //! attributed to, storing ingested calls (with their queued webhook) once per dialer call id,
 //! re-dispositions, and the archived recordings (links and the retention sweep).
 
+use std::collections::HashMap;
+
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::outbox;
@@ -253,6 +255,29 @@ impl Db {
         let (agency_id, dialer_call_id) = (agency_id.to_owned(), dialer_call_id.to_owned());
         self.read(move |conn| existing_dialer_call(conn, &agency_id, &dialer_call_id))
             .await
+    }
+
+    /// Of `dialer_call_ids`, those already stored for the agency, with their call ids (one
+    /// read for a whole batch of records).
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn dialer_calls(
+        &self,
+        agency_id: &str,
+        dialer_call_ids: Vec<String>,
+    ) -> Result<HashMap<String, String>, DbError> {
+        let agency_id = agency_id.to_owned();
+        self.read(move |conn| {
+            let mut found = HashMap::new();
+            for dialer_call_id in dialer_call_ids {
+                if let Some(call_id) = existing_dialer_call(conn, &agency_id, &dialer_call_id)? {
+                    found.insert(dialer_call_id, call_id);
+                }
+            }
+            Ok(found)
+        })
+        .await
     }
 
     /// Stores real calls in one transaction, each once per (agency, dialer call id), queueing

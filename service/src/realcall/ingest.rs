@@ -103,11 +103,26 @@ pub struct Ingest {
     base_dir: PathBuf,
 }
 
-/// A record that passed every check, ready to be stored.
-struct Ready {
+/// A record that read and names an agency of the tenant.
+struct Parsed {
     slot: usize,
-    call: NewRealCall,
-    scored: bool,
+    record: DialerRecord,
+    agency: RealCallAgency,
+}
+
+/// A record that passed every check: what remains is to archive its recording and score it.
+struct Attributed {
+    slot: usize,
+    record: DialerRecord,
+    agency: RealCallAgency,
+    agent: Candidate,
+    recording: PathBuf,
+}
+
+/// A record ready to be stored, or dropped because its recording could not be archived.
+struct Built {
+    slot: usize,
+    call: Result<NewRealCall, Dropped>,
 }
 
 impl Ingest {
@@ -125,6 +140,10 @@ impl Ingest {
     /// Ingests `records` (each already read as JSON, or the reason it could not be) for
     /// `tenant_id`, and returns one outcome per record, in order.
     ///
+    /// Records go in batches of [`BATCH`]: the checks run in order, one read per batch finds
+    /// the dialer calls already stored, recordings are archived and calls scored on every
+    /// core, and the batch is stored in one transaction.
+    ///
     /// # Errors
     /// Storage failure (the batch being stored is not stored).
     pub async fn ingest(
@@ -137,11 +156,7 @@ impl Ingest {
         let mut outcomes = Vec::with_capacity(records.len());
         let mut records = records.into_iter().enumerate().peekable();
         while records.peek().is_some() {
-            let mut ready = Vec::new();
-            // (agency, dialer call id) of the batch's calls to store, and their slot: a later
-            // record of the same call is the call already ingested.
-            let mut in_batch: HashMap<(AgencyName, String), usize> = HashMap::new();
-            let mut repeats: Vec<(usize, usize)> = Vec::new();
+            let mut parsed = Vec::new();
             for (i, record) in records.by_ref().take(BATCH) {
                 let slot = outcomes.len();
                 // An invalid record is still named by its dialerCallId when it has one.
@@ -152,73 +167,129 @@ impl Ingest {
                     .and_then(Value::as_str)
                     .map(|id| id.trim().to_owned())
                     .filter(|id| !id.is_empty());
-                let (dialer_call_id, disposal) = match record.and_then(DialerRecord::parse) {
-                    Err(error) => (named, Disposal::Invalid(error)),
-                    Ok(record) => {
-                        let id = Some(record.dialer_call_id.clone());
-                        let key = (record.agency.clone(), record.dialer_call_id.clone());
-                        if let Some(first) = in_batch.get(&key) {
-                            repeats.push((slot, *first));
-                            // Replaced once the batch is stored.
-                            (id, Disposal::Invalid(String::new()))
-                        } else {
-                            let checked = self
-                                .check(tenant_id, record, &mut agencies, &mut rosters)
-                                .await?;
-                            match checked {
-                                Ok(call) => {
-                                    let scored = call.score.is_some();
-                                    in_batch.insert(key, slot);
-                                    ready.push(Ready { slot, call, scored });
-                                    // Replaced once the batch is stored.
-                                    (id, Disposal::Invalid(String::new()))
-                                }
-                                Err(disposal) => (id, disposal),
-                            }
+                let disposal = match record.and_then(DialerRecord::parse) {
+                    Err(error) => Disposal::Invalid(error),
+                    Ok(record) => match self.agency(tenant_id, &record, &mut agencies).await? {
+                        Some(agency) => {
+                            parsed.push(Parsed {
+                                slot,
+                                record,
+                                agency,
+                            });
+                            // Replaced below.
+                            Disposal::Invalid(String::new())
                         }
-                    }
+                        None => Disposal::Invalid(format!(
+                            "{} is not an agency of this tenant",
+                            record.agency
+                        )),
+                    },
                 };
                 outcomes.push(RecordOutcome {
                     index: i + 1,
-                    dialer_call_id,
+                    dialer_call_id: named,
                     disposal,
                 });
             }
-            let slots: Vec<(usize, bool)> = ready.iter().map(|r| (r.slot, r.scored)).collect();
-            let calls: Vec<NewRealCall> = ready.into_iter().map(|r| r.call).collect();
-            let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
-            let stored = self.db.insert_real_calls(calls).await?;
-            for (((slot, scored), id), stored) in slots.into_iter().zip(ids).zip(stored) {
-                outcomes[slot].disposal = match stored {
-                    Stored::New => Disposal::Stored {
-                        call_id: id,
-                        scored,
-                    },
-                    Stored::Existing(call_id) => Disposal::AlreadyIngested { call_id },
-                };
-            }
-            for (slot, first) in repeats {
-                outcomes[slot].disposal = match &outcomes[first].disposal {
-                    Disposal::Stored { call_id, .. } | Disposal::AlreadyIngested { call_id } => {
-                        Disposal::AlreadyIngested {
-                            call_id: call_id.clone(),
-                        }
-                    }
-                    other => other.clone(),
-                };
-            }
+            self.ingest_batch(tenant_id, parsed, &mut rosters, &mut outcomes)
+                .await?;
         }
         Ok(outcomes)
     }
 
-    /// Runs every check on a record that reads: `Ok` is the call to store.
-    async fn check(
+    /// The rest of a batch, from the records that named an agency of the tenant: what is
+    /// already stored, the drops, attribution, archiving and scoring, storing.
+    async fn ingest_batch(
         &self,
         tenant_id: &str,
-        record: DialerRecord,
-        agencies: &mut HashMap<AgencyName, Option<RealCallAgency>>,
+        parsed: Vec<Parsed>,
         rosters: &mut HashMap<String, Vec<Candidate>>,
-    ) -> Result<Result<NewRealCall, Disposal>, DbError> {
+        outcomes: &mut [RecordOutcome],
+    ) -> Result<(), DbError> {
+        let mut asked: HashMap<&str, Vec<String>> = HashMap::new();
+        for p in &parsed {
+            asked
+                .entry(p.agency.id.as_str())
+                .or_default()
+                .push(p.record.dialer_call_id.clone());
+        }
+        let mut stored: HashMap<(String, String), String> = HashMap::new();
+        for (agency_id, dialer_call_ids) in asked {
+            for (dialer_call_id, call_id) in
+                self.db.dialer_calls(agency_id, dialer_call_ids).await?
+            {
+                stored.insert((agency_id.to_owned(), dialer_call_id), call_id);
+            }
+        }
+        // (agency, dialer call id) of the batch's calls to store, and their slot: a later
+        // record of the same call is the call already ingested.
+        let mut in_batch: HashMap<(String, String), usize> = HashMap::new();
+        let mut repeats: Vec<(usize, usize)> = Vec::new();
+        let mut attributed = Vec::new();
+        for Parsed {
+            slot,
+            record,
+            agency,
+        } in parsed
+        {
+            let key = (agency.id.clone(), record.dialer_call_id.clone());
+            if let Some(first) = in_batch.get(&key) {
+                repeats.push((slot, *first));
+                continue;
+            }
+            if let Some(call_id) = stored.get(&key) {
+                outcomes[slot].disposal = Disposal::AlreadyIngested {
+                    call_id: call_id.clone(),
+                };
+                continue;
+            }
+            match self.check(tenant_id, record, agency, rosters).await? {
+                Ok(mut ready) => {
+                    ready.slot = slot;
+                    in_batch.insert(key, slot);
+                    attributed.push(ready);
+                }
+                Err(disposal) => outcomes[slot].disposal = disposal,
+            }
+        }
+        let mut calls = Vec::with_capacity(attributed.len());
+        let mut slots = Vec::with_capacity(attributed.len());
+        for Built { slot, call } in self.archive_and_score(tenant_id, attributed).await? {
+            match call {
+                Ok(call) => {
+                    slots.push((slot, call.id.clone(), call.score.is_some()));
+                    calls.push(call);
+                }
+                Err(dropped) => outcomes[slot].disposal = Disposal::Dropped(dropped),
+            }
+        }
+        let results = self.db.insert_real_calls(calls).await?;
+        for ((slot, call_id, scored), result) in slots.into_iter().zip(results) {
+            outcomes[slot].disposal = match result {
+                Stored::New => Disposal::Stored { call_id, scored },
+                Stored::Existing(call_id) => Disposal::AlreadyIngested { call_id },
+            };
+        }
+        for (slot, first) in repeats {
+            outcomes[slot].disposal = match &outcomes[first].disposal {
+                Disposal::Stored { call_id, .. } | Disposal::AlreadyIngested { call_id } => {
+                    Disposal::AlreadyIngested {
+                        call_id: call_id.clone(),
+                    }
+                }
+                other => other.clone(),
+            };
+        }
+        Ok(())
+    }
+
+    /// The agency a record names, if it is one of the tenant's (looked up once per batch run).
+    async fn agency(
+        &self,
+        tenant_id: &str,
+        record: &DialerRecord,
+        agencies: &mut HashMap<AgencyName, Option<RealCallAgency>>,
+    ) -> Result<Option<RealCallAgency>, DbError> {
         if !agencies.contains_key(&record.agency) {
             let agency = match &record.agency {
                 AgencyName::Id(id) => self.db.real_call_agency(tenant_id, id).await?,
@@ -230,19 +301,18 @@ impl Ingest {
             };
             agencies.insert(record.agency.clone(), agency);
         }
-        let Some(Some(agency)) = agencies.get(&record.agency) else {
-            return Ok(Err(Disposal::Invalid(format!(
-                "{} is not an agency of this tenant",
-                record.agency
-            ))));
-        };
-        if let Some(call_id) = self
-            .db
-            .dialer_call(&agency.id, &record.dialer_call_id)
-            .await?
-        {
-            return Ok(Err(Disposal::AlreadyIngested { call_id }));
-        }
+        Ok(agencies.get(&record.agency).cloned().flatten())
+    }
+
+    /// Runs the drops and attribution on a record not stored yet: `Ok` is the call to archive
+    /// and score (its `slot` is set by the caller).
+    async fn check(
+        &self,
+        tenant_id: &str,
+        record: DialerRecord,
+        agency: RealCallAgency,
+        rosters: &mut HashMap<String, Vec<Candidate>>,
+    ) -> Result<Result<Attributed, Disposal>, DbError> {
         let recording = record.recording.as_deref().map(|p| self.recording_path(p));
         let dropped = if !agency.enabled {
             Some(Dropped::AgencyNotEnabled)
@@ -255,9 +325,9 @@ impl Ingest {
         } else {
             None
         };
-        if let Some(dropped) = dropped {
-            return Ok(Err(Disposal::Dropped(dropped)));
-        }
+        let (None, Some(recording)) = (dropped, recording) else {
+            return Ok(Err(Disposal::Dropped(dropped.unwrap_or(Dropped::NoAudio))));
+        };
         if !rosters.contains_key(&agency.id) {
             let roster = self.db.agency_candidates(tenant_id, &agency.id).await?;
             rosters.insert(agency.id.clone(), roster);
@@ -269,12 +339,61 @@ impl Ingest {
         let Some((agent, _)) = attribute(&record.rep, roster, agency.third_party_dialer) else {
             return Ok(Err(Disposal::Dropped(Dropped::UnregisteredRep)));
         };
-        // Checked usable above; a file that vanished since is a recording that cannot be read.
-        let audio_file = match recording.as_deref().map(|path| self.archive.store(path)) {
-            Some(Ok(name)) => name,
-            _ => return Ok(Err(Disposal::Dropped(Dropped::NoAudio))),
+        let agent = agent.clone();
+        Ok(Ok(Attributed {
+            slot: 0,
+            record,
+            agency,
+            agent,
+            recording,
+        }))
+    }
+    /// Archives the recordings and scores the calls of a batch, spread over the machine's
+    /// cores (copying files waits on the disk, scoring on the CPU); in input order.
+    async fn archive_and_score(
+        &self,
+        tenant_id: &str,
+        attributed: Vec<Attributed>,
+    ) -> Result<Vec<Built>, DbError> {
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let per_worker = attributed.len().div_ceil(workers).max(1);
+        let mut attributed = attributed.into_iter();
+        let mut tasks = Vec::new();
+        loop {
+            let chunk: Vec<Attributed> = attributed.by_ref().take(per_worker).collect();
+            if chunk.is_empty() {
+                break;
+            }
+            let (ingest, tenant_id) = (self.clone(), tenant_id.to_owned());
+            tasks.push(tokio::task::spawn_blocking(move || {
+                chunk
+                    .into_iter()
+                    .map(|a| ingest.archive_and_build(&tenant_id, a))
+                    .collect::<Vec<Built>>()
+            }));
+        }
+        let mut built = Vec::new();
+        for task in tasks {
+            built.extend(task.await?);
+        }
+        Ok(built)
+    }
+
+    /// Archives one recording and scores its call.
+    fn archive_and_build(&self, tenant_id: &str, attributed: Attributed) -> Built {
+        let Attributed {
+            slot,
+            record,
+            agency,
+            agent,
+            recording,
+        } = attributed;
+        // Checked usable before; a file that vanished since is a recording that cannot be read.
+        let call = match self.archive.store(&recording) {
+            Ok(audio_file) => Ok(self.build(tenant_id, &agency, &agent, record, audio_file)),
+            Err(_) => Err(Dropped::NoAudio),
         };
-        Ok(Ok(self.build(tenant_id, agency, agent, record, audio_file)))
+        Built { slot, call }
     }
 
     fn recording_path(&self, path: &str) -> PathBuf {

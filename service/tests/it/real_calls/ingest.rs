@@ -316,3 +316,74 @@ async fn a_dialer_call_id_is_unique_per_agency_not_per_tenant() {
     assert_ne!(first, second);
     assert_eq!(world.listed_ids().await.len(), 2);
 }
+
+#[tokio::test]
+async fn a_file_of_several_batches_keeps_every_outcome_in_its_record_s_place() {
+    // 1 200 records: three batches of the ingester (500), each archived and scored on every
+    // core. Every seventh record repeats the one seven before it (sometimes across a batch
+    // boundary), every eleventh is too short, and each kept call has its own recording.
+    let world = World::new().await;
+    let on = world.agency.clone();
+    let records: Vec<serde_json::Value> = (0..1_200)
+        .map(|n| {
+            let id = if n % 7 == 6 { n - 6 } else { n };
+            let recording =
+                world.recording(&format!("r{id}.wav"), format!("audio {id}").as_bytes());
+            let seconds = if id % 11 == 10 { 12 } else { 60 + id };
+            with(
+                record(&format!("d-{id:04}"), &on),
+                json!({ "recording": recording, "durationSec": seconds }),
+            )
+        })
+        .collect();
+    let outcomes = world.ingest(records).await;
+
+    assert_eq!(outcomes.len(), 1_200);
+    let mut first_call: std::collections::HashMap<usize, String> = Default::default();
+    let mut kept = 0;
+    for (n, outcome) in outcomes.iter().enumerate() {
+        let id = if n % 7 == 6 { n - 6 } else { n };
+        assert_eq!(outcome.index, n + 1);
+        assert_eq!(
+            outcome.dialer_call_id.as_deref(),
+            Some(format!("d-{id:04}").as_str())
+        );
+        match (&outcome.disposal, id % 11 == 10, n == id) {
+            (Disposal::Dropped(reason), true, _) => assert_eq!(reason.as_str(), "too_short"),
+            (
+                Disposal::Stored {
+                    call_id,
+                    scored: true,
+                },
+                false,
+                true,
+            ) => {
+                kept += 1;
+                first_call.insert(id, call_id.clone());
+            }
+            (Disposal::AlreadyIngested { call_id }, false, false) => {
+                assert_eq!(
+                    Some(call_id),
+                    first_call.get(&id),
+                    "record {} names the first copy's call",
+                    n + 1
+                );
+            }
+            (other, ..) => panic!("record {}: {other:?}", n + 1),
+        }
+    }
+    let distinct_kept = (0..1_200).filter(|n| n % 7 != 6 && n % 11 != 10).count();
+    assert_eq!(kept, distinct_kept);
+    assert_eq!(
+        world.archived_files().len(),
+        distinct_kept,
+        "one archived file per kept call"
+    );
+    let queued = world
+        .app
+        .db
+        .list_deliveries(Some(world.tenant.id.clone()), 10_000)
+        .await
+        .expect("deliveries");
+    assert_eq!(queued.len(), distinct_kept, "one webhook per kept call");
+}
