@@ -28,8 +28,10 @@ use super::{PgDatabase, describe_error};
 use crate::dedup::StoreError;
 
 /// Batches one store runs at once, each on its own pooled connection: while one waits for its
-/// WAL flush, the next can run, and rows arriving meanwhile gather into the one after.
-pub(super) const IN_FLIGHT: usize = 3;
+/// WAL flush, the other runs, and rows arriving meanwhile gather into the next. On the 2-core
+/// load benchmark 2 did better than 1 (the CPU idles during each flush) and than 3 or 4
+/// (smaller batches, more server CPU per row).
+pub(super) const IN_FLIGHT: usize = 2;
 
 /// Most rows in one batch.
 pub(super) const MAX_BATCH: usize = 256;
