@@ -337,3 +337,101 @@ async fn a_batch_that_deadlocks_with_another_transaction_is_tried_again() {
     let accepted = accept.await.expect("task").expect("the batch is retried");
     assert_eq!(accepted, Accepted::Duplicate);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn callers_that_go_away_do_not_disturb_the_batch_of_the_others() {
+    let test = "callers_go_away";
+    let Some((url, _client)) = fresh(test).await else {
+        return;
+    };
+    let inbox = PgInbox::connect(&url, InboxPolicy::default())
+        .await
+        .expect("inbox");
+    let mut kept = Vec::new();
+    for n in 0..64u8 {
+        let inbox = inbox.clone();
+        let task = tokio::spawn(async move {
+            let name = format!("wh_gone_{n}");
+            inbox.accept(&id(&name), &[n; 32], b"{}", T).await
+        });
+        if n % 2 == 0 {
+            // Its request dropped: the caller is gone before or while its batch runs.
+            task.abort();
+        } else {
+            kept.push(task);
+        }
+    }
+    for task in kept {
+        assert_eq!(task.await.expect("task").expect("accept"), Accepted::Stored);
+    }
+    // The inbox goes on; what the gone callers sent is stored or not, never half.
+    let (pending, _, _) = inbox.counts().await.expect("counts");
+    assert!((32..=64).contains(&pending), "{pending}");
+    for n in 0..64u8 {
+        let name = id(&format!("wh_gone_{n}"));
+        let stored = inbox.contains(&name).await.expect("contains");
+        let again = inbox
+            .accept(&name, &[n; 32], b"{}", T)
+            .await
+            .expect("again");
+        let expected = if stored {
+            Accepted::Duplicate
+        } else {
+            Accepted::Stored
+        };
+        assert_eq!(again, expected, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_batching_tasks_stop_with_the_last_handle_of_their_store() {
+    let test = "batching_tasks_stop";
+    let Some((url, client)) = fresh(test).await else {
+        return;
+    };
+    // The stores' connections carry a name of their own, to count them on the server.
+    let name = format!("svc_batch_stop_{}", std::process::id());
+    let url = format!("{url}&application_name={name}");
+    let connections = || async {
+        client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                &[&name],
+            )
+            .await
+            .expect("count")
+            .get::<_, i64>(0)
+    };
+    {
+        let database = PgDatabase::connect(&url).await.expect("connect");
+        let inbox = PgInbox::new(database.clone(), InboxPolicy::default());
+        let store = PgDedupStore::new(database, DedupPolicy::default());
+        let mut tasks = Vec::new();
+        for n in 0..16u8 {
+            let (inbox, store) = (inbox.clone(), store.clone());
+            tasks.push(tokio::spawn(async move {
+                let name = id(&format!("wh_stop_{n}"));
+                inbox
+                    .accept(&name, &[n; 32], b"{}", T)
+                    .await
+                    .expect("accept");
+                store.claim(&name, &[n; 32], T).await.expect("claim");
+                store.complete(&name, T).await.expect("complete");
+            }));
+        }
+        for task in tasks {
+            task.await.expect("task");
+        }
+        assert!(connections().await > 0, "the stores are connected");
+    }
+    // Every handle is dropped: the batching tasks stop and drop the pool, which closes its
+    // connections.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while connections().await > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "connections still open: a batching task outlived its store"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
