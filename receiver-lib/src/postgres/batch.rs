@@ -3,7 +3,8 @@
 //! function the migration installs), so a batch costs one round trip, one transaction and one
 //! WAL flush however many rows it holds.
 //!
-//! A [`Batcher`] starts a task on its first call. Callers queue their row with a oneshot for
+//! A [`Batcher`] starts a task on its first call (and again in the caller's runtime if the one
+//! it ran in has shut down). Callers queue their row with a oneshot for
 //! the answer; the task waits for a free slot ([`IN_FLIGHT`] batches run at once), takes
 //! everything queued (at most [`MAX_BATCH`] rows), and runs it on a pooled connection. Nobody
 //! waits for a batch to fill: a row that arrives while a slot is free runs at once, alone; rows
@@ -18,7 +19,7 @@
 
 use std::future::Future;
 use std::hash::BuildHasher;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -65,13 +66,14 @@ struct Job<S: BatchStatement> {
 /// handle of its store) stops its task once the batches already queued are done.
 pub(super) struct Batcher<S: BatchStatement> {
     database: PgDatabase,
-    queue: OnceLock<mpsc::UnboundedSender<Job<S>>>,
+    /// The running task's queue; `None` before the first call.
+    queue: Mutex<Option<mpsc::UnboundedSender<Job<S>>>>,
 }
 
 impl<S: BatchStatement> std::fmt::Debug for Batcher<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Batcher")
-            .field("started", &self.queue.get().is_some())
+            .field("running", &self.queue().is_some())
             .finish_non_exhaustive()
     }
 }
@@ -81,7 +83,28 @@ impl<S: BatchStatement> Batcher<S> {
     pub(super) fn new(database: PgDatabase) -> Self {
         Self {
             database,
-            queue: OnceLock::new(),
+            queue: Mutex::new(None),
+        }
+    }
+
+    /// The running task's queue, if one runs.
+    fn queue(&self) -> Option<mpsc::UnboundedSender<Job<S>>> {
+        let queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        queue.as_ref().filter(|queue| !queue.is_closed()).cloned()
+    }
+
+    /// The running task's queue, starting the task in the current runtime if none runs: on the
+    /// first call, or when the runtime it ran in has shut down (the store is used from another).
+    fn queue_or_start(&self) -> mpsc::UnboundedSender<Job<S>> {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*queue {
+            Some(running) if !running.is_closed() => running.clone(),
+            _ => {
+                let (sender, jobs) = mpsc::unbounded_channel();
+                tokio::spawn(run::<S>(self.database.clone(), jobs));
+                *queue = Some(sender.clone());
+                sender
+            }
         }
     }
 
@@ -89,15 +112,11 @@ impl<S: BatchStatement> Batcher<S> {
     ///
     /// # Errors
     /// [`StoreError::Database`] when its batch failed (every row of it is rolled back);
-    /// [`StoreError::Unavailable`] when the task is gone (its runtime shut down).
+    /// [`StoreError::Unavailable`] when the task stopped before answering (its runtime shut
+    /// down meanwhile).
     pub(super) async fn call(&self, row: S::Row) -> Result<String, StoreError> {
-        let queue = self.queue.get_or_init(|| {
-            let (queue, jobs) = mpsc::unbounded_channel();
-            tokio::spawn(run::<S>(self.database.clone(), jobs));
-            queue
-        });
         let (answer, answered) = oneshot::channel();
-        queue
+        self.queue_or_start()
             .send(Job { row, answer })
             .map_err(|_| StoreError::Unavailable)?;
         answered.await.map_err(|_| StoreError::Unavailable)?

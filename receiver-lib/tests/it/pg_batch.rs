@@ -435,3 +435,51 @@ async fn the_batching_tasks_stop_with_the_last_handle_of_their_store() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A store opened in one runtime and used in another after the first shut down (a CLI that runs
+/// each command in a runtime of its own, say): its batching task is started again there.
+#[test]
+fn a_store_outlives_the_runtime_its_batching_task_started_in() {
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime")
+    };
+    let Some((inbox, store)) = runtime().block_on(async {
+        let (url, _client) = fresh("store_outlives_runtime").await?;
+        let inbox = PgInbox::connect(&url, InboxPolicy::default())
+            .await
+            .expect("inbox");
+        let store = PgDedupStore::connect(&url, DedupPolicy::default())
+            .await
+            .expect("store");
+        let name = id("wh_first_runtime");
+        assert_eq!(
+            inbox
+                .accept(&name, &[1; 32], b"{}", T)
+                .await
+                .expect("accept"),
+            Accepted::Stored
+        );
+        store.claim(&name, &[1; 32], T).await.expect("claim");
+        Some((inbox, store))
+    }) else {
+        return;
+    };
+    runtime().block_on(async {
+        let name = id("wh_second_runtime");
+        assert_eq!(
+            inbox
+                .accept(&name, &[2; 32], b"{}", T)
+                .await
+                .expect("accept"),
+            Accepted::Stored
+        );
+        assert_eq!(
+            store.claim(&name, &[2; 32], T).await.expect("claim"),
+            svc_receiver::dedup::Claim::New
+        );
+    });
+}
