@@ -11,8 +11,10 @@
 //!    row misses the target, no design of the inbox can meet it on that machine.
 //!
 //! With the feature `postgres` and `SVC_TEST_POSTGRES_URL` set (a fresh schema of that server
-//! is used), two more rows: inbox mode and direct mode on PostgreSQL, through the same harness,
-//! with the server's own durable settings (`synchronous_commit=on`).
+//! is used), two more rows: inbox mode and direct mode on PostgreSQL (client-side group commit:
+//! concurrent accepts, or claims and completions, are batched into one transaction), through
+//! the same harness, with the server's own durable settings (`synchronous_commit=on`); the
+//! pool's size is `SVC_BENCH_PG_CONNECTIONS` (16 by default).
 //!
 //! The servers take turns, in three rounds, so that a noisy neighbour slows each of them alike.
 //! Prints deliveries/s and latency percentiles per server, the ratio to verify-only, the CPU

@@ -11,8 +11,10 @@ use tokio_postgres::config::SslMode;
 use super::{describe_error, migrate, redact_url};
 use crate::dedup::StoreError;
 
-/// Connections a [`PgDatabase`] opens at most by default. Each claim or accept holds one for a
-/// single round trip, so a few serve many concurrent requests; requests beyond them wait.
+/// Connections a [`PgDatabase`] opens at most by default. Claims, completions and accepts are
+/// batched (each store's batches hold at most two at once, a batch one round trip), so a few
+/// serve many concurrent requests; inbox workers and other calls take one each, and wait when
+/// none is free.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
 
 /// How long a request waits for a free connection before failing (the route answers 503).

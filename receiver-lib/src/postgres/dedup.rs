@@ -1,10 +1,13 @@
-//! A [`DedupStore`] in PostgreSQL that several replicas share: each claim is one call of
-//! `svc_receiver_claim` (one round trip, one commit), atomic across processes through the
-//! rows it locks; completions and releases are one update each. Entries past retention are
-//! pruned at most once a minute per process.
+//! A [`DedupStore`] in PostgreSQL that several replicas share: each claim is one row of a
+//! batched call of `svc_receiver_dedup_many` (one round trip and one commit, shared by the
+//! claims and completions that arrived together: see the `batch` module), atomic across
+//! processes through the rows `svc_receiver_claim` locks; a completion is a row of such a
+//! batch too, and a release one update. Entries past retention are pruned at most once a minute
+//! per process.
 
 use std::sync::Arc;
 
+use super::batch::{BatchStatement, Batcher};
 use super::{PgDatabase, db_error};
 use crate::dedup::{Claim, DedupPolicy, DedupStore, StoreError, WebhookId};
 use crate::pruner::Pruner;
@@ -15,12 +18,91 @@ pub struct PgDedupStore {
     database: PgDatabase,
     policy: DedupPolicy,
     pruner: Arc<Pruner>,
+    /// Combines concurrent claims and completions into one call of `svc_receiver_dedup_many`.
+    batcher: Arc<Batcher<DedupMany>>,
+}
+
+/// What a row of `svc_receiver_dedup_many` does.
+#[derive(Debug, Clone, Copy)]
+enum Operation {
+    Claim {
+        signature: [u8; 32],
+        now: i64,
+        cutoff: i64,
+        lease_until: i64,
+    },
+    Complete,
+}
+
+/// One claim or completion, as a row of `svc_receiver_dedup_many`.
+#[derive(Debug)]
+struct DedupRow {
+    id: String,
+    operation: Operation,
+}
+
+/// The dedup store's batched statement.
+#[derive(Debug)]
+struct DedupMany;
+
+impl BatchStatement for DedupMany {
+    type Row = DedupRow;
+
+    fn key(row: &DedupRow) -> &str {
+        &row.id
+    }
+
+    async fn run(
+        client: &deadpool_postgres::Client,
+        rows: &[&DedupRow],
+    ) -> Result<Vec<String>, tokio_postgres::Error> {
+        let n = rows.len();
+        let (mut ops, mut ids, mut signatures) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let (mut nows, mut cutoffs, mut lease_untils) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        for row in rows {
+            ids.push(row.id.as_str());
+            let (op, signature, now, cutoff, lease_until): (_, &[u8], _, _, _) =
+                match &row.operation {
+                    Operation::Claim {
+                        signature,
+                        now,
+                        cutoff,
+                        lease_until,
+                    } => ("claim", &signature[..], *now, *cutoff, *lease_until),
+                    Operation::Complete => ("complete", &[], 0, 0, 0),
+                };
+            ops.push(op);
+            signatures.push(signature);
+            nows.push(now);
+            cutoffs.push(cutoff);
+            lease_untils.push(lease_until);
+        }
+        let statement = client
+            .prepare_cached("SELECT svc_receiver_dedup_many($1, $2, $3, $4, $5, $6)")
+            .await?;
+        client
+            .query_one(
+                &statement,
+                &[&ops, &ids, &signatures, &nows, &cutoffs, &lease_untils],
+            )
+            .await?
+            .try_get(0)
+    }
 }
 
 impl PgDedupStore {
     /// A store in `database` (already migrated when it was opened).
     pub fn new(database: PgDatabase, policy: DedupPolicy) -> Self {
         Self {
+            batcher: Arc::new(Batcher::new(database.clone())),
             database,
             policy,
             pruner: Arc::default(),
@@ -89,19 +171,19 @@ impl DedupStore for PgDedupStore {
         }
         let cutoff = now.saturating_sub(self.policy.retention_secs());
         let lease_until = now.saturating_add(self.policy.lease_secs());
-        let client = self.database.client().await?;
-        let statement = client
-            .prepare_cached("SELECT svc_receiver_claim($1, $2, $3, $4, $5)")
-            .await
-            .map_err(|e| db_error(&e))?;
-        let row = client
-            .query_one(
-                &statement,
-                &[&id.as_str(), &&signature[..], &now, &cutoff, &lease_until],
-            )
-            .await
-            .map_err(|e| db_error(&e))?;
-        match row.get::<_, &str>(0) {
+        let answer = self
+            .batcher
+            .call(DedupRow {
+                id: id.as_str().to_owned(),
+                operation: Operation::Claim {
+                    signature: *signature,
+                    now,
+                    cutoff,
+                    lease_until,
+                },
+            })
+            .await?;
+        match answer.as_str() {
             "new" => Ok(Claim::New),
             "duplicate" => Ok(Claim::Duplicate),
             "in_flight" => Ok(Claim::InFlight),
@@ -113,16 +195,13 @@ impl DedupStore for PgDedupStore {
     }
 
     async fn complete(&self, id: &WebhookId, _now: i64) -> Result<(), StoreError> {
-        let client = self.database.client().await?;
-        let statement = client
-            .prepare_cached("UPDATE webhook_claims SET state = 'done' WHERE id = $1")
+        self.batcher
+            .call(DedupRow {
+                id: id.as_str().to_owned(),
+                operation: Operation::Complete,
+            })
             .await
-            .map_err(|e| db_error(&e))?;
-        client
-            .execute(&statement, &[&id.as_str()])
-            .await
-            .map_err(|e| db_error(&e))?;
-        Ok(())
+            .map(drop)
     }
 
     async fn release(&self, id: &WebhookId) -> Result<(), StoreError> {

@@ -1,5 +1,6 @@
-//! The durable inbox in PostgreSQL, one queue for every replica: accepting is one call of
-//! `svc_receiver_inbox_accept` (one round trip, one commit before the 2xx); workers of any
+//! The durable inbox in PostgreSQL, one queue for every replica: accepting is one row of a
+//! batched call of `svc_receiver_inbox_accept_many` (one round trip, one commit before the 2xx,
+//! shared by the accepts that arrived together: see the `batch` module); workers of any
 //! process take the oldest due entry with `FOR UPDATE SKIP LOCKED`, so two never take the same
 //! one, and push its due time past the lease, so an entry whose worker died is due again (to
 //! any replica) once the lease runs out.
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use super::batch::{BatchStatement, Batcher};
 use super::{PgDatabase, db_error};
 use crate::dedup::{StoreError, WebhookId};
 use crate::inbox::{Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, InboxStats, Settled};
@@ -29,6 +31,46 @@ pub struct PgInbox {
     pruner: Arc<Pruner>,
     /// Entries handed out through this handle (or a clone) and not yet settled.
     in_hand: Arc<AtomicU64>,
+    /// Combines concurrent accepts into one call of `svc_receiver_inbox_accept_many`.
+    accepts: Arc<Batcher<AcceptMany>>,
+}
+
+/// One accept, as a row of `svc_receiver_inbox_accept_many`.
+#[derive(Debug)]
+struct AcceptRow {
+    id: String,
+    signature: [u8; 32],
+    body: Vec<u8>,
+    now: i64,
+}
+
+/// The inbox's batched statement.
+#[derive(Debug)]
+struct AcceptMany;
+
+impl BatchStatement for AcceptMany {
+    type Row = AcceptRow;
+
+    fn key(row: &AcceptRow) -> &str {
+        &row.id
+    }
+
+    async fn run(
+        client: &deadpool_postgres::Client,
+        rows: &[&AcceptRow],
+    ) -> Result<Vec<String>, tokio_postgres::Error> {
+        let ids: Vec<&str> = rows.iter().map(|row| row.id.as_str()).collect();
+        let signatures: Vec<&[u8]> = rows.iter().map(|row| &row.signature[..]).collect();
+        let bodies: Vec<&[u8]> = rows.iter().map(|row| &row.body[..]).collect();
+        let nows: Vec<i64> = rows.iter().map(|row| row.now).collect();
+        let statement = client
+            .prepare_cached("SELECT svc_receiver_inbox_accept_many($1, $2, $3, $4)")
+            .await?;
+        client
+            .query_one(&statement, &[&ids, &signatures, &bodies, &nows])
+            .await?
+            .try_get(0)
+    }
 }
 
 impl PgInbox {
@@ -36,11 +78,12 @@ impl PgInbox {
     pub fn new(database: PgDatabase, policy: InboxPolicy) -> Self {
         crate::metrics::describe();
         Self {
-            database,
             policy,
             arrived: Arc::new(Notify::new()),
             pruner: Arc::default(),
             in_hand: Arc::default(),
+            accepts: Arc::new(Batcher::new(database.clone())),
+            database,
         }
     }
 
@@ -111,22 +154,22 @@ impl Inbox for PgInbox {
             self.prune(now.saturating_sub(self.policy.retention_secs()))
                 .await?;
         }
-        let client = self.database.client().await?;
-        let statement = client
-            .prepare_cached("SELECT svc_receiver_inbox_accept($1, $2, $3, $4)")
-            .await
-            .map_err(|e| db_error(&e))?;
-        let row = client
-            .query_one(&statement, &[&id.as_str(), &&signature[..], &body, &now])
-            .await
-            .map_err(|e| db_error(&e))?;
-        let accepted = match row.get::<_, &str>(0) {
+        let answer = self
+            .accepts
+            .call(AcceptRow {
+                id: id.as_str().to_owned(),
+                signature: *signature,
+                body: body.to_vec(),
+                now,
+            })
+            .await?;
+        let accepted = match answer.as_str() {
             "stored" => Accepted::Stored,
             "duplicate" => Accepted::Duplicate,
             "replayed" => Accepted::Replayed,
             other => {
                 return Err(StoreError::Database(format!(
-                    "svc_receiver_inbox_accept answered {other:?}"
+                    "svc_receiver_inbox_accept_many answered {other:?}"
                 )));
             }
         };

@@ -135,6 +135,63 @@ const MIGRATIONS: &[&str] = &[
     END
     $$;
     "#,
+    // 2: the set-based forms of the accept and of the claim and completion, for client-side
+    // group commit: one call applies a batch of rows in array order, each with the per-row
+    // logic above, in one transaction (so two rows of one id, or one signature under two ids,
+    // behave in a batch as they do one after the other).
+    r#"
+    -- Accepts every row (ids, signatures, bodies and times in step); answers each as
+    -- svc_receiver_inbox_accept does, in order.
+    CREATE FUNCTION svc_receiver_inbox_accept_many(
+        p_ids TEXT[], p_signatures BYTEA[], p_bodies BYTEA[], p_nows BIGINT[]
+    ) RETURNS TEXT[] LANGUAGE plpgsql AS $$
+    DECLARE
+        n INTEGER := coalesce(cardinality(p_ids), 0);
+        answers TEXT[] := '{}';
+    BEGIN
+        IF coalesce(cardinality(p_signatures), 0) <> n OR coalesce(cardinality(p_bodies), 0) <> n
+           OR coalesce(cardinality(p_nows), 0) <> n THEN
+            RAISE EXCEPTION 'svc_receiver_inbox_accept_many: arrays of different lengths';
+        END IF;
+        FOR i IN 1 .. n LOOP
+            answers := array_append(answers, svc_receiver_inbox_accept(
+                p_ids[i], p_signatures[i], p_bodies[i], p_nows[i]));
+        END LOOP;
+        RETURN answers;
+    END
+    $$;
+
+    -- Applies every operation of the dedup store in order: 'claim' (answered as
+    -- svc_receiver_claim does, with the row's signature, time, cutoff and lease) or
+    -- 'complete' (answered 'done').
+    CREATE FUNCTION svc_receiver_dedup_many(
+        p_ops TEXT[], p_ids TEXT[], p_signatures BYTEA[], p_nows BIGINT[], p_cutoffs BIGINT[],
+        p_lease_untils BIGINT[]
+    ) RETURNS TEXT[] LANGUAGE plpgsql AS $$
+    DECLARE
+        n INTEGER := coalesce(cardinality(p_ids), 0);
+        answers TEXT[] := '{}';
+    BEGIN
+        IF coalesce(cardinality(p_ops), 0) <> n OR coalesce(cardinality(p_signatures), 0) <> n
+           OR coalesce(cardinality(p_nows), 0) <> n OR coalesce(cardinality(p_cutoffs), 0) <> n
+           OR coalesce(cardinality(p_lease_untils), 0) <> n THEN
+            RAISE EXCEPTION 'svc_receiver_dedup_many: arrays of different lengths';
+        END IF;
+        FOR i IN 1 .. n LOOP
+            IF p_ops[i] = 'claim' THEN
+                answers := array_append(answers, svc_receiver_claim(
+                    p_ids[i], p_signatures[i], p_nows[i], p_cutoffs[i], p_lease_untils[i]));
+            ELSIF p_ops[i] = 'complete' THEN
+                UPDATE webhook_claims SET state = 'done' WHERE id = p_ids[i];
+                answers := array_append(answers, 'done'::TEXT);
+            ELSE
+                RAISE EXCEPTION 'svc_receiver_dedup_many: unknown operation %', p_ops[i];
+            END IF;
+        END LOOP;
+        RETURN answers;
+    END
+    $$;
+    "#,
 ];
 
 /// The schema version this build writes (how many migrations it knows).

@@ -10,14 +10,16 @@
 //! - [`PgDedupStore`] and [`PgInbox`]: the stores, over a [`PgDatabase`].
 //!
 //! The driver is `tokio-postgres` with a `deadpool-postgres` pool: async, pure Rust, and no
-//! database is needed to build. Each claim or accept is one round trip (a function the
-//! migration installs) and one commit, made durable by the server's own settings
-//! (`synchronous_commit=on` by default); concurrent commits share the server's WAL flushes.
+//! database is needed to build. Claims, completions and accepts are group-committed on the
+//! client (the `batch` module): those that arrive together are one round trip (a function the
+//! migration installs), one transaction and one commit, made durable by the server's own
+//! settings (`synchronous_commit=on` by default), before any of their callers is answered.
 //!
 //! TLS to the database is not supported yet: a URL with `sslmode=require` is refused (connect
 //! over a Unix socket, the loopback, or a tunnel). The password of a URL never appears in an
 //! error, a log or a `Debug` output ([`redact_url`]).
 
+mod batch;
 mod database;
 mod dedup;
 mod inbox;

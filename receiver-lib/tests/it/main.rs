@@ -9,6 +9,8 @@ mod inbox;
 mod logs;
 #[cfg(feature = "metrics")]
 mod metrics;
+#[cfg(feature = "postgres")]
+mod pg_batch;
 mod properties;
 mod reload;
 #[cfg(feature = "postgres")]

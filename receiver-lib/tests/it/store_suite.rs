@@ -17,6 +17,13 @@ fn sig(n: u8) -> [u8; 32] {
     [n; 32]
 }
 
+/// A signature of its own for each `n` (none equal to a `sig`).
+fn nth_sig(n: u32) -> [u8; 32] {
+    let mut signature = [0xee; 32];
+    signature[..4].copy_from_slice(&n.to_le_bytes());
+    signature
+}
+
 // ---- dedup stores ----
 
 pub(crate) async fn concurrent_claims_give_exactly_one_new<S: DedupStore>(store: Arc<S>) {
@@ -36,6 +43,52 @@ pub(crate) async fn concurrent_claims_give_exactly_one_new<S: DedupStore>(store:
         }
     }
     assert_eq!(new, 1);
+}
+
+/// Many requests at once, each claiming and completing its own id (what a store that batches
+/// them must still answer one by one): every claim is new, every completion sticks.
+pub(crate) async fn many_concurrent_claims_and_completions_each_count_once<S: DedupStore>(
+    store: Arc<S>,
+) {
+    const TASKS: u32 = 32;
+    const EACH: u32 = 25;
+    let mut tasks = Vec::new();
+    for task in 0..TASKS {
+        let store = Arc::clone(&store);
+        tasks.push(tokio::spawn(async move {
+            for n in 0..EACH {
+                let k = task * EACH + n;
+                let name = id(&format!("wh_many_{k}"));
+                assert_eq!(
+                    store.claim(&name, &nth_sig(k), 100).await.expect("claim"),
+                    Claim::New
+                );
+                store.complete(&name, 101).await.expect("complete");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("task");
+    }
+    // A later copy of each (signed afresh) is a duplicate; its first signature under another
+    // id a replay.
+    for k in (0..TASKS * EACH).step_by(37) {
+        let name = id(&format!("wh_many_{k}"));
+        assert_eq!(
+            store
+                .claim(&name, &nth_sig(100_000 + k), 102)
+                .await
+                .expect("c"),
+            Claim::Duplicate
+        );
+        assert_eq!(
+            store
+                .claim(&id("wh_other"), &nth_sig(k), 102)
+                .await
+                .expect("c"),
+            Claim::Replayed
+        );
+    }
 }
 
 pub(crate) async fn claims_follow_the_lifecycle<S: DedupStore>(store: Arc<S>) {
@@ -179,6 +232,72 @@ pub(crate) async fn concurrent_accepts_of_one_id_store_it_once<I: Inbox>(inbox: 
     }
     assert_eq!(stored, 1);
     assert_eq!(inbox.counts().await.expect("counts"), (1, 0, 0));
+}
+
+/// Many accepts at once, each of its own delivery (what a store that batches them must still
+/// answer one by one): each is stored exactly once, and each copy sent again is a duplicate.
+pub(crate) async fn many_concurrent_accepts_are_each_stored_once<I: Inbox>(inbox: I) {
+    const TASKS: u32 = 32;
+    const EACH: u32 = 40;
+    let run = |answer: Accepted| {
+        let inbox = inbox.clone();
+        (0..TASKS)
+            .map(move |task| {
+                let inbox = inbox.clone();
+                tokio::spawn(async move {
+                    for n in 0..EACH {
+                        let k = task * EACH + n;
+                        let name = format!("wh_many_{k}");
+                        let got = inbox
+                            .accept(&id(&name), &nth_sig(k), &event_body(&name), T)
+                            .await
+                            .expect("accept");
+                        assert_eq!(got, answer, "{name}");
+                    }
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    for task in run(Accepted::Stored) {
+        task.await.expect("task");
+    }
+    for task in run(Accepted::Duplicate) {
+        task.await.expect("task");
+    }
+    assert_eq!(
+        inbox.counts().await.expect("counts"),
+        (u64::from(TASKS * EACH), 0, 0)
+    );
+}
+
+/// One signature under two ids at once (a replay racing its original): exactly one of them is
+/// stored, the other is a replay, as if one came after the other.
+pub(crate) async fn one_signature_under_two_ids_at_once_is_stored_once<I: Inbox>(inbox: I) {
+    for n in 0..20u32 {
+        let (first, second) = (format!("wh_sx_{n}"), format!("wh_sy_{n}"));
+        let tasks = [first.clone(), second.clone()].map(|name| {
+            let inbox = inbox.clone();
+            tokio::spawn(async move {
+                inbox
+                    .accept(&id(&name), &nth_sig(n), &event_body(&name), T)
+                    .await
+                    .expect("accept")
+            })
+        });
+        let mut answers = Vec::new();
+        for task in tasks {
+            answers.push(task.await.expect("task"));
+        }
+        let stored_first = answers == [Accepted::Stored, Accepted::Replayed];
+        let stored_second = answers == [Accepted::Replayed, Accepted::Stored];
+        assert!(stored_first || stored_second, "round {n}: {answers:?}");
+        assert_eq!(inbox.contains(&id(&first)).await.expect("c"), stored_first);
+        assert_eq!(
+            inbox.contains(&id(&second)).await.expect("c"),
+            stored_second
+        );
+    }
+    assert_eq!(inbox.counts().await.expect("counts"), (20, 0, 0));
 }
 
 pub(crate) async fn entries_are_leased_retried_and_set_aside<I: Inbox>(inbox: I) {
@@ -398,6 +517,7 @@ dedup_suite!(
     claims_follow_the_lifecycle,
     every_attempts_signature_is_remembered,
     claims_are_forgotten_after_retention,
+    many_concurrent_claims_and_completions_each_count_once,
 );
 
 inbox_suite!(
@@ -406,6 +526,8 @@ inbox_suite!(
     entries_are_leased_retried_and_set_aside,
     concurrent_workers_take_each_entry_once,
     processed_entries_are_forgotten_after_retention,
+    many_concurrent_accepts_are_each_stored_once,
+    one_signature_under_two_ids_at_once_is_stored_once,
 );
 
 /// The policy the dedup checks assume (the default's 24 h retention and 60 s lease).
