@@ -243,9 +243,8 @@ impl Ingest {
                 };
                 continue;
             }
-            match self.check(tenant_id, record, agency, rosters).await? {
-                Ok(mut ready) => {
-                    ready.slot = slot;
+            match self.check(tenant_id, slot, record, agency, rosters).await? {
+                Ok(ready) => {
                     in_batch.insert(key, slot);
                     attributed.push(ready);
                 }
@@ -304,11 +303,12 @@ impl Ingest {
         Ok(agencies.get(&record.agency).cloned().flatten())
     }
 
-    /// Runs the drops and attribution on a record not stored yet: `Ok` is the call to archive
-    /// and score (its `slot` is set by the caller).
+    /// Runs the drops and attribution on the record in `slot`, not stored yet: `Ok` is the call
+    /// to archive and score.
     async fn check(
         &self,
         tenant_id: &str,
+        slot: usize,
         record: DialerRecord,
         agency: RealCallAgency,
         rosters: &mut HashMap<String, Vec<Candidate>>,
@@ -325,8 +325,12 @@ impl Ingest {
         } else {
             None
         };
-        let (None, Some(recording)) = (dropped, recording) else {
-            return Ok(Err(Disposal::Dropped(dropped.unwrap_or(Dropped::NoAudio))));
+        if let Some(dropped) = dropped {
+            return Ok(Err(Disposal::Dropped(dropped)));
+        }
+        // Usable, so there is one.
+        let Some(recording) = recording else {
+            return Ok(Err(Disposal::Dropped(Dropped::NoAudio)));
         };
         if !rosters.contains_key(&agency.id) {
             let roster = self.db.agency_candidates(tenant_id, &agency.id).await?;
@@ -341,13 +345,14 @@ impl Ingest {
         };
         let agent = agent.clone();
         Ok(Ok(Attributed {
-            slot: 0,
+            slot,
             record,
             agency,
             agent,
             recording,
         }))
     }
+
     /// Archives the recordings and scores the calls of a batch, spread over the machine's
     /// cores (copying files waits on the disk, scoring on the CPU); in input order.
     async fn archive_and_score(
