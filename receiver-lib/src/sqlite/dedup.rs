@@ -2,10 +2,10 @@
 //! processes) are serialised by the writer thread and SQLite's write lock, and entries past
 //! retention are pruned. Processes sharing a file pay for it: see [`super`].
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use foldhash::HashMap;
 use rusqlite::{Connection, params};
 
 use super::writer::{Index, Writer};

@@ -3,13 +3,13 @@
 //! backoff, so nothing acknowledged is lost even if user code is slow, fails or the process
 //! dies. The inbox is also the dedup and replay record for the deliveries it stores.
 
-use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use foldhash::{HashMap, HashSet};
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::Notify;
 
