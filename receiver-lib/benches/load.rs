@@ -308,6 +308,30 @@ fn row(name: &str, result: &RunResult, baseline: f64) {
     );
 }
 
+/// The ceilings' checks, as the receiver makes them: the delivery verified and decoded, as
+/// the record to store, or the status to answer.
+fn verified(verifier: &Verifier, headers: &HeaderMap, body: Bytes) -> Result<Record, StatusCode> {
+    let header = headers
+        .get("x-service-signature")
+        .map_or(&[][..], |h| h.as_bytes());
+    let id = headers
+        .get("x-service-webhook-id")
+        .map(|h| Bytes::copy_from_slice(h.as_bytes()))
+        .unwrap_or_default();
+    let received_at = SystemClock.now();
+    let delivery = verifier
+        .verify(header, &body, received_at)
+        .map_err(|_| StatusCode::UNAUTHORIZED)?;
+    delivery.decode().map_err(|_| StatusCode::BAD_REQUEST)?;
+    let signature = *delivery.signature();
+    Ok(Record {
+        id,
+        signature,
+        body,
+        received_at,
+    })
+}
+
 /// The ceiling server (see the module docs): verify and decode, then insert into an in-memory
 /// SQLite database in the request's own task, without looking anything up.
 fn ceiling() -> Router {
@@ -323,19 +347,10 @@ fn ceiling() -> Router {
     Router::new().route(
         "/webhooks",
         post(move |headers: HeaderMap, body: Bytes| async move {
-            let header = headers
-                .get("x-service-signature")
-                .map(|h| h.as_bytes().to_vec());
-            let id = headers
-                .get("x-service-webhook-id")
-                .map(|h| h.as_bytes().to_vec());
-            let now = SystemClock.now();
-            let Ok(delivery) = verifier.verify(&header.unwrap_or_default(), &body, now) else {
-                return StatusCode::UNAUTHORIZED;
+            let record = match verified(&verifier, &headers, body) {
+                Ok(record) => record,
+                Err(status) => return status,
             };
-            if delivery.decode().is_err() {
-                return StatusCode::BAD_REQUEST;
-            }
             let mut guard = db.lock().expect("lock");
             let (conn, pending) = &mut *guard;
             let stored = (|| {
@@ -346,10 +361,10 @@ fn ceiling() -> Router {
                     "INSERT INTO rows (id, signature, body, received_at) VALUES (?1, ?2, ?3, ?4)",
                 )?
                 .execute(rusqlite::params![
-                    id.unwrap_or_default(),
-                    &delivery.signature()[..],
-                    &body[..],
-                    now
+                    &record.id[..],
+                    &record.signature[..],
+                    &record.body[..],
+                    record.received_at
                 ])?;
                 *pending += 1;
                 if *pending >= 64 {
@@ -366,7 +381,7 @@ fn ceiling() -> Router {
     )
 }
 
-/// A delivery as the durable ceilings store it.
+/// A delivery as the ceilings store it.
 struct Record {
     id: Bytes,
     signature: [u8; 32],
@@ -539,30 +554,13 @@ fn durable_ceiling(sink: Sink) -> Router {
     Router::new().route(
         "/webhooks",
         post(move |headers: HeaderMap, body: Bytes| async move {
-            let header = headers
-                .get("x-service-signature")
-                .map(|h| h.as_bytes().to_vec());
-            let id = headers
-                .get("x-service-webhook-id")
-                .map(|h| Bytes::copy_from_slice(h.as_bytes()))
-                .unwrap_or_default();
-            let now = SystemClock.now();
-            let Ok(delivery) = verifier.verify(&header.unwrap_or_default(), &body, now) else {
-                return StatusCode::UNAUTHORIZED;
-            };
-            if delivery.decode().is_err() {
-                return StatusCode::BAD_REQUEST;
+            match verified(&verifier, &headers, body) {
+                Ok(record) => {
+                    group.append(record).await;
+                    StatusCode::OK
+                }
+                Err(status) => status,
             }
-            let signature = *delivery.signature();
-            group
-                .append(Record {
-                    id,
-                    signature,
-                    body,
-                    received_at: now,
-                })
-                .await;
-            StatusCode::OK
         }),
     )
 }
