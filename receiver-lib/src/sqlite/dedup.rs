@@ -12,11 +12,10 @@ use super::writer::{Index, Writer};
 use crate::dedup::{Claim, DedupPolicy, DedupStore, StoreError, WebhookId};
 use crate::pruner::Pruner;
 
-// Rows are appended in claim order (`seq`, the rowid; queries say `rowid` so that files written
-// before `seq` existed, whose table was keyed by id, still work: their rowids follow claim
-// order too, and their two indexes, now unused, are dropped). Ids and signatures are looked up
-// in the writer's
-// in-memory [`ClaimIndex`], not in B-trees keyed by them (see `writer`).
+// Rows are appended in claim order (`seq`, the rowid). An id has a row per signature it was
+// claimed with, so files of the first release, whose table was keyed by id, are rebuilt in
+// this layout when they open ([`ClaimIndex::upgrade`]). Ids and signatures are looked up in
+// the writer's in-memory [`ClaimIndex`], not in B-trees keyed by them (see `writer`).
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS webhook_claims (
     seq         INTEGER PRIMARY KEY,
@@ -118,6 +117,36 @@ impl ClaimIndex {
 
 impl Index for ClaimIndex {
     const STORE: &'static str = "dedup";
+
+    /// A file of the first release keyed its claims by id (`id TEXT PRIMARY KEY`, no `seq`),
+    /// which refuses the second row an id gets when it is claimed again with a fresh signature
+    /// (every retry is signed afresh): such a table is rebuilt in the current layout, its rows
+    /// copied in claim order, in one transaction that also keeps other processes out meanwhile.
+    fn upgrade(conn: &Connection) -> rusqlite::Result<()> {
+        let tx =
+            rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
+        let columns: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM pragma_table_info('webhook_claims')",
+            [],
+            |r| r.get(0),
+        )?;
+        let with_seq: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM pragma_table_info('webhook_claims') WHERE name = 'seq'",
+            [],
+            |r| r.get(0),
+        )?;
+        if columns > 0 && with_seq == 0 {
+            tx.execute_batch("ALTER TABLE webhook_claims RENAME TO webhook_claims_first_layout")?;
+            tx.execute_batch(SCHEMA)?;
+            tx.execute_batch(
+                "INSERT INTO webhook_claims (id, signature, state, lease_until, claimed_at)
+                     SELECT id, signature, state, lease_until, claimed_at
+                     FROM webhook_claims_first_layout ORDER BY rowid;
+                 DROP TABLE webhook_claims_first_layout;",
+            )?;
+        }
+        tx.commit()
+    }
 
     fn load(conn: &Connection) -> rusqlite::Result<Self> {
         let mut index = Self::default();

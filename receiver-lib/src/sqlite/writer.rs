@@ -66,6 +66,12 @@ pub(crate) trait Index: Send + Sized + 'static {
 
     /// Reads the index from the file (inside a transaction).
     fn load(conn: &Connection) -> rusqlite::Result<Self>;
+
+    /// Brings a file written in an older layout up to date, where the store's schema (run
+    /// right after) cannot do it alone; runs when the store opens, before anything else.
+    fn upgrade(_conn: &Connection) -> rusqlite::Result<()> {
+        Ok(())
+    }
 }
 
 type Reply = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
@@ -185,8 +191,9 @@ impl<I: Index> State<I> {
 }
 
 impl<I: Index> Writer<I> {
-    /// Opens (creating if needed) the database at `path` with WAL and `synchronous=FULL`, runs
-    /// `schema`, loads the index, and starts the writer thread.
+    /// Opens (creating if needed) the database at `path` with WAL and `synchronous=FULL`,
+    /// upgrades an older layout ([`Index::upgrade`]), runs `schema`, loads the index, and starts
+    /// the writer thread.
     pub(crate) fn open(path: &Path, schema: &str) -> Result<Self, StoreError> {
         let conn = Connection::open(path).map_err(db_error)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(db_error)?;
@@ -194,6 +201,7 @@ impl<I: Index> Writer<I> {
             .map_err(db_error)?;
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(db_error)?;
+        I::upgrade(&conn).map_err(db_error)?;
         conn.execute_batch(schema).map_err(db_error)?;
         conn.pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(db_error)?;

@@ -149,7 +149,8 @@ fn webhook_ids_must_be_printable_ascii_and_bounded() {
 }
 
 #[tokio::test]
-async fn a_file_written_before_the_append_layout_keeps_its_claims() {
+async fn a_file_written_before_the_append_layout_keeps_its_claims_and_takes_retries_signed_afresh()
+{
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("d.db");
     {
@@ -185,6 +186,44 @@ async fn a_file_written_before_the_append_layout_keeps_its_claims() {
     );
     store.complete(&id("wh_new"), 200).await.expect("complete");
     assert_eq!(store.completed_count().await.expect("count"), 2);
+
+    // Every retry is signed afresh, so an id gets a row per signature: the old table, keyed
+    // by id, could not hold them, and is rebuilt when the file opens.
+    assert_eq!(
+        store.claim(&id("wh_old"), &sig(3), 300).await.expect("c"),
+        Claim::Duplicate,
+        "a done id's retry, signed afresh"
+    );
+    assert_eq!(
+        store
+            .claim(&id("wh_failed"), &sig(4), 300)
+            .await
+            .expect("c"),
+        Claim::New
+    );
+    store.release(&id("wh_failed")).await.expect("release");
+    assert_eq!(
+        store
+            .claim(&id("wh_failed"), &sig(5), 400)
+            .await
+            .expect("c"),
+        Claim::New,
+        "a released id's retry, signed afresh, is handed over again"
+    );
+    drop(store);
+    let reopened = SqliteDedupStore::open(&path, DedupPolicy::default()).expect("reopen");
+    assert_eq!(
+        reopened
+            .claim(&id("wh_old"), &sig(6), 500)
+            .await
+            .expect("c"),
+        Claim::Duplicate,
+        "the claims survive the rebuild"
+    );
+    assert_eq!(
+        reopened.claim(&id("wh_x"), &sig(5), 500).await.expect("c"),
+        Claim::Replayed
+    );
 }
 
 /// A store of one's own over another database, down for the moment.
