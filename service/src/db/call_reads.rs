@@ -250,7 +250,9 @@ pub struct ScoredCall {
 /// # Errors
 /// SQLite errors.
 pub(super) fn insert_scored(conn: &Connection, call: &ScoredCall) -> rusqlite::Result<()> {
-    let ended = call.started_at + call.duration_sec * 1000;
+    let ended = call
+        .started_at
+        .saturating_add(call.duration_sec.saturating_mul(1000));
     let list_at = if call.source == "real_call" {
         call.started_at
     } else {

@@ -479,7 +479,9 @@ fn insert_real_call(conn: &Connection, call: &NewRealCall) -> Result<Stored, DbE
     if let Some(existing) = existing_dialer_call(conn, &call.agency_id, &call.dialer_call_id)? {
         return Ok(Stored::Existing(existing));
     }
-    let ended = call.started_at + call.duration_sec * 1000;
+    let ended = call
+        .started_at
+        .saturating_add(call.duration_sec.saturating_mul(1000));
     let state = if call.score.is_some() {
         "scored"
     } else {

@@ -25,6 +25,25 @@ pub const LINK_TTL: Duration = Duration::from_secs(15 * 60);
 /// How long an archived recording is kept after ingestion (the contract's 30 days).
 pub const RETENTION: Duration = Duration::from_secs(30 * 86_400);
 
+/// Why a recording could not be archived.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    /// The recording itself cannot be read (gone or unreadable since it was checked): the call
+    /// has no usable audio.
+    #[error("cannot read the recording: {0}")]
+    Source(#[source] io::Error),
+    /// The archive cannot be written (disk full, permissions, a file in the way): says
+    /// nothing about the call, which must not be dropped for it.
+    #[error("cannot write the recording archive {dir}: {source}")]
+    Archive {
+        /// The archive directory.
+        dir: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
 /// The archive directory.
 #[derive(Debug, Clone)]
 pub struct Archive {
@@ -50,24 +69,29 @@ impl Archive {
     /// Copies `source` into the archive under the hash of its content; returns the file name.
     ///
     /// # Errors
-    /// The source cannot be read or the archive written.
-    pub fn store(&self, source: &Path) -> io::Result<String> {
-        self.create_dir()?;
-        let mut input = File::open(source)?;
+    /// [`ArchiveError::Source`] when the recording cannot be read, [`ArchiveError::Archive`]
+    /// when the archive cannot be written.
+    pub fn store(&self, source: &Path) -> Result<String, ArchiveError> {
+        let mut input = File::open(source).map_err(ArchiveError::Source)?;
+        let archive = |source| ArchiveError::Archive {
+            dir: self.dir.clone(),
+            source,
+        };
+        self.create_dir().map_err(archive)?;
         let temp = self
             .dir
             .join(format!(".incoming-{}", crate::ids::random_text(16)));
-        let mut output = File::create(&temp)?;
+        let mut output = File::create(&temp).map_err(archive)?;
         let mut hasher = Sha256::new();
         let mut buffer = [0u8; 64 * 1024];
-        let copied = (|| -> io::Result<()> {
+        let copied = (|| -> Result<(), ArchiveError> {
             loop {
-                let read = input.read(&mut buffer)?;
+                let read = input.read(&mut buffer).map_err(ArchiveError::Source)?;
                 if read == 0 {
                     break;
                 }
                 hasher.update(&buffer[..read]);
-                output.write_all(&buffer[..read])?;
+                output.write_all(&buffer[..read]).map_err(archive)?;
             }
             Ok(())
         })();
@@ -78,15 +102,16 @@ impl Archive {
         let name = format!("{}.{}", hex::encode(hasher.finalize()), extension(source));
         let target = self.dir.join(&name);
         if target.exists() {
-            fs::remove_file(&temp)?;
+            fs::remove_file(&temp).map_err(archive)?;
             // Reused: mark it as recent, so the sweep does not delete it before the call that
             // now refers to it is stored.
             File::options()
                 .write(true)
-                .open(&target)?
-                .set_modified(std::time::SystemTime::now())?;
+                .open(&target)
+                .and_then(|file| file.set_modified(std::time::SystemTime::now()))
+                .map_err(archive)?;
         } else {
-            fs::rename(&temp, &target)?;
+            fs::rename(&temp, &target).map_err(archive)?;
         }
         Ok(name)
     }

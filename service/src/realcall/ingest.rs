@@ -19,7 +19,7 @@ use serde_json::Value;
 use svc_receiver::CallSource;
 
 use super::attribution::attribute;
-use super::audio::Archive;
+use super::audio::{Archive, ArchiveError};
 use super::record::{AgencyName, DialerRecord};
 use crate::clock::Clock;
 use crate::db::{Candidate, Db, DbError, NewRealCall, RealCallAgency, Stored};
@@ -32,6 +32,24 @@ use crate::time::format_timestamp;
 pub const MIN_DURATION_SECS: i64 = 30;
 /// Records stored per transaction.
 const BATCH: usize = 500;
+
+/// Why an ingestion stopped (the batch in progress is not stored; earlier ones are).
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    /// The database failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// A recording could not be written into the archive (not the recording's fault, so its
+    /// call is not dropped: ingesting the file again once the archive is fixed stores it).
+    #[error(transparent)]
+    Archive(ArchiveError),
+}
+
+impl From<tokio::task::JoinError> for IngestError {
+    fn from(err: tokio::task::JoinError) -> Self {
+        Self::Db(DbError::Task(err))
+    }
+}
 
 /// Why a record was dropped before persistence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,12 +163,14 @@ impl Ingest {
     /// core, and the batch is stored in one transaction.
     ///
     /// # Errors
-    /// Storage failure (the batch being stored is not stored).
+    /// [`IngestError::Db`] when the database fails, [`IngestError::Archive`] when a recording
+    /// cannot be written into the archive. Either way the batch in progress is not stored (its
+    /// archived files are orphans the sweep deletes) and earlier batches are.
     pub async fn ingest(
         &self,
         tenant_id: &str,
         records: Vec<Result<Value, String>>,
-    ) -> Result<Vec<RecordOutcome>, DbError> {
+    ) -> Result<Vec<RecordOutcome>, IngestError> {
         let mut agencies: HashMap<AgencyName, Option<RealCallAgency>> = HashMap::new();
         let mut rosters: HashMap<String, Vec<Candidate>> = HashMap::new();
         let mut outcomes = Vec::with_capacity(records.len());
@@ -205,7 +225,7 @@ impl Ingest {
         parsed: Vec<Parsed>,
         rosters: &mut HashMap<String, Vec<Candidate>>,
         outcomes: &mut [RecordOutcome],
-    ) -> Result<(), DbError> {
+    ) -> Result<(), IngestError> {
         let mut asked: HashMap<&str, Vec<String>> = HashMap::new();
         for p in &parsed {
             asked
@@ -359,7 +379,7 @@ impl Ingest {
         &self,
         tenant_id: &str,
         attributed: Vec<Attributed>,
-    ) -> Result<Vec<Built>, DbError> {
+    ) -> Result<Vec<Built>, IngestError> {
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
         let per_worker = attributed.len().div_ceil(workers).max(1);
         let mut attributed = attributed.into_iter();
@@ -374,18 +394,22 @@ impl Ingest {
                 chunk
                     .into_iter()
                     .map(|a| ingest.archive_and_build(&tenant_id, a))
-                    .collect::<Vec<Built>>()
+                    .collect::<Result<Vec<Built>, ArchiveError>>()
             }));
         }
         let mut built = Vec::new();
         for task in tasks {
-            built.extend(task.await?);
+            built.extend(task.await?.map_err(IngestError::Archive)?);
         }
         Ok(built)
     }
 
     /// Archives one recording and scores its call.
-    fn archive_and_build(&self, tenant_id: &str, attributed: Attributed) -> Built {
+    fn archive_and_build(
+        &self,
+        tenant_id: &str,
+        attributed: Attributed,
+    ) -> Result<Built, ArchiveError> {
         let Attributed {
             slot,
             record,
@@ -396,9 +420,10 @@ impl Ingest {
         // Checked usable before; a file that vanished since is a recording that cannot be read.
         let call = match self.archive.store(&recording) {
             Ok(audio_file) => Ok(self.build(tenant_id, &agency, &agent, record, audio_file)),
-            Err(_) => Err(Dropped::NoAudio),
+            Err(ArchiveError::Source(_)) => Err(Dropped::NoAudio),
+            Err(err @ ArchiveError::Archive { .. }) => return Err(err),
         };
-        Built { slot, call }
+        Ok(Built { slot, call })
     }
 
     fn recording_path(&self, path: &str) -> PathBuf {

@@ -12,8 +12,8 @@
 //!
 //! Instead of `agencyId`, a record may name its agency by the tenant's `platformAgencyId` (this
 //! service's extension, so that a fixture file works against any database); exactly one of the
-//! two. Unknown keys are ignored; a record that does not read, or has a negative duration, is
-//! invalid (reported, nothing stored).
+//! two. Unknown keys are ignored; a record that does not read, or has a negative duration or
+//! one longer than [`MAX_DURATION_SECS`], is invalid (reported, nothing stored).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Number, Value};
@@ -21,6 +21,10 @@ use serde_json::{Number, Value};
 use crate::practice::transcript::{Role, Turn};
 use crate::scoring::real_call::{Disposition, ProductLine};
 use crate::time::parse_timestamp;
+
+/// The longest call a record may describe: a day. The contract sets no bound, but a longer
+/// one is a dialer's mistake, and would bill the tenant's monthly allowance at once.
+pub const MAX_DURATION_SECS: i64 = 24 * 3600;
 
 /// Who the dialer says made the call; any field may be absent.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -138,6 +142,12 @@ impl DialerRecord {
                 raw.duration_sec
             ));
         }
+        if raw.duration_sec > MAX_DURATION_SECS {
+            return Err(format!(
+                "durationSec must be at most {MAX_DURATION_SECS} (a day; got {})",
+                raw.duration_sec
+            ));
+        }
         let trimmed = |id: Option<String>| {
             id.map(|id| id.trim().to_owned())
                 .filter(|id| !id.is_empty())
@@ -223,6 +233,8 @@ mod tests {
     fn bad_records_say_what_is_wrong() {
         for (key, value, says) in [
             ("durationSec", json!(-1), "negative"),
+            ("durationSec", json!(86_401), "at most 86400"),
+            ("durationSec", json!(i64::MAX), "at most 86400"),
             ("startedAt", json!("yesterday"), "startedAt"),
             ("disposition", json!("maybe"), "disposition"),
             ("productLine", json!("cars"), "productLine"),

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use svc_service::db::{Rubric, TenantChange};
-use svc_service::realcall::ingest::{Disposal, read_records};
+use svc_service::realcall::audio::Archive;
+use svc_service::realcall::ingest::{Disposal, Ingest, read_records};
 
 use super::support::*;
 
@@ -386,4 +387,66 @@ async fn a_file_of_several_batches_keeps_every_outcome_in_its_record_s_place() {
         .await
         .expect("deliveries");
     assert_eq!(queued.len(), distinct_kept, "one webhook per kept call");
+}
+
+#[tokio::test]
+async fn a_duration_over_a_day_is_invalid_and_the_rest_of_the_file_is_stored() {
+    let world = World::new().await;
+    world
+        .app
+        .change(
+            &world.tenant,
+            TenantChange::MonthlyAllowanceMinutes(Some(10_000)),
+        )
+        .await;
+    let on = world.agency.clone();
+    let outcomes = world
+        .ingest(vec![
+            record("d-ok", &on),
+            with(record("d-huge", &on), json!({ "durationSec": i64::MAX })),
+            // Started in year 1 and ended this morning: would bill about 10^9 minutes.
+            with(
+                record("d-ages", &on),
+                json!({ "startedAt": "0001-01-01T00:00:00Z", "durationSec": 63_900_000_000_i64 }),
+            ),
+            with(record("d-day", &on), json!({ "durationSec": 86_400 })),
+        ])
+        .await;
+    stored_id(&outcomes[0]);
+    for outcome in &outcomes[1..3] {
+        match &outcome.disposal {
+            Disposal::Invalid(error) => assert!(error.contains("at most 86400"), "{error}"),
+            other => panic!("{:?}: {other:?}", outcome.dialer_call_id),
+        }
+    }
+    stored_id(&outcomes[3]);
+    // A day of calls is within the allowance; the invalid records billed nothing.
+    world.mint_status().await.expect(200);
+}
+
+#[tokio::test]
+async fn an_archive_that_cannot_be_written_fails_the_ingest_instead_of_dropping_the_call() {
+    let world = World::new().await;
+    let blocker = world.dir.path().join("not-a-directory");
+    std::fs::write(&blocker, b"x").expect("a file in the archive's way");
+    let result = Ingest::new(
+        world.app.db.clone(),
+        Archive::new(blocker.join("archive")),
+        world.app.clock.clone(),
+        world.dir.path(),
+    )
+    .ingest(&world.tenant.id, vec![Ok(record("d-1", &world.agency))])
+    .await;
+    let error = result
+        .expect_err("a readable recording is not `no_audio`")
+        .to_string();
+    assert!(
+        error.contains("cannot write the recording archive"),
+        "{error}"
+    );
+    assert!(world.listed_ids().await.is_empty(), "nothing stored");
+    assert!(world.deliveries().await.is_empty(), "nothing queued");
+    // Once the archive can be written, the same file stores the call.
+    let outcomes = world.ingest(vec![record("d-1", &world.agency)]).await;
+    stored_id(&outcomes[0]);
 }
