@@ -128,7 +128,9 @@ async fn main() {
             let copy_archive = &copy_archive;
             scope.spawn(move || {
                 for path in share {
-                    copy_archive.store(path).expect("copy");
+                    copy_archive
+                        .store(path, std::time::SystemTime::now())
+                        .expect("copy");
                 }
             });
         }

@@ -15,7 +15,7 @@
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -66,12 +66,14 @@ impl Archive {
         fs::metadata(source).is_ok_and(|m| m.is_file() && m.len() > 0) && File::open(source).is_ok()
     }
 
-    /// Copies `source` into the archive under the hash of its content; returns the file name.
+    /// Copies `source` into the archive under the hash of its content, dated `now` (the
+    /// service's clock: the sweep leaves files written or reused lately alone, as a call
+    /// referring to them may be about to be committed); returns the file name.
     ///
     /// # Errors
     /// [`ArchiveError::Source`] when the recording cannot be read, [`ArchiveError::Archive`]
     /// when the archive cannot be written.
-    pub fn store(&self, source: &Path) -> Result<String, ArchiveError> {
+    pub fn store(&self, source: &Path, now: SystemTime) -> Result<String, ArchiveError> {
         let mut input = File::open(source).map_err(ArchiveError::Source)?;
         let archive = |source| ArchiveError::Archive {
             dir: self.dir.clone(),
@@ -95,6 +97,7 @@ impl Archive {
             }
             Ok(())
         })();
+        let copied = copied.and_then(|()| output.set_modified(now).map_err(archive));
         if let Err(error) = copied {
             let _ = fs::remove_file(&temp);
             return Err(error);
@@ -108,7 +111,7 @@ impl Archive {
             File::options()
                 .write(true)
                 .open(&target)
-                .and_then(|file| file.set_modified(std::time::SystemTime::now()))
+                .and_then(|file| file.set_modified(now))
                 .map_err(archive)?;
         } else {
             fs::rename(&temp, &target).map_err(archive)?;
@@ -235,8 +238,8 @@ mod tests {
         let source = dir.path().join("Call.WAV");
         fs::write(&source, b"RIFF fake wave").expect("write");
         let archive = Archive::new(dir.path().join("archive"));
-        let first = archive.store(&source).expect("store");
-        let again = archive.store(&source).expect("store");
+        let first = archive.store(&source, SystemTime::now()).expect("store");
+        let again = archive.store(&source, SystemTime::now()).expect("store");
         assert_eq!(first, again);
         assert!(first.ends_with(".wav") && is_archive_name(&first));
         assert_eq!(

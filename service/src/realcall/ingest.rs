@@ -418,7 +418,7 @@ impl Ingest {
             recording,
         } = attributed;
         // Checked usable before; a file that vanished since is a recording that cannot be read.
-        let call = match self.archive.store(&recording) {
+        let call = match self.archive.store(&recording, self.clock.now().into()) {
             Ok(audio_file) => Ok(self.build(tenant_id, &agency, &agent, record, audio_file)),
             Err(ArchiveError::Source(_)) => Err(Dropped::NoAudio),
             Err(err @ ArchiveError::Archive { .. }) => return Err(err),

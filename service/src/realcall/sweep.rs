@@ -39,10 +39,12 @@ pub async fn sweep(db: &Db, archive: &Archive, now: DateTime<Utc>) -> Result<Swe
         deleted: 0,
     };
     for name in &released {
-        // Asked again just before deleting: an ingestion may have stored a call with the same
+        // A file an ingestion wrote or reused lately may be about to be referred to by a call
+        // it has not committed yet: the orphan pass deletes it once old, if still unused. And
+        // asked again just before deleting: an ingestion may have stored a call with the same
         // recording since (a call committed in the instant between would read with
         // `audioUrl: null`).
-        if db.audio_in_use(name).await? {
+        if recently_written(&archive.path(name), now) || db.audio_in_use(name).await? {
             continue;
         }
         match archive.remove(name) {
@@ -58,19 +60,26 @@ pub async fn sweep(db: &Db, archive: &Archive, now: DateTime<Utc>) -> Result<Swe
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        // Written or reused (see `Archive::store`) at least ORPHAN_AGE ago.
-        let old = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|at| at.elapsed().ok())
-            .is_some_and(|age| age >= ORPHAN_AGE);
         let leftover = name.starts_with(".incoming-") || is_archive_name(&name);
-        if old && leftover && !db.audio_in_use(&name).await? && archive.remove(&name).is_ok() {
+        if leftover
+            && !recently_written(&entry.path(), now)
+            && !db.audio_in_use(&name).await?
+            && archive.remove(&name).is_ok()
+        {
             swept.deleted += 1;
         }
     }
     Ok(swept)
+}
+
+/// Whether the archived file at `path` was written or reused (`Archive::store` dates it by the
+/// service's clock) less than [`ORPHAN_AGE`] before `now`; also when that cannot be told.
+fn recently_written(path: &std::path::Path, now: DateTime<Utc>) -> bool {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|at| (now - DateTime::<Utc>::from(at)).to_std().ok())
+        .is_none_or(|age| age < ORPHAN_AGE)
 }
 
 /// Sweeps every [`EVERY`] until `stop` is requested.

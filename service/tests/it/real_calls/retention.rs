@@ -109,7 +109,14 @@ async fn the_sweep_deletes_old_files_no_call_refers_to_and_keeps_the_rest() {
     for path in [&orphan, &young_orphan, &leftover, &stranger] {
         std::fs::write(path, b"bytes").expect("write");
     }
-    let two_hours_ago = SystemTime::now() - StdDuration::from_secs(2 * 3600);
+    // The archive dates its files by the service's clock.
+    let two_hours_ago = SystemTime::from(now()) - StdDuration::from_secs(2 * 3600);
+    let young = SystemTime::from(now()) - StdDuration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(&young_orphan)
+        .and_then(|file| file.set_modified(young))
+        .expect("date the file");
     for path in [&in_use, &orphan, &leftover, &stranger] {
         std::fs::File::options()
             .write(true)
@@ -138,4 +145,36 @@ async fn the_sweep_deletes_old_files_no_call_refers_to_and_keeps_the_rest() {
     assert!(in_use.is_file(), "a call still refers to it");
     let (url, _, _) = link(&world, &call_id).await;
     assert_eq!(world.fetch(&url, None).await.status(), 200);
+}
+
+#[tokio::test]
+async fn a_recording_an_ingestion_reuses_past_retention_is_kept_for_the_call_it_is_committing() {
+    let world = World::new().await;
+    world.stored(record("d-old", &world.agency)).await;
+    world.app.clock.advance(Duration::days(31));
+    let archive = world.archive();
+    // An ingestion archives the same recording again (the file is reused and dated now)...
+    let name = archive
+        .store(
+            &world.dir.path().join("call.wav"),
+            world.app.clock.now().into(),
+        )
+        .expect("store");
+    // ...and the sweep runs before its batch commits: the old call's recording is forgotten,
+    // but the file stays for the new call.
+    let swept = sweep(&world.app.db, &archive, world.app.clock.now())
+        .await
+        .expect("sweep");
+    assert_eq!(
+        swept,
+        Swept {
+            expired: 1,
+            deleted: 0
+        }
+    );
+    assert!(archive.holds(&name), "the file an ingestion just reused");
+    // The batch commits: the new call serves its recording.
+    let call_id = world.stored(record("d-new", &world.agency)).await;
+    let detail = world.detail(&call_id).await.expect(200);
+    assert_ne!(detail["audioUrl"], Value::Null);
 }
