@@ -107,7 +107,16 @@ enum End {
     To,
 }
 
-fn time_bound(end: End, raw: &str) -> Result<i64, ApiError> {
+/// A window bound as given, and as the store's whole milliseconds.
+struct Bound {
+    /// The instant as given: seconds and nanoseconds since the epoch.
+    exact: (i64, u32),
+    /// The whole millisecond the query uses: `from` rounded up, `to` down, so that a bound
+    /// finer than a millisecond holds exactly against times kept in milliseconds.
+    millis: i64,
+}
+
+fn time_bound(end: End, raw: &str) -> Result<Bound, ApiError> {
     let field = match end {
         End::From => "from",
         End::To => "to",
@@ -119,9 +128,12 @@ fn time_bound(end: End, raw: &str) -> Result<i64, ApiError> {
     })?;
     let millis = at.timestamp_millis();
     let finer = at.timestamp_subsec_nanos() % 1_000_000 != 0;
-    Ok(match end {
-        End::From if finer => millis.saturating_add(1),
-        _ => millis,
+    Ok(Bound {
+        exact: (at.timestamp(), at.timestamp_subsec_nanos()),
+        millis: match end {
+            End::From if finer => millis.saturating_add(1),
+            _ => millis,
+        },
     })
 }
 
@@ -135,9 +147,12 @@ async fn build_filter(
         None => return Err(ApiError::invalid("from is required")),
     };
     let to = optional("to", query.to.as_deref(), |_, raw| time_bound(End::To, raw))?;
-    if to.is_some_and(|to| to < from) {
+    // Compared as given: within one millisecond, rounding can put `to` before `from` in a
+    // valid window, which then holds no call.
+    if to.as_ref().is_some_and(|to| to.exact < from.exact) {
         return Err(ApiError::invalid("to must not be before from"));
     }
+    let (from, to) = (from.millis, to.map(|to| to.millis));
     let source = match query.source.as_deref().map(str::trim) {
         Some(source @ ("roleplay" | "real_call")) => source.to_string(),
         Some(_) => return Err(ApiError::invalid("source must be roleplay or real_call")),
@@ -286,8 +301,12 @@ async fn call_detail(
     State(state): State<AppState>,
     tenant: Tenant,
     headers: HeaderMap,
-    ApiPath(call_id): ApiPath<String>,
+    call_id: Result<ApiPath<String>, ApiError>,
 ) -> Result<Json<CallDetail>, ApiError> {
+    // A path that does not decode (not UTF-8) names no call.
+    let Ok(ApiPath(call_id)) = call_id else {
+        return Err(ApiError::CallNotFound);
+    };
     let record = state
         .db
         .scored_call(&tenant.id, call_id.trim())

@@ -366,6 +366,10 @@ async fn another_tenants_calls_and_cursors_are_not_found_or_invalid() {
     app.get(&other, "/v1/calls/svc_call_unknown")
         .await
         .expect_error(404, "CALL_NOT_FOUND");
+    // An id that does not decode (not UTF-8) names no call either.
+    app.get(&other, "/v1/calls/%FF")
+        .await
+        .expect_error(404, "CALL_NOT_FOUND");
     let q = "/v1/calls?from=2026-01-01T00:00:00Z&source=roleplay";
     assert_eq!(app.get(&other, q).await.expect(200)["data"], json!([]));
     let agent_id = agent["id"].as_str().expect("id");

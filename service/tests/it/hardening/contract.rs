@@ -103,6 +103,19 @@ async fn window_bounds_finer_than_a_millisecond_hold_exactly() {
         listed("from=2026-01-01T00:00:00Z&to=2026-01-01T00:00:12.2359Z").await,
         0
     );
+    // A window within one millisecond is valid (bounds are inclusive) and holds no call.
+    for window in [
+        "from=2026-01-01T00:00:12.2361Z&to=2026-01-01T00:00:12.2369Z",
+        "from=2026-01-01T00:00:12.2365Z&to=2026-01-01T00:00:12.2365Z",
+    ] {
+        assert_eq!(listed(window).await, 0, "{window}");
+    }
+    app.get(
+        &tenant,
+        "/v1/calls?source=roleplay&from=2026-01-01T00:00:12.2369Z&to=2026-01-01T00:00:12.2361Z",
+    )
+    .await
+    .expect_error(400, "INVALID_REQUEST");
 }
 
 /// An endpoint that takes ten seconds (on the manual clock) to fail.
