@@ -234,8 +234,12 @@ pub async fn run(
     }
     if let Some(run_id) = run_id {
         let now = format_ts(Utc::now());
+        let reported: Vec<String> = sources.iter().map(|s| s.source.clone()).collect();
         match store
-            .blocking(move |s| s.settle_awaiting(missed_before_ms, run_id, &now))
+            .blocking(move |s| {
+                let reported: Vec<&str> = reported.iter().map(String::as_str).collect();
+                s.settle_awaiting(missed_before_ms, run_id, &now, &reported)
+            })
             .await
         {
             Ok(recovered) => {
@@ -371,7 +375,7 @@ async fn source_pass(
     if !run.options.dry_run
         && let Some(run_id) = run.run_id
     {
-        let watermark = (stopped.is_none() && window.advances).then(|| format_ts(window.to));
+        let watermark = (stopped.is_none() && window.advances).then(|| format_ts(window.watermark));
         let reason = stopped.as_ref().map(|e| format!("{e:#}"));
         let at = format_ts(run_start);
         let recorded = {

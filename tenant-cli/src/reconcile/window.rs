@@ -44,9 +44,14 @@ pub struct Window {
     pub from: DateTime<Utc>,
     /// `to`.
     pub to: DateTime<Utc>,
-    /// Whether, once every page is stored, the watermark may move to `to`: the window starts
-    /// at or before the watermark (or there is none yet), so no gap is left behind it.
+    /// Whether, once every page is stored, the watermark may move to [`Window::watermark`]:
+    /// the window starts at or before the watermark (or there is none yet), so no gap is left
+    /// behind it.
     pub advances: bool,
+    /// Where the watermark moves: `to`, but never past the run's start, as nothing later can
+    /// have been listed yet (an `--until` in the future would otherwise make later runs skip
+    /// what is scored until then).
+    pub watermark: DateTime<Utc>,
 }
 
 /// What a window is computed from.
@@ -91,10 +96,16 @@ impl Window {
             from = from.min(before(to, inputs.refresh_real));
         }
         let from = from.min(to);
+        let next = to.min(inputs.run_start);
         let advances = inputs
             .watermark
-            .is_none_or(|watermark| from <= watermark && to > watermark);
-        Self { from, to, advances }
+            .is_none_or(|watermark| from <= watermark && next > watermark);
+        Self {
+            from,
+            to,
+            advances,
+            watermark: next,
+        }
     }
 }
 
@@ -117,6 +128,26 @@ mod tests {
             overlap: None,
             refresh_real: DEFAULT_REFRESH_REAL,
         }
+    }
+
+    #[test]
+    fn an_until_in_the_future_moves_the_watermark_no_further_than_the_run_s_start() {
+        let mut first = inputs(&CallSource::Roleplay, Some("2026-03-10T11:00:00Z"));
+        first.until = Some(at("2026-03-11T12:00:00Z"));
+        let window = Window::of(&first);
+        assert_eq!(window.to, at("2026-03-11T12:00:00Z"), "lists up to --until");
+        assert!(window.advances);
+        assert_eq!(window.watermark, first.run_start);
+        // The next run starts from there, so what is scored meanwhile is listed.
+        let mut later = inputs(&CallSource::Roleplay, Some("2026-03-10T12:00:00Z"));
+        later.run_start = at("2026-03-11T12:30:00Z");
+        assert!(Window::of(&later).from <= first.run_start);
+        // A window wholly in the future leaves the watermark where it is.
+        let mut ahead = inputs(&CallSource::Roleplay, Some("2026-03-10T12:00:00Z"));
+        ahead.since = Some(at("2026-03-10T11:00:00Z"));
+        ahead.until = Some(at("2026-03-12T00:00:00Z"));
+        ahead.run_start = at("2026-03-10T12:00:00Z");
+        assert!(!Window::of(&ahead).advances);
     }
 
     #[test]

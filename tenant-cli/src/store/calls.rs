@@ -196,8 +196,10 @@ impl Store {
     }
 
     /// Moves stored calls still awaiting their webhook: to `webhook` when it has arrived, to
-    /// `recovered` (by `run_id`) when they were scored at or before `missed_before_ms`. Returns
-    /// the id and source of each call recovered now.
+    /// `recovered` (by `run_id`) when they were scored at or before `missed_before_ms` and are
+    /// of one of `sources` (those the run reports, so that every recovered call is reported
+    /// once: a run over another source leaves them for the next run over theirs). Returns the
+    /// id and source of each call recovered now.
     ///
     /// # Errors
     /// A database error.
@@ -206,6 +208,7 @@ impl Store {
         missed_before_ms: i64,
         run_id: i64,
         now: &str,
+        sources: &[&str],
     ) -> Result<Vec<(String, String)>, StoreError> {
         self.write(|db| {
             db.execute(
@@ -213,14 +216,18 @@ impl Store {
                    (SELECT 1 FROM deliveries d WHERE d.call_id = calls.id AND d.success = 1)",
                 &[],
             )?;
-            db.query(
-                "UPDATE calls SET delivery = 'recovered', recovered_run = $2, recovered_at = $3
-                 WHERE delivery = 'awaiting' AND scored_ms <= $1 RETURNING id, source",
-                params![missed_before_ms, run_id, now],
-            )?
-            .iter()
-            .map(|row| Ok((row.text(0)?, row.text(1)?)))
-            .collect()
+            let mut recovered = Vec::new();
+            for source in sources {
+                for row in db.query(
+                    "UPDATE calls SET delivery = 'recovered', recovered_run = $2, recovered_at = $3
+                     WHERE delivery = 'awaiting' AND scored_ms <= $1 AND source = $4
+                     RETURNING id, source",
+                    params![missed_before_ms, run_id, now, *source],
+                )? {
+                    recovered.push((row.text(0)?, row.text(1)?));
+                }
+            }
+            Ok(recovered)
         })
     }
 

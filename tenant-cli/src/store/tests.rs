@@ -330,9 +330,17 @@ fn how_a_call_reached_the_store_follows_the_ledger_and_the_grace_period() {
                 )
                 .expect("store");
             assert_eq!(stored, [Stored::New(Delivery::Awaiting)]);
-            // Nothing arrives; a later run settles it as recovered.
+            // Nothing arrives. A run over the other source leaves it, as it would not report it.
+            assert!(
+                store
+                    .settle_awaiting(AFTER_SCORING, 2, "x", &["real_call"])
+                    .expect("settle")
+                    .is_empty(),
+                "left for a run over its own source"
+            );
+            // A later run over its source settles it as recovered.
             let recovered = store
-                .settle_awaiting(AFTER_SCORING, 2, "2026-03-01T11:00:00.000Z")
+                .settle_awaiting(AFTER_SCORING, 2, "2026-03-01T11:00:00.000Z", &["roleplay"])
                 .expect("settle");
             assert_eq!(
                 recovered,
@@ -340,7 +348,7 @@ fn how_a_call_reached_the_store_follows_the_ledger_and_the_grace_period() {
             );
             assert!(
                 store
-                    .settle_awaiting(AFTER_SCORING, 3, "x")
+                    .settle_awaiting(AFTER_SCORING, 3, "x", &["roleplay"])
                     .expect("settle")
                     .is_empty(),
                 "settled once"
@@ -367,7 +375,7 @@ fn a_webhook_arriving_in_the_grace_period_marks_the_call_delivered() {
             );
             assert!(
                 store
-                    .settle_awaiting(AFTER_SCORING, 2, "x")
+                    .settle_awaiting(AFTER_SCORING, 2, "x", &["roleplay"])
                     .expect("settle")
                     .is_empty(),
                 "delivered, not recovered"
