@@ -329,6 +329,13 @@ fn store_call(
         .transpose()?;
     let stored = match before {
         None => Stored::New(insert_call(tx, row, detail, &columns, writer)?),
+        Some((_, scored_at, updated_at))
+            if is_older(&columns, updated_at.as_deref(), scored_at.as_deref()) =>
+        {
+            // A detail read before the stored one (the webhook worker's, read before a
+            // reconcile run stored a re-disposition): the newer version stays.
+            Stored::Unchanged
+        }
         Some((score, scored_at, updated_at)) => {
             let score: Value = serde_json::from_str(&score)
                 .map_err(|e| StoreError::Corrupt(format!("the score of call {id}: {e}")))?;
@@ -358,6 +365,20 @@ fn store_call(
     };
     tx.execute("DELETE FROM call_failures WHERE call_id = $1", params![id])?;
     Ok(stored)
+}
+
+/// Whether the detail being stored is an older version of the stored call: its `updatedAt`
+/// (else `scoredAt`) is before the stored one's. Either missing or unreadable: not older.
+fn is_older(incoming: &Columns, updated_at: Option<&str>, scored_at: Option<&str>) -> bool {
+    let version = |updated: Option<&str>, scored: Option<&str>| {
+        updated.or(scored).and_then(crate::time::parse_ts)
+    };
+    let stored = version(updated_at, scored_at);
+    let incoming = version(
+        incoming.updated_at.as_deref(),
+        incoming.scored_at.as_deref(),
+    );
+    matches!((incoming, stored), (Some(incoming), Some(stored)) if incoming < stored)
 }
 
 fn insert_call(

@@ -220,6 +220,23 @@ fn a_call_is_stored_once_then_unchanged_then_changed_with_its_change_logged() {
                 json!([1, 2]),
                 "unknown score keys are kept"
             );
+
+            // A detail read before the stored one (a late webhook worker's) does not bring the
+            // older version back.
+            let stale = store
+                .store_calls(&[(None, detail(&first))], &writer(0, None))
+                .expect("store");
+            assert_eq!(stale, [Stored::Unchanged]);
+            assert_eq!(
+                store.call_detail("svc_call_1").expect("read").as_deref(),
+                Some(detail(&moved).json.as_str()),
+                "the newer version stays"
+            );
+            assert_eq!(
+                texts(store, "SELECT CAST(COUNT(*) AS TEXT) FROM score_changes"),
+                ["1"],
+                "no change logged"
+            );
         },
     );
 }
