@@ -85,6 +85,10 @@ struct Columns {
     scored_at: Option<String>,
     updated_at: Option<String>,
     scored_ms: Option<i64>,
+    /// When the call was first scored, which is when its `call.scored` was sent (unix ms):
+    /// `scoredAt`, except for a real call re-dispositioned since (its `scoredAt` moved, with
+    /// no new delivery), whose first scoring is its `createdAt`.
+    first_scored_ms: Option<i64>,
     listed_ms: Option<i64>,
     overall_score: f64,
     /// The detail's `score` object as the service sent it (JSON text).
@@ -120,6 +124,15 @@ impl Columns {
             scored_at: r.scored_at.clone(),
             updated_at: d.updated_at.clone(),
             scored_ms: ms(r.scored_at.as_deref()).or(listed_ms),
+            first_scored_ms: {
+                let scored = ms(r.scored_at.as_deref()).or(listed_ms);
+                match (&r.source, ms(d.created_at.as_deref())) {
+                    (CallSource::RealCall, Some(created)) => {
+                        Some(scored.map_or(created, |s| s.min(created)))
+                    }
+                    _ => scored,
+                }
+            },
             listed_ms,
             overall_score: d.score.overall_score,
             score,
@@ -399,10 +412,13 @@ fn insert_call(
         Delivery::Webhook
     } else if writer
         .ledger_since_ms
-        .is_none_or(|since| c.scored_ms.is_none_or(|at| at < since))
+        .is_none_or(|since| c.first_scored_ms.is_none_or(|at| at < since))
     {
         Delivery::Backfill
-    } else if c.scored_ms.is_some_and(|at| at <= writer.missed_before_ms) {
+    } else if c
+        .first_scored_ms
+        .is_some_and(|at| at <= writer.missed_before_ms)
+    {
         Delivery::Recovered
     } else {
         Delivery::Awaiting

@@ -93,3 +93,31 @@ async fn refresh_real_0_does_not_list_real_calls_back_30_days() {
     );
     assert_eq!(report(&run)["changedCallIds"], json!([changed]));
 }
+
+/// A real call's `call.scored` goes out when it is first scored; a re-disposition moves its
+/// `scoredAt` but sends nothing. A call first scored before the ledger opened is history,
+/// even when it was re-dispositioned after.
+#[tokio::test]
+async fn a_call_scored_before_the_ledger_and_re_dispositioned_after_is_backfilled() {
+    use svc_receiver::CallSource;
+    let fake = fake().await;
+    let call = fake.calls.add(REAL_CALL, days_ago(10));
+    // The ledger opens (webhook serve's first delivery) two days ago.
+    super::record_webhook(
+        &fake.store,
+        "svc_call_other",
+        CallSource::RealCall,
+        days_ago(2),
+    );
+    fake.calls.redisposition(&call, 61.0).expect("a known call");
+    let run = fake
+        .reconcile(&["--source", "real_call", "--delivery-grace", "0s"])
+        .await;
+    assert_eq!(
+        super::deliveries(&fake.store)[&call],
+        "backfill",
+        "its webhook was sent before the ledger opened: {}",
+        report(&run)
+    );
+    assert_eq!(run.code, 0, "{}", report(&run));
+}
