@@ -61,6 +61,10 @@ pub enum ApiError {
     /// links are this service's own; outside the contract's codes).
     #[error("{0}")]
     AudioLinkInvalid(String),
+    /// 416 on an audio link asked for a `Range` outside the recording (answered with
+    /// `Content-Range: bytes */<length>`, as HTTP asks; outside the contract's codes).
+    #[error("the requested range is not within the recording")]
+    RangeNotSatisfiable,
     /// 429: the tenant is over the request rate limit the operator set (off by default; the
     /// contract announces 429 with `Retry-After` should limits be introduced). Holds the wait.
     #[error("too many requests: retry after the Retry-After delay")]
@@ -107,6 +111,7 @@ impl ApiError {
             | ApiError::AgencyNotFound
             | ApiError::RouteNotFound => StatusCode::NOT_FOUND,
             ApiError::AgentAlreadyExists(_) => StatusCode::CONFLICT,
+            ApiError::RangeNotSatisfiable => StatusCode::RANGE_NOT_SATISFIABLE,
             ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Internal(_) | ApiError::InjectedFault => StatusCode::INTERNAL_SERVER_ERROR,
@@ -132,6 +137,7 @@ impl ApiError {
             ApiError::AgencyNotFound => "AGENCY_NOT_FOUND",
             ApiError::AgentAlreadyExists(_) => "AGENT_ALREADY_EXISTS",
             ApiError::AudioLinkInvalid(_) => "AUDIO_LINK_INVALID",
+            ApiError::RangeNotSatisfiable => "RANGE_NOT_SATISFIABLE",
             ApiError::RateLimited(_) => "RATE_LIMITED",
             ApiError::RouteNotFound => "NOT_FOUND",
             ApiError::MethodNotAllowed => "METHOD_NOT_ALLOWED",

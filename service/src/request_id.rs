@@ -66,6 +66,8 @@ fn framework_error(response: &Response) -> Option<ErrorBody> {
         )),
         StatusCode::NOT_FOUND => ApiError::RouteNotFound,
         StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed,
+        // The audio link's file server, on a Range outside the file; its Content-Range stays.
+        StatusCode::RANGE_NOT_SATISFIABLE => ApiError::RangeNotSatisfiable,
         _ if status.is_server_error() => ApiError::Internal(anyhow::anyhow!("status {status}")),
         _ => ApiError::invalid("the request could not be processed"),
     };

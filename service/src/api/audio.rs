@@ -51,6 +51,7 @@ pub struct AudioQuery {
     responses(
         (status = 200, description = "The recording (audio/*); `Range` requests get 206", content_type = "audio/wav"),
         (status = 206, description = "The requested range of the recording"),
+        (status = 416, description = "RANGE_NOT_SATISFIABLE: a range outside the recording (with Content-Range: bytes */<length>)", body = ErrorEnvelope),
         (status = 403, description = "AUDIO_LINK_INVALID: expired, tampered with, or for another call", body = ErrorEnvelope),
         (status = 404, description = "CALL_NOT_FOUND: no archived recording (none, or past its 30-day retention)", body = ErrorEnvelope),
     )

@@ -79,6 +79,15 @@ async fn a_range_request_gets_206_with_just_that_range() {
         let body = served.bytes().await.expect("body");
         assert_eq!(body.as_ref(), &AUDIO[from..=to], "{range}");
     }
+    // A range past the end is 416 in the envelope, with the length a client retries with.
+    let served = world.fetch(&url, Some("bytes=99999999-")).await;
+    assert_eq!(served.status(), 416);
+    assert_eq!(
+        served.headers()["content-range"].to_str().expect("ascii"),
+        format!("bytes */{}", AUDIO.len())
+    );
+    let body: serde_json::Value = served.json().await.expect("envelope");
+    assert_eq!(body["error"]["code"], "RANGE_NOT_SATISFIABLE");
 }
 
 #[tokio::test]
