@@ -125,15 +125,11 @@ impl Index for ClaimIndex {
     fn upgrade(conn: &Connection) -> rusqlite::Result<()> {
         let tx =
             rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
-        let columns: i64 = tx.query_row(
-            "SELECT COUNT(*) FROM pragma_table_info('webhook_claims')",
+        let (columns, with_seq): (i64, i64) = tx.query_row(
+            "SELECT COUNT(*), COUNT(*) FILTER (WHERE name = 'seq')
+             FROM pragma_table_info('webhook_claims')",
             [],
-            |r| r.get(0),
-        )?;
-        let with_seq: i64 = tx.query_row(
-            "SELECT COUNT(*) FROM pragma_table_info('webhook_claims') WHERE name = 'seq'",
-            [],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
         if columns > 0 && with_seq == 0 {
             tx.execute_batch("ALTER TABLE webhook_claims RENAME TO webhook_claims_first_layout")?;

@@ -236,10 +236,7 @@ pub async fn run(
         let now = format_ts(Utc::now());
         let reported: Vec<String> = sources.iter().map(|s| s.source.clone()).collect();
         match store
-            .blocking(move |s| {
-                let reported: Vec<&str> = reported.iter().map(String::as_str).collect();
-                s.settle_awaiting(missed_before_ms, run_id, &now, &reported)
-            })
+            .blocking(move |s| s.settle_awaiting(missed_before_ms, run_id, &now, &reported))
             .await
         {
             Ok(recovered) => {

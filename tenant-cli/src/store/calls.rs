@@ -110,6 +110,13 @@ impl Columns {
             CallSource::RealCall => ms(r.started_at.as_deref()),
             _ => ms(r.ended_at.as_deref()).or_else(|| ms(r.started_at.as_deref())),
         };
+        let scored_ms = ms(r.scored_at.as_deref()).or(listed_ms);
+        let first_scored_ms = match (&r.source, ms(d.created_at.as_deref())) {
+            (CallSource::RealCall, Some(created)) => {
+                Some(scored_ms.map_or(created, |scored| scored.min(created)))
+            }
+            _ => scored_ms,
+        };
         // The typed reading succeeded, so the text is a JSON object with a score.
         let score = serde_json::from_str::<ScoreText<'_>>(&detail.json)
             .map_or_else(|_| "null".to_owned(), |t| t.score.get().to_owned());
@@ -123,16 +130,8 @@ impl Columns {
             ended_at: r.ended_at.clone(),
             scored_at: r.scored_at.clone(),
             updated_at: d.updated_at.clone(),
-            scored_ms: ms(r.scored_at.as_deref()).or(listed_ms),
-            first_scored_ms: {
-                let scored = ms(r.scored_at.as_deref()).or(listed_ms);
-                match (&r.source, ms(d.created_at.as_deref())) {
-                    (CallSource::RealCall, Some(created)) => {
-                        Some(scored.map_or(created, |s| s.min(created)))
-                    }
-                    _ => scored,
-                }
-            },
+            scored_ms,
+            first_scored_ms,
             listed_ms,
             overall_score: d.score.overall_score,
             score,
@@ -221,7 +220,7 @@ impl Store {
         missed_before_ms: i64,
         run_id: i64,
         now: &str,
-        sources: &[&str],
+        sources: &[impl AsRef<str>],
     ) -> Result<Vec<(String, String)>, StoreError> {
         self.write(|db| {
             db.execute(
@@ -235,7 +234,7 @@ impl Store {
                     "UPDATE calls SET delivery = 'recovered', recovered_run = $2, recovered_at = $3
                      WHERE delivery = 'awaiting' AND scored_ms <= $1 AND source = $4
                      RETURNING id, source",
-                    params![missed_before_ms, run_id, now, *source],
+                    params![missed_before_ms, run_id, now, source.as_ref()],
                 )? {
                     recovered.push((row.text(0)?, row.text(1)?));
                 }
