@@ -7,7 +7,10 @@
 
 use axum::Router;
 use axum::body::Body;
+use std::path::Path;
+
 use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
@@ -18,7 +21,7 @@ use utoipa::{IntoParams, OpenApi};
 use crate::envelope::ErrorEnvelope;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
-use crate::realcall::audio::is_archive_name;
+use crate::realcall::audio::{audio_type, is_archive_name};
 use crate::state::AppState;
 
 /// Routes of this resource.
@@ -88,9 +91,41 @@ async fn audio(
         return Err(ApiError::CallNotFound);
     }
     let path = state.archive.path(&file);
-    let served = ServeFile::new(path)
+    let mut served = ServeFile::new(&path)
         .oneshot(request)
         .await
-        .map_err(|e| ApiError::Internal(e.into()))?;
-    Ok(served.map(Body::new).into_response())
+        .map_err(|e| ApiError::Internal(e.into()))?
+        .map(Body::new)
+        .into_response();
+    if served.status().is_success() {
+        protect(served.headers_mut(), &call_id, &path);
+    }
+    Ok(served)
+}
+
+/// Headers that keep a recording a recording on the API's origin: its audio type (never a
+/// guess from elsewhere), no sniffing, a policy under which nothing in it can run, and a
+/// download name (an `<audio>` element still plays it).
+fn protect(headers: &mut HeaderMap, call_id: &str, path: &Path) {
+    // Only archive names with an audio type get here; octet-stream is never rendered anyway.
+    let content_type = audio_type(path).unwrap_or("application/octet-stream");
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("bin");
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; sandbox"),
+    );
+    // Call ids are the service's own (svc_call_ and alphanumerics); anything else is left out.
+    let name = if call_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        format!("attachment; filename=\"{call_id}.{ext}\"")
+    } else {
+        format!("attachment; filename=\"recording.{ext}\"")
+    };
+    if let Ok(value) = HeaderValue::from_str(&name) {
+        headers.insert(header::CONTENT_DISPOSITION, value);
+    }
 }

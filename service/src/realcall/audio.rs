@@ -154,26 +154,52 @@ impl Archive {
     }
 }
 
-/// The file extension an archived copy keeps (so it is served with the right type): the
-/// source's, lowercased, when it is a short alphanumeric one; `bin` otherwise.
-fn extension(source: &Path) -> String {
-    source
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase)
-        .filter(|e| !e.is_empty() && e.len() <= 5 && e.chars().all(|c| c.is_ascii_alphanumeric()))
-        .unwrap_or_else(|| "bin".to_owned())
+/// The audio types the archive takes and serves, by extension (lowercase). Nothing else is
+/// ingested as a recording: the archive's files are served on the API's origin, and a file
+/// served as HTML, SVG or script there would run as the API.
+const AUDIO_TYPES: &[(&str, &str)] = &[
+    ("wav", "audio/wav"),
+    ("mp3", "audio/mpeg"),
+    ("ogg", "audio/ogg"),
+    ("oga", "audio/ogg"),
+    ("opus", "audio/ogg"),
+    ("m4a", "audio/mp4"),
+    ("aac", "audio/aac"),
+    ("flac", "audio/flac"),
+    ("weba", "audio/webm"),
+];
+
+/// The `Content-Type` a recording at `path` is served with, by its extension; `None` when it
+/// is not one of the audio types the archive takes.
+pub fn audio_type(path: &Path) -> Option<&'static str> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    AUDIO_TYPES
+        .iter()
+        .find(|(known, _)| *known == ext)
+        .map(|(_, content_type)| *content_type)
 }
 
-/// Whether `name` is a file name the archive could have written (links never name files, but
-/// the database is read back here: nothing else may be served).
+/// The file extension an archived copy keeps (so it is served with its type): the source's,
+/// lowercased; `bin` (never served) when it is not an audio one.
+fn extension(source: &Path) -> String {
+    match audio_type(source) {
+        Some(_) => source
+            .extension()
+            .and_then(|e| e.to_str())
+            .map_or_else(|| "bin".to_owned(), str::to_ascii_lowercase),
+        None => "bin".to_owned(),
+    }
+}
+
+/// Whether `name` is a file name the archive could have written for an audio recording
+/// (links never name files, but the database is read back here: nothing else may be served,
+/// including files of other types archived before types were checked).
 pub fn is_archive_name(name: &str) -> bool {
     match name.split_once('.') {
-        Some((hash, ext)) => {
+        Some((hash, _)) => {
             hash.len() == 64
                 && hash.chars().all(|c| c.is_ascii_hexdigit())
-                && !ext.is_empty()
-                && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                && audio_type(Path::new(name)).is_some()
         }
         None => false,
     }

@@ -7,13 +7,16 @@
 //! - invalid when it does not read ([`super::record`]) or names no agency of the tenant;
 //! - the call already stored, when its agency already has its dialer call id (nothing changes);
 //! - dropped, before anything is stored, billed or delivered: `agency_not_enabled`,
-//!   `too_short` (under [`MIN_DURATION_SECS`] seconds), `no_audio` (no recording, or an empty
-//!   or unreadable file), `no_transcript` (none, or no turns), `unregistered_rep`;
+//!   `too_short` (under [`MIN_DURATION_SECS`] seconds), `recording_outside_dir` (the path,
+//!   symlinks resolved, leaves the ingest file's directory), `recording_not_audio` (not an
+//!   audio file by its extension, see [`super::audio::audio_type`]), `no_audio` (no
+//!   recording, or an empty or unreadable file), `no_transcript` (none, or no turns),
+//!   `unregistered_rep`;
 //! - otherwise stored: scored, or not scored (`SCORING_INCOMPLETE`) when no rep turn has
 //!   content; either way its webhook is queued and its minutes count toward the allowance.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use serde_json::Value;
 use svc_receiver::CallSource;
@@ -27,6 +30,22 @@ use crate::ids;
 use crate::scoring::evaluate::{EventIds, event_for};
 use crate::scoring::real_call::{self, RealCall};
 use crate::time::format_timestamp;
+
+/// `path` with `.` dropped and each `..` taking away the component before it, by the text
+/// alone (the file system is not read; `..` at the root stays at the root).
+fn lexically_normal(path: &Path) -> PathBuf {
+    let mut normal = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                normal.pop();
+            }
+            other => normal.push(other),
+        }
+    }
+    normal
+}
 
 /// Calls shorter than this are too short to assess (dropped `too_short`).
 pub const MIN_DURATION_SECS: i64 = 30;
@@ -58,6 +77,13 @@ pub enum Dropped {
     AgencyNotEnabled,
     /// Under [`MIN_DURATION_SECS`].
     TooShort,
+    /// The recording's path leaves the ingest file's directory (`..`, an absolute path
+    /// elsewhere, or a symlink pointing out): never read, so a dialer file cannot have the
+    /// service archive and serve any file it can read.
+    RecordingOutsideDir,
+    /// The recording is not an audio file (its extension is not one of the audio types the
+    /// archive serves), so it would be served as something a browser runs or renders.
+    RecordingNotAudio,
     /// No usable recording.
     NoAudio,
     /// No transcript.
@@ -72,6 +98,8 @@ impl Dropped {
         match self {
             Dropped::AgencyNotEnabled => "agency_not_enabled",
             Dropped::TooShort => "too_short",
+            Dropped::RecordingOutsideDir => "recording_outside_dir",
+            Dropped::RecordingNotAudio => "recording_not_audio",
             Dropped::NoAudio => "no_audio",
             Dropped::NoTranscript => "no_transcript",
             Dropped::UnregisteredRep => "unregistered_rep",
@@ -333,24 +361,23 @@ impl Ingest {
         agency: RealCallAgency,
         rosters: &mut HashMap<String, Vec<Candidate>>,
     ) -> Result<Result<Attributed, Disposal>, DbError> {
-        let recording = record.recording.as_deref().map(|p| self.recording_path(p));
-        let dropped = if !agency.enabled {
-            Some(Dropped::AgencyNotEnabled)
+        let recording = if !agency.enabled {
+            Err(Dropped::AgencyNotEnabled)
         } else if record.duration_sec < MIN_DURATION_SECS {
-            Some(Dropped::TooShort)
-        } else if !recording.as_deref().is_some_and(Archive::usable) {
-            Some(Dropped::NoAudio)
-        } else if record.transcript.as_ref().is_none_or(Vec::is_empty) {
-            Some(Dropped::NoTranscript)
+            Err(Dropped::TooShort)
         } else {
-            None
+            self.recording(record.recording.as_deref())
         };
-        if let Some(dropped) = dropped {
-            return Ok(Err(Disposal::Dropped(dropped)));
-        }
-        // Usable, so there is one.
-        let Some(recording) = recording else {
-            return Ok(Err(Disposal::Dropped(Dropped::NoAudio)));
+        let recording = recording.and_then(|recording| {
+            if record.transcript.as_ref().is_none_or(Vec::is_empty) {
+                Err(Dropped::NoTranscript)
+            } else {
+                Ok(recording)
+            }
+        });
+        let recording = match recording {
+            Ok(recording) => recording,
+            Err(dropped) => return Ok(Err(Disposal::Dropped(dropped))),
         };
         if !rosters.contains_key(&agency.id) {
             let roster = self.db.agency_candidates(tenant_id, &agency.id).await?;
@@ -426,13 +453,29 @@ impl Ingest {
         Ok(Built { slot, call })
     }
 
-    fn recording_path(&self, path: &str) -> PathBuf {
-        let path = Path::new(path.trim());
-        if path.is_absolute() {
-            path.to_path_buf()
-        } else {
-            self.base_dir.join(path)
+    /// The record's recording, confined to the ingest file's directory: the path is resolved
+    /// against it, first by its text (`..` and absolute paths), then on disk (symlinks), and
+    /// must stay inside it both times; then it must be an audio file, readable and not empty.
+    fn recording(&self, path: Option<&str>) -> Result<PathBuf, Dropped> {
+        let path = path.map(str::trim).ok_or(Dropped::NoAudio)?;
+        let base = std::path::absolute(&self.base_dir).map_err(|_| Dropped::NoAudio)?;
+        let base = lexically_normal(&base);
+        // By its text first, so a path outside is refused without looking at what is there.
+        if !lexically_normal(&base.join(path)).starts_with(&base) {
+            return Err(Dropped::RecordingOutsideDir);
         }
+        let resolved = std::fs::canonicalize(base.join(path)).map_err(|_| Dropped::NoAudio)?;
+        let real_base = std::fs::canonicalize(&base).map_err(|_| Dropped::NoAudio)?;
+        if !resolved.starts_with(&real_base) {
+            return Err(Dropped::RecordingOutsideDir);
+        }
+        if super::audio::audio_type(&resolved).is_none() {
+            return Err(Dropped::RecordingNotAudio);
+        }
+        if !Archive::usable(&resolved) {
+            return Err(Dropped::NoAudio);
+        }
+        Ok(resolved)
     }
 
     /// Scores the call and builds what is stored, webhook body included.

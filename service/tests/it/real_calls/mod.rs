@@ -7,6 +7,7 @@
 //! - [`attribution`]: the handles, in order, inside the record's agency.
 //! - [`scoring`]: the bands, the scorecard rule and shape, a call that cannot be scored.
 //! - [`audio`]: the signed link, `Range`, expiry and tampering, a missing archive file.
+//! - [`confinement`]: recordings only from the ingest file's directory, only audio, served inert.
 //! - [`retention`]: the sweep of archived recordings after 30 days.
 //! - [`redisposition`]: a new score with no webhook.
 //! - [`listing`]: order and window by `startedAt`, the detail's shape.
@@ -15,6 +16,7 @@
 
 mod attribution;
 mod audio;
+mod confinement;
 mod ingest;
 mod listing;
 mod operator;
