@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use serde_json::Value;
-use svc_cli::time::format_ts;
+use svc_reconcile::time::format_ts;
 
 use reconcile_support::child::{self, Measured};
 use reconcile_support::machine;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use indicatif::ProgressBar;
-use svc_cli::client::{ApiKey, Client, RetryPolicy};
 use svc_cli::commands::roster::{plan, run};
+use svc_client::{ApiKey, Client, RetryPolicy};
 use svc_fixtures::roster::Roster;
 use wiremock::MockServer;
 

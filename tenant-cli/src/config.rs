@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::ApiKey;
+use svc_client::ApiKey;
 
 /// Configuration problems (all exit 2).
 #[derive(Debug, thiserror::Error)]

@@ -1,10 +1,10 @@
 //! The documented exit codes and the one mapping from errors to them.
 
-use crate::client::{ClientError, ErrorClass};
 use crate::config::ConfigError;
-use crate::live::LiveError;
-use crate::store::StoreError;
-use crate::store::lock::LockError;
+use svc_client::live::LiveError;
+use svc_client::{ClientError, ErrorClass};
+use svc_reconcile::store::StoreError;
+use svc_reconcile::store::lock::LockError;
 
 /// Success.
 pub const OK: u8 = 0;
@@ -99,12 +99,27 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
     FAILURE
 }
 
+/// What the command line adds to a library's error so its user knows which flag to reach for
+/// (the libraries speak of their own API, never of flags): from the first cause that has one.
+pub fn hint(error: &anyhow::Error) -> Option<&'static str> {
+    error
+        .chain()
+        .find_map(|cause| match cause.downcast_ref::<ClientError>()? {
+            ClientError::MissingApiKey => Some("use --api-key, SVC_API_KEY or a config profile"),
+            ClientError::InsecureHttp { .. } => {
+                Some("allow it with --insecure-http (or SVC_INSECURE_HTTP=1)")
+            }
+            _ => None,
+        })
+}
+
 /// The exit code for a client error: a usage error (2) when the configuration must change (the
 /// base URL, a missing key, plain HTTP not allowed, a redirect never followed), else its class.
 pub fn client_code(error: &ClientError) -> u8 {
     match error {
         ClientError::BaseUrl { .. }
         | ClientError::MissingApiKey
+        | ClientError::UserAgent
         | ClientError::InsecureHttp { .. }
         | ClientError::Redirect { .. } => USAGE,
         _ => class_code(error.class()),

@@ -1,17 +1,13 @@
-//! `svc-cli`: the tenant's command line and typed API client for the Roleplay and Call-Scoring
-//! Service v1 API.
+//! `svc-cli`: the tenant's command line for the Roleplay and Call-Scoring Service v1 API, a thin
+//! binary over the library crates: `svc-client` (the typed API client), `svc-reconcile` (the
+//! reconciliation engine and its stores) and `svc-receiver` (webhooks).
 //!
 //! # Layout
-//! - [`client`]: the typed async API client (usable as a library): endpoints, lenient resource
-//!   types, error envelope, retry policy, pagination streams.
-//! - [`live`]: the client side of the compact service's live text transport (what the browser
-//!   SDK does), used by `practice`.
 //! - [`config`]: where the base URL and API key come from (flag > env > config-file profile) and
 //!   the config file itself (written 0600).
 //! - [`output`]: tables or JSON on stdout, messages and progress on stderr.
-//! - [`store`]: the local SQLite store of scored calls, webhook deliveries, changes and runs.
-//! - [`reconcile`]: list scored calls per source and store what the store is missing or what
-//!   changed silently (`svc-cli reconcile`).
+//! - [`reconcile`]: `svc-reconcile` as `svc-cli reconcile` runs it: the store as the sink,
+//!   exit codes, the report's table, the spinner.
 //! - [`report`]: the store as one self-contained HTML page (`svc-cli store report`).
 //! - [`receiver`]: receive webhook deliveries into the store (`svc-cli webhook serve`).
 //! - [`sandbox`] (feature `sandbox`, on by default): the compact service run in-process as a
@@ -19,7 +15,6 @@
 //! - [`console`] (feature `sandbox`): the sandbox's rep console (`GET /console` on its own
 //!   address): a practice call through the service's browser SDK, tokens minted server-side.
 //! - [`demo`] (feature `sandbox`): the whole loop in one command (`svc-cli demo`).
-//! - [`time`]: timestamps and durations as the command line and the store write them.
 //! - [`exit`]: the documented exit codes and the mapping from errors to them.
 //! - [`ops`]: what operators run the long-lived commands with: `--log-format`, the
 //!   Prometheus recorder, `webhook serve`'s health and metrics endpoints, `reconcile
@@ -31,7 +26,6 @@
 
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
-pub mod client;
 pub mod commands;
 pub mod config;
 #[cfg(feature = "sandbox")]
@@ -39,7 +33,6 @@ pub mod console;
 #[cfg(feature = "sandbox")]
 pub mod demo;
 pub mod exit;
-pub mod live;
 pub mod ops;
 pub mod output;
 pub mod receiver;
@@ -47,8 +40,6 @@ pub mod reconcile;
 pub mod report;
 #[cfg(feature = "sandbox")]
 pub mod sandbox;
-pub mod store;
-pub mod time;
 
 use std::process::ExitCode;
 
@@ -84,7 +75,10 @@ pub fn main_entry() -> ExitCode {
                 error.downcast_ref::<exit::CliError>(),
                 Some(exit::CliError::Reported(_))
             ) {
-                log.error(&format!("svc-cli: error: {error:#}"));
+                match exit::hint(&error) {
+                    Some(hint) => log.error(&format!("svc-cli: error: {error:#} ({hint})")),
+                    None => log.error(&format!("svc-cli: error: {error:#}")),
+                }
             }
             ExitCode::from(exit::code_for(&error))
         }

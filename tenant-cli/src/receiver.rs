@@ -24,14 +24,14 @@ use svc_receiver::reload::SecretFile;
 use svc_receiver::{Keyring, Received, SharedKeyring, Verifier};
 use tokio::net::TcpListener;
 
-use crate::client::{CallId, Client, ErrorClass};
 use crate::ops::health::{HEALTHZ, METRICS, Ops, READYZ};
 use crate::ops::prometheus::Metrics;
-use crate::store::Store;
-use crate::store::calls::Writer;
-use crate::store::deliveries::NewDelivery;
-use crate::store::inbox::StoreInbox;
-use crate::time::format_ts;
+use svc_client::{CallId, Client, ErrorClass};
+use svc_reconcile::store::Store;
+use svc_reconcile::store::calls::Writer;
+use svc_reconcile::store::deliveries::NewDelivery;
+use svc_reconcile::store::inbox::StoreInbox;
+use svc_reconcile::time::format_ts;
 
 /// Inbox entries handled at once (each records a delivery and, with a client, reads a call).
 const WORKERS: usize = 4;

@@ -120,7 +120,10 @@ fn protect(headers: &mut HeaderMap, call_id: &str, path: &Path) {
         HeaderValue::from_static("default-src 'none'; sandbox"),
     );
     // Call ids are the service's own (svc_call_ and alphanumerics); anything else is left out.
-    let name = if call_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+    let name = if call_id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
         format!("attachment; filename=\"{call_id}.{ext}\"")
     } else {
         format!("attachment; filename=\"recording.{ext}\"")

@@ -3,8 +3,8 @@
 use clap::{Args, Subcommand};
 
 use super::Ctx;
-use crate::client::{Agency, UpsertAgency};
 use crate::output::{self, Output};
+use svc_client::{Agency, UpsertAgency};
 
 /// Agency commands.
 #[derive(Debug, Subcommand)]

@@ -4,8 +4,8 @@
 use clap::{ArgGroup, Args, Subcommand};
 
 use super::Ctx;
-use crate::client::{AgencyId, AgencyRef, Agent, AgentHandle, AgentId, AgentQuery, RegisterAgent};
 use crate::output::{self, Output};
+use svc_client::{AgencyId, AgencyRef, Agent, AgentHandle, AgentId, AgentQuery, RegisterAgent};
 
 /// Agent commands.
 #[derive(Debug, Subcommand)]

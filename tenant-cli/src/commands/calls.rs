@@ -5,8 +5,8 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 
 use super::Ctx;
-use crate::client::{AgencyId, AgentId, CallDetail, CallId, CallQuery, CallRow, CallSource};
 use crate::output::{self, Output};
+use svc_client::{AgencyId, AgentId, CallDetail, CallId, CallQuery, CallRow, CallSource};
 
 /// Call commands.
 // Parsed once per process: the size difference between variants does not matter.

@@ -60,7 +60,7 @@ fn set(ctx: &Ctx, args: SetArgs) -> anyhow::Result<()> {
     let profile = file.profiles.entry(inputs.profile()).or_default();
     if let Some(url) = url {
         // Validate now rather than at the next command.
-        crate::client::Client::builder(url.clone())
+        svc_client::Client::builder(url.clone())
             .allow_insecure_http(ctx.global.insecure_http)
             .build()?;
         profile.base_url = Some(url);

@@ -12,9 +12,9 @@ use svc_receiver::inbox::{DeadLetter, Inbox, InboxPolicy};
 use super::Ctx;
 use crate::exit::CliError;
 use crate::output;
-use crate::store::inbox::StoreInbox;
-use crate::store::{Store, StoreLocation};
-use crate::time::format_ts;
+use svc_reconcile::store::inbox::StoreInbox;
+use svc_reconcile::store::{Store, StoreLocation};
+use svc_reconcile::time::format_ts;
 
 /// Inbox commands.
 #[derive(Debug, Subcommand)]

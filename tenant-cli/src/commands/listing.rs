@@ -7,8 +7,8 @@ use std::future::Future;
 use futures_util::{Stream, TryStreamExt};
 use serde::Serialize;
 
-use crate::client::{ClientError, Page};
 use crate::output::Output;
+use svc_client::{ClientError, Page};
 
 /// Fetches and prints a list. `every` (the client's stream over all pages) is driven when `all`
 /// is set, `one` (the client's single-page request) otherwise; both are lazy, so the other one

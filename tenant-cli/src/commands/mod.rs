@@ -24,9 +24,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::client::{ApiKey, Client, ClientError, RetryPolicy};
 use crate::config::{ConfigError, Inputs, Settings};
 use crate::output::Output;
+use svc_client::{ApiKey, Client, ClientError, RetryPolicy};
 
 /// The tenant's command line for the Roleplay and Call-Scoring Service v1 API.
 #[derive(Debug, Parser)]
@@ -226,7 +226,7 @@ impl Ctx {
         Ok(self.builder(&settings)?.build()?)
     }
 
-    fn builder(&self, settings: &Settings) -> Result<crate::client::ClientBuilder, ConfigError> {
+    fn builder(&self, settings: &Settings) -> Result<svc_client::ClientBuilder, ConfigError> {
         let (base_url, _) = settings
             .base_url
             .clone()

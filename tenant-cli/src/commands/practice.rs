@@ -1,5 +1,5 @@
 //! `svc-cli practice`: a headless practice call, as the browser SDK would run it: redeem the
-//! token (`POST /roleplay/session`), then talk over the live transport ([`crate::live`]) and print
+//! token (`POST /roleplay/session`), then talk over the live transport ([`svc_client::live`]) and print
 //! `{ callId, durationSec, persona: { name } }` from the `ended` frame.
 
 use std::path::PathBuf;
@@ -8,9 +8,9 @@ use std::time::Duration;
 use clap::{ArgGroup, Args};
 
 use super::Ctx;
-use crate::client::{PersonaFilters, RedeemRequest};
 use crate::exit::CliError;
 use crate::output;
+use svc_client::{PersonaFilters, RedeemRequest};
 
 /// Redeem errors raised before the token is consumed (contract section 7, "Token spending on
 /// redeem"); after any other answer the token is spent.
@@ -107,13 +107,21 @@ impl PracticeArgs {
             "call {} with {}",
             session.call_id, session.persona.name
         ));
-        let options = crate::live::LiveOptions {
+        let options = svc_client::live::LiveOptions {
             reply_timeout: Duration::from_secs(self.reply_timeout),
             allow_insecure: ctx.global.insecure_http,
         };
-        let finished = crate::live::run_call_with(&session, &script, &options)
+        let finished = svc_client::live::run_call_with(&session, &script, &options)
             .await
-            .map_err(token_spent)?;
+            .map_err(|e| match e.code.as_str() {
+                // The flag that allows it, where the library names its own option.
+                "INSECURE_TRANSPORT" => token_spent(format!(
+                    "{}: {} (pass --insecure-http to allow it)",
+                    e.code,
+                    e.message.split("; allow it").next().unwrap_or(&e.message)
+                )),
+                _ => token_spent(e),
+            })?;
         if ctx.out.json {
             return ctx.out.json_data(&finished);
         }

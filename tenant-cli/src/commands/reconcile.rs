@@ -10,15 +10,15 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::Ctx;
-use crate::client::CallSource;
 use crate::exit::{self, CliError};
 use crate::ops::logs::{LogArgs, LogFormat};
 use crate::ops::textfile::{self, RunFigures};
-use crate::reconcile::report::Report;
-use crate::reconcile::{self, Options};
-use crate::store::lock::RunLock;
-use crate::store::{Store, StoreLocation};
-use crate::time::{parse_duration, timestamp_arg};
+use crate::reconcile::{self, Report};
+use std::sync::Arc;
+use svc_client::CallSource;
+use svc_reconcile::store::{Store, StoreLocation};
+use svc_reconcile::time::{parse_duration, timestamp_arg};
+use svc_reconcile::{LockError, Options, Reconciler};
 
 /// Which sources a run lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -83,7 +83,7 @@ pub struct ReconcileArgs {
     #[arg(long, value_parser = parse_duration, value_name = "DUR")]
     wait: Option<Duration>,
     /// Call details read at once
-    #[arg(long, default_value_t = reconcile::DEFAULT_CONCURRENCY as u16,
+    #[arg(long, default_value_t = svc_reconcile::DEFAULT_CONCURRENCY as u16,
           value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N")]
     concurrency: u16,
     /// How long after a call was scored its webhook may still arrive; a call stored later than
@@ -118,7 +118,6 @@ impl ReconcileArgs {
             since: self.since,
             until: self.until,
             refresh_real: self.refresh_real,
-            dry_run: self.dry_run,
             concurrency: usize::from(self.concurrency),
             delivery_grace: self.delivery_grace,
         })
@@ -132,24 +131,27 @@ impl ReconcileArgs {
     pub async fn exec(self, ctx: &Ctx) -> anyhow::Result<()> {
         let options = self.options()?;
         let client = ctx.client()?;
-        let store = if options.dry_run {
+        let store = if self.dry_run {
             Store::open_or_empty(self.store.clone())?
         } else {
             Store::open_or_create(self.store.clone())?
         };
-        let _lock = if options.dry_run {
+        let guard = if self.dry_run {
             None
         } else {
             let wait = self.wait.unwrap_or(Duration::ZERO);
-            match RunLock::acquire(store.location(), wait).await {
-                Ok(lock) => Some(lock),
-                Err(e) if e.is_busy() => {
+            let reconciler =
+                Reconciler::new(client.clone(), Arc::new(store.clone()), options.clone());
+            match reconciler.lock(wait).await {
+                Ok(guard) => Some(guard),
+                Err(LockError::Busy(e)) => {
                     return Err(CliError::Temporary(format!(
                         "{e}; not running (pass --wait to wait for it)"
                     ))
                     .into());
                 }
-                Err(e) => return Err(e.into()),
+                Err(LockError::Sink(e)) => return Err(e.into()),
+                Err(e) => return Err(anyhow::anyhow!("{e}")),
             }
         };
         // A spinner's redraws would break one-JSON-object-per-line logs.
@@ -163,7 +165,7 @@ impl ReconcileArgs {
         } else {
             ProgressBar::hidden()
         };
-        let report = reconcile::run(&client, &store, &options, &progress).await;
+        let report = reconcile::run(&client, &store, &options, guard.as_ref(), &progress).await;
         progress.finish_and_clear();
         if ctx.out.json {
             ctx.out.json_data(&report)?;
@@ -219,7 +221,7 @@ async fn write_figures(
                     let at = state
                         .last_success_at
                         .as_deref()
-                        .and_then(crate::time::parse_ts);
+                        .and_then(svc_reconcile::time::parse_ts);
                     Ok((source, at))
                 })
                 .collect()

@@ -3,8 +3,8 @@
 use clap::{ArgGroup, Args, Subcommand};
 
 use super::Ctx;
-use crate::client::{AgentId, MintFor};
 use crate::output;
+use svc_client::{AgentId, MintFor};
 
 /// Session commands.
 #[derive(Debug, Subcommand)]

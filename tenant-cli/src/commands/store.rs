@@ -9,12 +9,30 @@ use clap::{Args, Subcommand};
 
 use super::Ctx;
 use crate::output;
-use crate::reconcile::MAX_FAILURE_ATTEMPTS;
 use crate::report::Report;
-use crate::store::export::{ExportError, ExportFormat};
-use crate::store::stats::Stats;
-use crate::store::{Store, StoreLocation};
-use crate::time::timestamp_arg;
+use svc_reconcile::MAX_FAILURE_ATTEMPTS;
+use svc_reconcile::store::export::{ExportError, ExportFormat};
+
+/// `--format` of `store export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    /// One call detail per line, exactly as the service sent it.
+    Jsonl,
+    /// One line per call: the list row's fields and the headline score.
+    Csv,
+}
+
+impl From<FormatArg> for ExportFormat {
+    fn from(arg: FormatArg) -> Self {
+        match arg {
+            FormatArg::Jsonl => Self::Jsonl,
+            FormatArg::Csv => Self::Csv,
+        }
+    }
+}
+use svc_reconcile::store::stats::Stats;
+use svc_reconcile::store::{Store, StoreLocation};
+use svc_reconcile::time::timestamp_arg;
 
 /// Store commands.
 #[derive(Debug, Subcommand)]
@@ -62,7 +80,7 @@ pub struct ExportArgs {
     source: Option<String>,
     /// Output format
     #[arg(long, value_enum, default_value = "jsonl")]
-    format: ExportFormat,
+    format: FormatArg,
     /// Only calls listed at or after this time (endedAt for practice calls, startedAt for
     /// real calls; ISO 8601)
     #[arg(long, value_parser = timestamp_arg, value_name = "TS")]
@@ -95,7 +113,7 @@ impl StoreCommand {
                     let stdout = std::io::stdout();
                     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
                     let written =
-                        store.export(args.source.as_deref(), since, args.format, &mut out);
+                        store.export(args.source.as_deref(), since, args.format.into(), &mut out);
                     let flushed = out.flush();
                     written.and_then(|n| flushed.map(|()| n).map_err(ExportError::from))
                 })
@@ -168,7 +186,9 @@ fn print_stats(ctx: &Ctx, stats: &Stats) -> anyhow::Result<()> {
     for source in sources {
         let counts = stats.calls.iter().find(|c| c.source == source);
         let sync = stats.sync.get(source).cloned().unwrap_or_default();
-        let n = |f: fn(&crate::store::stats::SourceCalls) -> u64| counts.map_or(0, f).to_string();
+        let n = |f: fn(&svc_reconcile::store::stats::SourceCalls) -> u64| {
+            counts.map_or(0, f).to_string()
+        };
         calls.add_row(vec![
             source.to_owned(),
             n(|c| c.calls),

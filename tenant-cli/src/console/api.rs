@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::ConsoleBackend;
-use crate::client::{AgentQuery, CallId, ClientError, MintFor};
+use svc_client::{AgentQuery, CallId, ClientError, MintFor};
 
 /// The most agents the picker lists.
 pub const MAX_AGENTS: usize = 500;
@@ -61,7 +61,7 @@ impl ConsoleError {
             Self::CallNotFound(_) => (StatusCode::NOT_FOUND, "CALL_NOT_FOUND".into()),
             Self::Service(ClientError::Api(error)) => (
                 StatusCode::from_u16(error.status).unwrap_or(StatusCode::BAD_GATEWAY),
-                error.code.clone(),
+                error.code.to_string(),
             ),
             Self::Service(_) => (StatusCode::BAD_GATEWAY, "SERVICE_UNAVAILABLE".into()),
             Self::Database(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR".into()),
@@ -168,7 +168,7 @@ impl TokenRequest {
         let given = |id: Option<String>| id.map(|i| i.trim().to_owned()).filter(|i| !i.is_empty());
         match (given(self.platform_agent_id), given(self.agent_id)) {
             (Some(id), None) => Ok(MintFor::PlatformAgentId(id)),
-            (None, Some(id)) => crate::client::AgentId::from_str(&id)
+            (None, Some(id)) => svc_client::AgentId::from_str(&id)
                 .map(MintFor::AgentId)
                 .map_err(|e| ConsoleError::BadRequest(e.to_string())),
             _ => Err(ConsoleError::BadRequest(

@@ -29,8 +29,8 @@ use svc_service::db::Db;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use crate::client::Client;
 use crate::sandbox::Sandbox;
+use svc_client::Client;
 
 /// Where the console listens unless told otherwise (beside the API's default `127.0.0.1:8787`).
 pub const DEFAULT_LISTEN: SocketAddr =

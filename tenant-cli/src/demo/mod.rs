@@ -30,16 +30,16 @@ use svc_service::realcall::ingest::{Disposal, Ingest};
 use svc_service::scoring::real_call::Disposition;
 use tokio::net::TcpListener;
 
-use crate::client::{CallId, CallQuery, CallSource, Client, MintFor, RedeemRequest};
 use crate::commands::roster::{plan, run as roster_run};
 use crate::output::Output;
 use crate::receiver::{self, ReceiverConfig};
-use crate::reconcile::{self, Options as ReconcileOptions};
+use crate::reconcile;
 use crate::sandbox::{Sandbox, SandboxOptions};
-use crate::store::Store;
-use crate::store::lock::RunLock;
 pub use scripts::Rep;
 use summary::{Deliveries, PracticeCalls, RealCalls, Redispositioned, StoreCheck, Summary};
+use svc_client::{CallId, CallQuery, CallSource, Client, MintFor, RedeemRequest};
+use svc_reconcile::Options as ReconcileOptions;
+use svc_reconcile::store::Store;
 
 /// The roster the demo imports (also `fixtures/sandbox/roster.csv`).
 const ROSTER: &str = include_str!("../../../fixtures/sandbox/roster.csv");
@@ -200,14 +200,22 @@ pub async fn run(options: &DemoOptions, out: &Output) -> anyhow::Result<Summary>
     real.redispositioned = redispositioned.clone();
 
     let bar = phases.start("reconciling", 1);
-    let lock = RunLock::acquire(store.location(), Duration::ZERO).await?;
     let reconcile_options = ReconcileOptions {
         // The retries are over: a call with no webhook by now missed it.
         delivery_grace: Duration::ZERO,
         ..ReconcileOptions::default()
     };
-    let report = reconcile::run(&client, &store, &reconcile_options, &bar).await;
-    drop(lock);
+    let reconciler = svc_reconcile::Reconciler::new(
+        client.clone(),
+        std::sync::Arc::new(store.clone()),
+        reconcile_options.clone(),
+    );
+    let guard = reconciler
+        .lock(Duration::ZERO)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let report = reconcile::run(&client, &store, &reconcile_options, Some(&guard), &bar).await;
+    drop(guard);
     bar.finish_and_clear();
 
     let check = check_store(&client, &store).await?;
@@ -378,7 +386,7 @@ async fn practice_call(client: &Client, agent: &Agent, rep: Rep) -> anyhow::Resu
         .await
         .context("redeeming the session token")?;
     let finished =
-        crate::live::run_call(&session, &rep.lines(&agent.name), Duration::from_secs(10))
+        svc_client::live::run_call(&session, &rep.lines(&agent.name), Duration::from_secs(10))
             .await
             .context("the live practice call")?;
     Ok(finished.call_id)
@@ -412,7 +420,7 @@ async fn real_calls(
     for (n, line) in (0_i64..).zip(&lines) {
         let mut record: Value = serde_json::from_str(line).context("the demo's dialer file")?;
         let started = now - chrono::Duration::minutes(5 * (count - n) + 10);
-        record["startedAt"] = Value::from(crate::time::format_ts(started));
+        record["startedAt"] = Value::from(svc_reconcile::time::format_ts(started));
         if let Some(platform_id) = record.get("platformAgencyId").and_then(Value::as_str)
             && !agencies.contains_key(platform_id)
         {
@@ -579,7 +587,7 @@ async fn redisposition_one(
 
 /// Lists every scored call of both sources from the API and compares with the store.
 async fn check_store(client: &Client, store: &Store) -> anyhow::Result<StoreCheck> {
-    let from = crate::time::format_ts(Utc::now() - chrono::Duration::days(1));
+    let from = svc_reconcile::time::format_ts(Utc::now() - chrono::Duration::days(1));
     let mut listed = BTreeSet::new();
     for source in [CallSource::Roleplay, CallSource::RealCall] {
         let rows: Vec<_> = client
@@ -596,7 +604,7 @@ async fn check_store(client: &Client, store: &Store) -> anyhow::Result<StoreChec
         .cloned()
         .collect();
     let stats = store
-        .blocking(|s| s.stats(Utc::now(), reconcile::MAX_FAILURE_ATTEMPTS))
+        .blocking(|s| s.stats(Utc::now(), svc_reconcile::MAX_FAILURE_ATTEMPTS))
         .await?;
     let stored: u64 = stats.calls.iter().map(|c| c.calls).sum();
     Ok(StoreCheck {

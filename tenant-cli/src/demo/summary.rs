@@ -10,9 +10,9 @@ use svc_service::db::DeliveryRow;
 use svc_service::faults::Faults;
 
 use super::Rep;
-use crate::client::CallId;
 use crate::output::Output;
-use crate::reconcile::report::Report;
+use crate::reconcile::Report;
+use svc_client::CallId;
 
 /// The practice calls made.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -199,10 +199,14 @@ impl Summary {
         kept: Option<Kept>,
         took: Duration,
     ) -> Self {
-        let mut recovered = reconcile.recovered_call_ids.clone();
+        let mut recovered: Vec<String> = reconcile
+            .recovered_call_ids
+            .iter()
+            .map(|id| id.as_str().to_owned())
+            .collect();
         recovered.sort();
         let mut problems = Vec::new();
-        if reconcile.outcome != "ok" {
+        if reconcile.outcome == svc_reconcile::Outcome::Stopped {
             problems.push(format!(
                 "reconcile did not complete: {}",
                 reconcile.error.as_deref().unwrap_or("unknown error")
@@ -242,7 +246,10 @@ impl Summary {
             ));
         }
         if let Some(changed) = &real_calls.redispositioned
-            && !reconcile.changed_call_ids.contains(&changed.call_id)
+            && !reconcile
+                .changed_call_ids
+                .iter()
+                .any(|id| id.as_str() == changed.call_id)
         {
             problems.push(format!(
                 "reconcile missed the silent score change of {}",
@@ -258,7 +265,11 @@ impl Summary {
             deliveries,
             store,
             recovered_call_ids: recovered,
-            changed_call_ids: reconcile.changed_call_ids.clone(),
+            changed_call_ids: reconcile
+                .changed_call_ids
+                .iter()
+                .map(|id| id.as_str().to_owned())
+                .collect(),
             reconcile,
             kept,
             duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
@@ -402,24 +413,28 @@ fn list_or_none(ids: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reconcile::report::Counts;
+    use svc_client::CallId;
+    use svc_reconcile::{Counts, Outcome, RunId, RunReport};
 
     fn report(recovered: &[&str], changed: &[&str]) -> Report {
+        let ids = |ids: &[&str]| ids.iter().map(|s| CallId::from_service(*s)).collect();
         Report {
-            run_id: Some(1),
-            dry_run: false,
-            started_at: String::new(),
-            finished_at: String::new(),
-            duration_ms: 0,
-            outcome: "ok".to_owned(),
-            error: None,
+            run: RunReport {
+                run_id: Some(RunId(1)),
+                dry_run: false,
+                started_at: chrono::DateTime::UNIX_EPOCH,
+                finished_at: chrono::DateTime::UNIX_EPOCH,
+                duration: std::time::Duration::ZERO,
+                outcome: Outcome::Clean,
+                error: None,
+                requests: 0,
+                sources: Vec::new(),
+                totals: Counts::default(),
+                recovered_call_ids: ids(recovered),
+                changed_call_ids: ids(changed),
+                failed_calls: Vec::new(),
+            },
             exit_code: 0,
-            requests: 0,
-            sources: Vec::new(),
-            totals: Counts::default(),
-            recovered_call_ids: recovered.iter().map(|s| (*s).to_owned()).collect(),
-            changed_call_ids: changed.iter().map(|s| (*s).to_owned()).collect(),
-            failed_calls: Vec::new(),
         }
     }
 

@@ -19,7 +19,7 @@ use svc_receiver::inbox::Inbox;
 use tokio::sync::Mutex;
 
 use super::prometheus::{CONTENT_TYPE, Metrics};
-use crate::store::inbox::StoreInbox;
+use svc_reconcile::store::inbox::StoreInbox;
 
 /// How long `/readyz` waits for the store to take a write before answering 503.
 pub const READY_DEADLINE: Duration = Duration::from_secs(2);

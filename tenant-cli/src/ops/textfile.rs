@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono::{DateTime, Utc};
 
-use crate::reconcile::report::{Counts, Report};
+use crate::reconcile::Report;
+use svc_reconcile::Counts;
 
 /// Writes `contents` to `path` atomically (see the module's documentation). The file gets the
 /// default permissions of a new file.
@@ -111,10 +112,15 @@ impl RunFigures<'_> {
             samples: report
                 .sources
                 .iter()
-                .map(|s| (vec![("source", s.source.clone())], count(&s.counts) as f64))
+                .map(|s| {
+                    (
+                        vec![("source", s.source.as_str().to_owned())],
+                        count(&s.counts) as f64,
+                    )
+                })
                 .collect(),
         };
-        let finished = crate::time::parse_ts(&report.finished_at).map_or(0.0, seconds);
+        let finished = seconds(report.finished_at);
         vec![
             run(
                 "svc_cli_reconcile_run_timestamp_seconds",
@@ -124,7 +130,11 @@ impl RunFigures<'_> {
             run(
                 "svc_cli_reconcile_run_success",
                 "Whether the last reconcile run finished (1) or stopped on an error (0).",
-                if report.outcome == "ok" { 1.0 } else { 0.0 },
+                if report.outcome == svc_reconcile::Outcome::Stopped {
+                    0.0
+                } else {
+                    1.0
+                },
             ),
             run(
                 "svc_cli_reconcile_run_exit_code",
@@ -134,7 +144,7 @@ impl RunFigures<'_> {
             run(
                 "svc_cli_reconcile_run_duration_seconds",
                 "How long the last reconcile run took.",
-                report.duration_ms as f64 / 1000.0,
+                report.duration.as_secs_f64(),
             ),
             per_source(
                 "svc_cli_reconcile_run_new_calls",

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use super::Report;
 use super::chart::{self, PALETTE, Series, legend, meter};
 use super::model::{BINS, Figures, Point};
-use crate::store::report::DayCounts;
+use svc_reconcile::store::report::DayCounts;
 
 /// `text` safe inside HTML text and double-quoted attributes.
 pub fn escape(text: &str) -> String {

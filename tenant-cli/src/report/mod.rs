@@ -5,7 +5,7 @@
 //!
 //! # Layout
 //! - [`model`]: the figures, aggregated from the store's rows as they stream past
-//!   ([`crate::store::report`] reads them).
+//!   ([`svc_reconcile::store::report`] reads them).
 //! - [`chart`]: the inline SVG charts.
 //! - [`html`]: the page.
 
@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use crate::store::report::ReportWindow;
-use crate::store::{Store, StoreError};
 use model::{Aggregator, Figures};
+use svc_reconcile::store::report::ReportWindow;
+use svc_reconcile::store::{Store, StoreError};
 
 /// A report, ready to render.
 #[derive(Debug, Clone)]
@@ -66,7 +66,7 @@ impl Report {
     ) -> Result<Self, StoreError> {
         let window = ReportWindow {
             since_ms: since.map(|s| s.timestamp_millis()),
-            since_ts: since.map(crate::time::format_ts),
+            since_ts: since.map(svc_reconcile::time::format_ts),
         };
         let mut aggregator = Aggregator::new();
         store.for_each_report_call(&window, &mut |call| aggregator.add(call))?;
@@ -111,8 +111,8 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::report::DayCounts;
     use model::Aggregator;
+    use svc_reconcile::store::report::DayCounts;
 
     fn report(figures: Figures) -> Report {
         Report {
@@ -126,7 +126,7 @@ mod tests {
     #[test]
     fn the_page_has_every_section_and_its_charts_and_escapes_store_values() {
         let mut aggregator = Aggregator::new();
-        aggregator.add(crate::store::report::ReportCall {
+        aggregator.add(svc_reconcile::store::report::ReportCall {
             source: "roleplay".into(),
             agent_id: Some("svc_agent_1".into()),
             agency_id: Some("svc_agency_1".into()),

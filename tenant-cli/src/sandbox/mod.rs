@@ -20,7 +20,7 @@ use svc_service::faults::Faults;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use crate::client::{ApiKey, Client, RetryPolicy};
+use svc_client::{ApiKey, Client, RetryPolicy};
 
 /// The sandbox tenant's name.
 const TENANT_NAME: &str = "Sandbox tenant";

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use svc_cli::client::{ApiKey, Client, RetryPolicy};
+use svc_client::{ApiKey, Client, RetryPolicy};
 use svc_fixtures::{API_KEY, base_url};
 use tempfile::TempDir;
 use wiremock::MockServer;

@@ -3,10 +3,10 @@
 
 use std::path::Path;
 
-use svc_cli::store::Store;
 use svc_receiver::dedup::WebhookId;
 use svc_receiver::sqlite::{InboxPolicy, SqliteInbox, process_next};
 use svc_receiver::{CallScored, CallSource, Received};
+use svc_reconcile::store::Store;
 
 use crate::helpers::Sandbox;
 

@@ -2,7 +2,6 @@
 //! binary (one temp dir per test) for every command.
 
 mod browser;
-mod client;
 mod commands;
 mod config;
 mod console;

@@ -263,8 +263,8 @@ async fn the_demo_recovers_every_lost_delivery_and_finds_the_silent_change() {
 /// (the roster import on start, the demo) still works.
 #[tokio::test]
 async fn a_sandbox_on_every_interface_hands_out_a_loopback_base_url() {
-    use svc_cli::client::AgentQuery;
     use svc_cli::sandbox::{Sandbox, SandboxOptions};
+    use svc_client::AgentQuery;
 
     let dir = TestDir::new();
     let mut options = SandboxOptions::new(dir.path("svc.db"));

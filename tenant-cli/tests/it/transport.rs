@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use svc_cli::client::{ApiKey, CallId, Client, ClientError, MAX_BODY_BYTES};
+use svc_client::{ApiKey, CallId, Client, ClientError, MAX_BODY_BYTES};
 use svc_fixtures::bodies::{self, ROLEPLAY_CALL_ID};
 use svc_fixtures::{API_KEY, happy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -139,7 +139,10 @@ fn plain_http_is_refused_for_a_host_that_is_not_loopback_unless_allowed() {
             matches!(refused, ClientError::InsecureHttp { .. }),
             "{url}: {refused:?}"
         );
-        assert!(refused.to_string().contains("--insecure-http"), "{refused}");
+        assert!(
+            refused.to_string().contains("allow plain HTTP explicitly"),
+            "{refused}"
+        );
         assert!(build(url, true).is_ok(), "{url} with allow_insecure_http");
     }
 }

@@ -13,7 +13,7 @@ mod roster_import;
 
 use std::net::SocketAddr;
 
-use svc_cli::client::{ApiKey, Client};
+use svc_client::{ApiKey, Client};
 use svc_service::config::Config;
 use svc_service::credentials::ApiKey as ServiceKey;
 use svc_service::db::{Db, NewTenant, TenantChange};

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use reqwest::{Method, RequestBuilder};
 use serde_json::{Value, json};
-use svc_cli::client::LiveSession;
+use svc_client::LiveSession;
 use svc_service::clock::Clock;
 use svc_service::config::default_audio_dir;
 use svc_service::db::Rubric;
@@ -186,7 +186,7 @@ async fn practice_call(api: &mut Conformance) -> String {
 
     let live: LiveSession = serde_json::from_value(live).expect("live session");
     let script: Vec<String> = SCRIPT.iter().map(|line| (*line).to_owned()).collect();
-    svc_cli::live::run_call(&live, &script, Duration::from_secs(10))
+    svc_client::live::run_call(&live, &script, Duration::from_secs(10))
         .await
         .expect("practice call");
     let detail = api.scored_call(live.call_id.as_str()).await;

@@ -3,9 +3,7 @@
 
 use std::time::Duration;
 
-use svc_cli::client::{
-    AgencyRef, ClientError, MintFor, RedeemRequest, RegisterAgent, UpsertAgency,
-};
+use svc_client::{AgencyRef, ClientError, MintFor, RedeemRequest, RegisterAgent, UpsertAgency};
 
 use crate::Service;
 
@@ -60,7 +58,7 @@ async fn a_scripted_practice_call_through_the_cli_client_is_scored_and_readable(
         .expect("redeem");
     assert!(live.call_id.as_str().starts_with("svc_call_"));
     let script: Vec<String> = SCRIPT.iter().map(|line| (*line).to_owned()).collect();
-    let finished = svc_cli::live::run_call(&live, &script, Duration::from_secs(10))
+    let finished = svc_client::live::run_call(&live, &script, Duration::from_secs(10))
         .await
         .expect("practice call");
     assert_eq!(finished.call_id, live.call_id);

@@ -3,8 +3,8 @@
 
 use clap::Parser;
 use futures_util::TryStreamExt;
-use svc_cli::client::AgentQuery;
 use svc_cli::commands::Cli;
+use svc_client::AgentQuery;
 
 use crate::Service;
 

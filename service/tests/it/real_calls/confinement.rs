@@ -63,7 +63,10 @@ async fn a_recording_path_leaving_the_ingest_directory_is_dropped_and_never_arch
             outcome.dialer_call_id
         );
     }
-    assert_eq!(Dropped::RecordingOutsideDir.as_str(), "recording_outside_dir");
+    assert_eq!(
+        Dropped::RecordingOutsideDir.as_str(),
+        "recording_outside_dir"
+    );
     assert!(world.archived_files().is_empty(), "nothing archived");
     assert!(world.listed_ids().await.is_empty(), "nothing listed");
 }
@@ -75,13 +78,20 @@ async fn a_symlink_is_followed_only_while_it_stays_inside_the_directory() {
     let (_outside, secret) = outside_file();
     std::os::unix::fs::symlink(&secret, world.dir.path().join("out.wav")).expect("link out");
     std::fs::create_dir(world.dir.path().join("sub")).expect("sub");
-    std::os::unix::fs::symlink(world.dir.path(), world.dir.path().join("sub/up")).expect("dir link");
+    std::os::unix::fs::symlink(world.dir.path(), world.dir.path().join("sub/up"))
+        .expect("dir link");
     std::os::unix::fs::symlink("../call.wav", world.dir.path().join("sub/in.wav"))
         .expect("link in");
     let outcomes = world
         .ingest(vec![
-            with(record("d-out", &world.agency), json!({ "recording": "out.wav" })),
-            with(record("d-in", &world.agency), json!({ "recording": "sub/in.wav" })),
+            with(
+                record("d-out", &world.agency),
+                json!({ "recording": "out.wav" }),
+            ),
+            with(
+                record("d-in", &world.agency),
+                json!({ "recording": "sub/in.wav" }),
+            ),
             with(
                 record("d-up", &world.agency),
                 json!({ "recording": "sub/up/call.wav" }),
@@ -145,7 +155,10 @@ async fn the_audio_link_serves_an_audio_type_that_cannot_run_or_be_sniffed() {
         assert_eq!(header("content-type"), "audio/wav");
         assert_eq!(header("x-content-type-options"), "nosniff");
         let csp = header("content-security-policy");
-        assert!(csp.contains("default-src 'none'") && csp.contains("sandbox"), "{csp}");
+        assert!(
+            csp.contains("default-src 'none'") && csp.contains("sandbox"),
+            "{csp}"
+        );
         assert_eq!(
             header("content-disposition"),
             format!("attachment; filename=\"{call_id}.wav\"")

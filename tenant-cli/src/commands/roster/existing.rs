@@ -5,7 +5,7 @@
 //! row's; anything else means the file and the roster disagree.
 
 use super::plan::{Row, npn_digits};
-use crate::client::{AgencyId, Agent, AgentId};
+use svc_client::{AgencyId, Agent, AgentId};
 
 /// What an `AGENT_ALREADY_EXISTS` means for a row.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,11 +15,11 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::Ctx;
-use crate::client::{Client, ClientError};
 use crate::exit::CliError;
 use crate::output;
 use report::Report;
 use run::{Outcome, RowResult};
+use svc_client::{Client, ClientError};
 
 /// Roster commands.
 #[derive(Debug, Subcommand)]

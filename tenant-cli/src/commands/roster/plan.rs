@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::lines::{self, LineCounter};
-use crate::client::{AgencyId, AgentId};
+use svc_client::{AgencyId, AgentId};
 
 /// The columns a roster file must name in its header.
 pub const COLUMNS: [&str; 7] = [

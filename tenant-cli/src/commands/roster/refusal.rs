@@ -4,7 +4,7 @@
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::client::{ClientError, ErrorClass};
+use svc_client::{ClientError, ErrorClass};
 
 /// Shared by every task of one import.
 #[derive(Debug, Default)]

@@ -6,8 +6,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::run::RowResult;
-use crate::client::{AgencyId, AgentId};
 use crate::exit::CliError;
+use svc_client::{AgencyId, AgentId};
 
 /// The report's columns.
 const HEADER: [&str; 9] = [

@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::existing::{self, Verdict};
 use super::plan::{Plan, Row};
 use super::refusal::Refusal;
-use crate::client::{
+use svc_client::{
     AgencyId, AgencyRef, Agent, AgentHandle, AgentId, AgentQuery, ApiError, Client, ClientError,
     ErrorClass, RegisterAgent, UpsertAgency,
 };

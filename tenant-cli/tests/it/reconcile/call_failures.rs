@@ -168,7 +168,7 @@ async fn a_detail_over_the_body_limit_is_recorded_and_the_window_completes() {
         .calls
         .add_many(ROLEPLAY, (1..=3).map(|n| mins_ago(10 * n)));
     let broken = ids[1].clone();
-    let too_large = vec![b' '; svc_cli::client::MAX_BODY_BYTES + 1];
+    let too_large = vec![b' '; svc_client::MAX_BODY_BYTES + 1];
     Mock::given(method("GET"))
         .and(path(format!("/v1/calls/{broken}")))
         .respond_with(ResponseTemplate::new(200).set_body_raw(too_large, "application/json"))

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use svc_cli::store::lock::RunLock;
 use svc_fixtures::calls::ROLEPLAY;
+use svc_reconcile::store::lock::RunLock;
 
 use super::{fake, hours_ago, stored_details};
 

@@ -26,10 +26,10 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde_json::{Value, json};
-use svc_cli::store::Store;
-use svc_cli::store::deliveries::NewDelivery;
 use svc_fixtures::calls::Calls;
 use svc_receiver::{CallScored, CallSource};
+use svc_reconcile::store::Store;
+use svc_reconcile::store::deliveries::NewDelivery;
 use wiremock::MockServer;
 
 use crate::helpers::{Run, Sandbox};
@@ -99,12 +99,12 @@ pub(super) fn days_ago(n: i64) -> DateTime<Utc> {
 
 /// A timestamp in the contract's form.
 pub(super) fn ts(at: DateTime<Utc>) -> String {
-    svc_cli::time::format_ts(at)
+    svc_reconcile::time::format_ts(at)
 }
 
 /// A contract timestamp moved back by `by`.
 pub(super) fn minus(text: &str, by: chrono::Duration) -> String {
-    ts(svc_cli::time::parse_ts(text).expect("a timestamp") - by)
+    ts(svc_reconcile::time::parse_ts(text).expect("a timestamp") - by)
 }
 
 /// The `--json` report of a run.

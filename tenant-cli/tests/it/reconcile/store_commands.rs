@@ -48,7 +48,7 @@ async fn store_stats_json_counts_calls_deliveries_recoveries_and_watermarks() {
     let stats = run.json();
     assert_eq!(
         stats["schemaVersion"],
-        json!(svc_cli::store::SCHEMA_VERSION)
+        json!(svc_reconcile::store::SCHEMA_VERSION)
     );
     let of = |source: &str| {
         stats["calls"]

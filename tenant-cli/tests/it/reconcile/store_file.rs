@@ -3,8 +3,8 @@
 //! and an older store, migrated in place with its data kept.
 
 use rusqlite::Connection;
-use svc_cli::store::{SCHEMA_VERSION, Store};
 use svc_fixtures::calls::ROLEPLAY;
+use svc_reconcile::store::{SCHEMA_VERSION, Store};
 
 use super::{db, fake, hours_ago, number, stored_details};
 

@@ -27,7 +27,7 @@ async fn the_second_run_lists_from_the_watermark_minus_the_overlap_up_to_the_run
     fake.calls.add_many(ROLEPLAY, [hours_ago(5), hours_ago(1)]);
     assert_eq!(fake.reconcile(&["--source", "roleplay"]).await.code, 0);
     let mark = watermark(&fake.store, ROLEPLAY).expect("watermark");
-    let before_second = svc_cli::time::format_ts(chrono::Utc::now());
+    let before_second = svc_reconcile::time::format_ts(chrono::Utc::now());
     let run = fake
         .reconcile(&["--source", "roleplay", "--overlap", "30m"])
         .await;
@@ -180,8 +180,8 @@ async fn a_since_after_the_watermark_leaves_the_watermark_where_it_was() {
     fake.calls.add(ROLEPLAY, hours_ago(1));
     assert_eq!(fake.reconcile(&["--source", "roleplay"]).await.code, 0);
     let mark = watermark(&fake.store, ROLEPLAY).expect("watermark");
-    let since =
-        ts(svc_cli::time::parse_ts(&mark).expect("timestamp") + chrono::Duration::milliseconds(1));
+    let since = ts(svc_reconcile::time::parse_ts(&mark).expect("timestamp")
+        + chrono::Duration::milliseconds(1));
     let run = fake
         .reconcile(&["--source", "roleplay", "--since", &since])
         .await;

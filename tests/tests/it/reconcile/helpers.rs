@@ -9,13 +9,11 @@ use std::time::{Duration, Instant};
 use indicatif::ProgressBar;
 use rusqlite::Connection;
 use serde_json::{Value, json};
-use svc_cli::client::{
-    AgencyRef, Agent, Client, MintFor, RedeemRequest, RegisterAgent, UpsertAgency,
-};
-use svc_cli::reconcile::Options;
-use svc_cli::reconcile::report::Report;
-use svc_cli::store::Store;
-use svc_cli::store::export::ExportFormat;
+use svc_cli::reconcile::Report;
+use svc_client::{AgencyRef, Agent, Client, MintFor, RedeemRequest, RegisterAgent, UpsertAgency};
+use svc_reconcile::Options;
+use svc_reconcile::store::Store;
+use svc_reconcile::store::export::ExportFormat;
 use svc_service::db::ScoredCall;
 
 use crate::Service;
@@ -100,7 +98,17 @@ impl Harness {
 
     /// One reconcile run of the store.
     pub(super) async fn reconcile(&self, options: &Options) -> Report {
-        svc_cli::reconcile::run(&self.client, &self.store, options, &ProgressBar::hidden()).await
+        let reconciler = svc_reconcile::Reconciler::new(
+            self.client.clone(),
+            std::sync::Arc::new(self.store.clone()),
+            options.clone(),
+        );
+        let guard = reconciler
+            .lock(std::time::Duration::from_secs(30))
+            .await
+            .expect("the run lock");
+        let bar = ProgressBar::hidden();
+        svc_cli::reconcile::run(&self.client, &self.store, options, Some(&guard), &bar).await
     }
 }
 
@@ -156,7 +164,7 @@ pub(super) async fn practice_call(harness: &Harness) -> String {
         .await
         .expect("redeem");
     let script: Vec<String> = SCRIPT.iter().map(|line| (*line).to_owned()).collect();
-    svc_cli::live::run_call(&live, &script, Duration::from_secs(10))
+    svc_client::live::run_call(&live, &script, Duration::from_secs(10))
         .await
         .expect("practice call");
     let call_id = live.call_id.into_string();

@@ -1,5 +1,6 @@
 //! The client's error type: the contract's REST error envelope (`code`, `message`, `requestId`,
-//! `details`) or a transport failure, and how each is classified for retries and exit codes.
+//! `details`) or a transport failure, and how each is classified for retries and for callers
+//! that decide what to do next (stop, try later, fix the request).
 
 use std::time::Duration;
 
@@ -11,9 +12,10 @@ use serde_json::Value;
 pub struct ApiError {
     /// HTTP status.
     pub status: u16,
-    /// Contract code (`AGENT_ALREADY_EXISTS`, …), or `HTTP_<status>` when the body had no
-    /// envelope (a `429` from a proxy, for instance).
-    pub code: String,
+    /// Contract code ([`ErrorCode::AgentAlreadyExists`], …); a code this client does not know
+    /// is kept as [`ErrorCode::Unknown`], and a body with no envelope (a `429` from a proxy,
+    /// for instance) reads as `Unknown("HTTP_<status>")`.
+    pub code: ErrorCode,
     /// Human-readable message; may change, never branch on it.
     pub message: String,
     /// `requestId` of the envelope, else the `X-Service-Request-Id` header.
@@ -65,7 +67,7 @@ impl ApiError {
         match serde_json::from_slice::<Envelope>(body) {
             Ok(Envelope { error }) => Self {
                 status,
-                code: error.code,
+                code: ErrorCode::parse(&error.code),
                 message: error.message,
                 request_id: error.request_id.or(header_request_id),
                 details: error.details,
@@ -76,7 +78,7 @@ impl ApiError {
                 let text: String = text.trim().chars().take(200).collect();
                 Self {
                     status,
-                    code: format!("HTTP_{status}"),
+                    code: ErrorCode::Unknown(format!("HTTP_{status}")),
                     message: if text.is_empty() {
                         "the service answered without an error body".into()
                     } else {
@@ -121,14 +123,17 @@ pub enum ClientError {
         reason: &'static str,
     },
     /// The call needs an API key and none was configured.
-    #[error("no API key configured (use --api-key, SVC_API_KEY or a config profile)")]
+    #[error("no API key configured")]
     MissingApiKey,
+    /// The User-Agent suffix given to the builder is not printable ASCII.
+    #[error("the User-Agent suffix must be printable ASCII")]
+    UserAgent,
     /// A plain-HTTP base URL to a host that is not loopback, not allowed
     /// ([`super::ClientBuilder::allow_insecure_http`]): the API key would travel in clear.
     #[error(
         "refusing the plain-HTTP base URL {url:?}: the API key would travel in clear to a host \
-         that is not loopback (127.0.0.0/8, ::1, localhost); use https://, or allow it with \
-         --insecure-http (or SVC_INSECURE_HTTP=1)"
+         that is not loopback (127.0.0.0/8, ::1, localhost); use https://, or allow plain HTTP \
+         explicitly"
     )]
     InsecureHttp {
         /// The URL given.
@@ -170,7 +175,7 @@ fn size(bytes: usize) -> String {
     }
 }
 
-/// How an error should be treated by a caller (and mapped to an exit code).
+/// How an error should be treated by a caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorClass {
     /// Bad or revoked credential, inactive tenant, IP not allowed, bad session token.
@@ -181,21 +186,133 @@ pub enum ErrorClass {
     Failure,
 }
 
-const AUTH_CODES: [&str; 7] = [
-    "INVALID_API_KEY",
-    "API_KEY_REVOKED",
-    "TENANT_INACTIVE",
-    "IP_NOT_ALLOWED",
-    "INVALID_TOKEN",
-    "TOKEN_EXPIRED",
-    "TOKEN_ALREADY_USED",
+/// The contract's error codes (its section on errors), and any other as [`ErrorCode::Unknown`]:
+/// a code added to the service later still reads, and compares equal to its text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// `INVALID_API_KEY`.
+    InvalidApiKey,
+    /// `API_KEY_REVOKED`.
+    ApiKeyRevoked,
+    /// `TENANT_INACTIVE`.
+    TenantInactive,
+    /// `IP_NOT_ALLOWED`.
+    IpNotAllowed,
+    /// `INVALID_REQUEST`.
+    InvalidRequest,
+    /// `AGENCY_NOT_FOUND`.
+    AgencyNotFound,
+    /// `AGENT_NOT_FOUND`.
+    AgentNotFound,
+    /// `AGENT_ALREADY_EXISTS` (its `details` name the existing agent).
+    AgentAlreadyExists,
+    /// `CALL_NOT_FOUND`.
+    CallNotFound,
+    /// `TENANT_QUOTA_EXCEEDED`.
+    TenantQuotaExceeded,
+    /// `INVALID_TOKEN`.
+    InvalidToken,
+    /// `TOKEN_EXPIRED`.
+    TokenExpired,
+    /// `TOKEN_ALREADY_USED`.
+    TokenAlreadyUsed,
+    /// `DRILL_NOT_FOUND`.
+    DrillNotFound,
+    /// `SERVICE_UNAVAILABLE`.
+    ServiceUnavailable,
+    /// `INTERNAL_ERROR`.
+    InternalError,
+    /// `RATE_LIMITED` (with `Retry-After`).
+    RateLimited,
+    /// Any other code, kept as sent.
+    Unknown(String),
+}
+
+const CODES: [(ErrorCode, &str); 17] = [
+    (ErrorCode::InvalidApiKey, "INVALID_API_KEY"),
+    (ErrorCode::ApiKeyRevoked, "API_KEY_REVOKED"),
+    (ErrorCode::TenantInactive, "TENANT_INACTIVE"),
+    (ErrorCode::IpNotAllowed, "IP_NOT_ALLOWED"),
+    (ErrorCode::InvalidRequest, "INVALID_REQUEST"),
+    (ErrorCode::AgencyNotFound, "AGENCY_NOT_FOUND"),
+    (ErrorCode::AgentNotFound, "AGENT_NOT_FOUND"),
+    (ErrorCode::AgentAlreadyExists, "AGENT_ALREADY_EXISTS"),
+    (ErrorCode::CallNotFound, "CALL_NOT_FOUND"),
+    (ErrorCode::TenantQuotaExceeded, "TENANT_QUOTA_EXCEEDED"),
+    (ErrorCode::InvalidToken, "INVALID_TOKEN"),
+    (ErrorCode::TokenExpired, "TOKEN_EXPIRED"),
+    (ErrorCode::TokenAlreadyUsed, "TOKEN_ALREADY_USED"),
+    (ErrorCode::DrillNotFound, "DRILL_NOT_FOUND"),
+    (ErrorCode::ServiceUnavailable, "SERVICE_UNAVAILABLE"),
+    (ErrorCode::InternalError, "INTERNAL_ERROR"),
+    (ErrorCode::RateLimited, "RATE_LIMITED"),
 ];
+
+impl ErrorCode {
+    /// The code for `text` (a known code, else [`ErrorCode::Unknown`]).
+    pub fn parse(text: &str) -> Self {
+        CODES
+            .iter()
+            .find(|(_, known)| *known == text)
+            .map_or_else(|| Self::Unknown(text.to_owned()), |(code, _)| code.clone())
+    }
+
+    /// The code as the service writes it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Unknown(text) => text,
+            known => CODES
+                .iter()
+                .find(|(code, _)| code == known)
+                .map_or("", |(_, text)| text),
+        }
+    }
+
+    /// Whether the code says the credential is refused (key, tenant, address or token).
+    pub fn is_auth(&self) -> bool {
+        matches!(
+            self,
+            Self::InvalidApiKey
+                | Self::ApiKeyRevoked
+                | Self::TenantInactive
+                | Self::IpNotAllowed
+                | Self::InvalidToken
+                | Self::TokenExpired
+                | Self::TokenAlreadyUsed
+        )
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for ErrorCode {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for ErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl serde::Serialize for ErrorCode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
 
 impl ClientError {
     /// The contract code when the service sent one.
     pub fn code(&self) -> Option<&str> {
         match self {
-            Self::Api(e) => Some(&e.code),
+            Self::Api(e) => Some(e.code.as_str()),
             _ => None,
         }
     }
@@ -212,8 +329,8 @@ impl ClientError {
     /// at the next month or when the allowance is raised.
     pub fn class(&self) -> ErrorClass {
         match self {
-            Self::Api(e) if AUTH_CODES.contains(&e.code.as_str()) => ErrorClass::Auth,
-            Self::Api(e) if e.code == "TENANT_QUOTA_EXCEEDED" => ErrorClass::Failure,
+            Self::Api(e) if e.code.is_auth() => ErrorClass::Auth,
+            Self::Api(e) if e.code == ErrorCode::TenantQuotaExceeded => ErrorClass::Failure,
             Self::Api(e) if e.status == 401 || e.status == 403 => ErrorClass::Auth,
             Self::Api(e) if e.status == 429 || e.status >= 500 => ErrorClass::Temporary,
             Self::Connect(_) | Self::Timeout(_) => ErrorClass::Temporary,
@@ -221,6 +338,7 @@ impl ClientError {
             | Self::Decode(_)
             | Self::BaseUrl { .. }
             | Self::MissingApiKey
+            | Self::UserAgent
             | Self::InsecureHttp { .. }
             | Self::Redirect { .. }
             | Self::BodyTooLarge { .. } => ErrorClass::Failure,

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::client::CallSource;
 use crate::time::before;
+use svc_client::CallSource;
 
 /// How far back a practice-call window reaches before the watermark by default. A practice
 /// call is listed once scored, which the contract expects within minutes of its end (its

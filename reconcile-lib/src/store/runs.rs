@@ -133,4 +133,37 @@ impl Store {
             .map(drop)
         })
     }
+
+    /// Records the exit code a run ended with, once its caller knows it (a run that stopped
+    /// is recorded with 1 when it finishes).
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn record_exit_code(&self, run_id: i64, exit_code: u8) -> Result<(), StoreError> {
+        self.write(|db| {
+            let report = db
+                .query_opt("SELECT report FROM runs WHERE id = $1", params![run_id])?
+                .map(|row| row.opt_text(0))
+                .transpose()?
+                .flatten();
+            // The kept report says the same code.
+            let report =
+                report.map(
+                    |text| match serde_json::from_str::<serde_json::Value>(&text) {
+                        Ok(mut value) => {
+                            if let Some(map) = value.as_object_mut() {
+                                map.insert("exitCode".into(), exit_code.into());
+                            }
+                            value.to_string()
+                        }
+                        Err(_) => text,
+                    },
+                );
+            db.execute(
+                "UPDATE runs SET exit_code = $2, report = COALESCE($3, report) WHERE id = $1",
+                params![run_id, exit_code, report],
+            )
+            .map(drop)
+        })
+    }
 }

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::client::{CallId, ErrorClass, LiveSession, Persona};
+use crate::{CallId, ErrorClass, LiveSession, Persona};
 
 /// A failure of the live call, with a contract code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -67,7 +67,7 @@ pub struct LiveOptions {
     /// Bounds opening the connection and every wait for a server frame.
     pub reply_timeout: Duration,
     /// Allow a plain `ws://` connection to a host other than this machine (the single-use
-    /// ticket and the transcript would travel in clear): `--insecure-http`.
+    /// ticket and the transcript would travel in clear).
     pub allow_insecure: bool,
 }
 
@@ -176,12 +176,12 @@ fn check_transport(url: &str, allow_insecure: bool) -> Result<(), LiveError> {
     })?;
     match parsed.scheme() {
         "wss" => Ok(()),
-        "ws" if allow_insecure || crate::client::is_loopback(&parsed) => Ok(()),
+        "ws" if allow_insecure || crate::is_loopback(&parsed) => Ok(()),
         "ws" => Err(LiveError::new(
             "INSECURE_TRANSPORT",
             format!(
                 "the service offered a plain ws:// connection to {}: the ticket and the \
-                 transcript would travel in clear; pass --insecure-http to allow it",
+                 transcript would travel in clear; allow it explicitly (LiveOptions::allow_insecure)",
                 parsed.host_str().unwrap_or("?")
             ),
         )),

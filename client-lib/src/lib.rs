@@ -1,23 +1,38 @@
-//! Typed async client for every API-key endpoint of the v1 API (plus the SDK's redeem call, used by
-//! `practice`), with retries ([`retry`]), lenient reads ([`types`]), service ids that cannot be
-//! mixed up ([`ids`]) and pagination as a stream. The credential goes only where it should:
-//! redirects are never followed, plain HTTP is refused except to a loopback host (unless
+//! `svc-client`: the typed async client of the Roleplay and Call-Scoring Service v1 API: every
+//! API-key endpoint (roster, session tokens, scored calls) plus the SDK's redeem call, with
+//! retries ([`retry`]), lenient reads ([`types`]), service ids that cannot be mixed up
+//! ([`ids`]), the error envelope as a typed error ([`error`]) and pagination as a stream whose
+//! cursors stay opaque. The credential goes only where it should: redirects are never followed,
+//! plain HTTP is refused except to a loopback host (unless
 //! [`ClientBuilder::allow_insecure_http`]), and a response body is read up to
 //! [`MAX_BODY_BYTES`] at most.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), svc_cli::client::ClientError> {
+//! # async fn demo() -> Result<(), svc_client::ClientError> {
 //! use futures_util::TryStreamExt;
-//! use svc_cli::client::{ApiKey, CallQuery, CallSource, Client};
+//! use svc_client::{ApiKey, CallQuery, CallSource, Client};
 //! let client = Client::builder("http://127.0.0.1:8080/v1")
 //!     .api_key(ApiKey::new("svc_live_…"))
 //!     .build()?;
 //! let calls: Vec<_> = client.calls(CallQuery::new(CallSource::Roleplay, "2026-01-01T00:00:00Z")).try_collect().await?;
 //! # Ok(()) }
 //! ```
+//!
+//! # Layout
+//! - [`Client`] and [`ClientBuilder`] (this module): the endpoints, and what a caller sets:
+//!   base URL, key, its own `reqwest::Client`, a User-Agent suffix, timeout, retry policy.
+//! - [`error`]: the error envelope ([`ApiError`], [`ErrorCode`]) and transport failures.
+//! - [`retry`]: when and how long to wait before trying again.
+//! - [`types`], [`ids`]: what the endpoints take and return; [`raw`]: call rows and details
+//!   kept exactly as the service sent them (what a reconciler stores).
+//! - [`live`] (feature `live`): a practice call over the compact service's live transport.
+
+#![warn(missing_docs)]
 
 pub mod error;
 pub mod ids;
+#[cfg(feature = "live")]
+pub mod live;
 pub mod raw;
 pub mod retry;
 pub mod types;
@@ -33,8 +48,9 @@ use std::time::Duration;
 
 use futures_util::Stream;
 
+#[cfg(feature = "live")]
 pub(crate) use base_url::is_loopback;
-pub use error::{ApiError, ClientError, ErrorClass};
+pub use error::{ApiError, ClientError, ErrorClass, ErrorCode};
 pub use ids::{AgencyId, AgentId, CallId, IdError};
 pub use raw::{RawCallDetail, RawCallRow};
 pub use retry::RetryPolicy;
@@ -89,9 +105,28 @@ pub struct ClientBuilder {
     retry: RetryPolicy,
     allow_insecure_http: bool,
     max_body_bytes: usize,
+    http: Option<reqwest::Client>,
+    user_agent_suffix: Option<String>,
 }
 
 impl ClientBuilder {
+    /// Sends through the caller's own `reqwest::Client` (its proxy, TLS roots, connection pool)
+    /// instead of one of the builder's. Give it a redirect policy of `Policy::none()`: a
+    /// redirect it follows is reported as [`ClientError::Redirect`], but the request (API key
+    /// included) has gone to the other address by then. The builder's timeout still applies to
+    /// each request; the User-Agent is set on each request.
+    pub fn http_client(mut self, http: reqwest::Client) -> Self {
+        self.http = Some(http);
+        self
+    }
+
+    /// Adds `suffix` (e.g. `my-crm/2.1`) after the client's own User-Agent,
+    /// `svc-client/<version>`, so the service's operators can tell the caller's traffic.
+    pub fn user_agent_suffix(mut self, suffix: impl Into<String>) -> Self {
+        self.user_agent_suffix = Some(suffix.into());
+        self
+    }
+
     /// Sets the API key (needed by every endpoint but redeem).
     pub fn api_key(mut self, key: ApiKey) -> Self {
         self.api_key = Some(key);
@@ -131,18 +166,31 @@ impl ClientBuilder {
     /// [`ClientError::BaseUrl`] when the URL is not http(s) or does not end in `/v1`;
     /// [`ClientError::InsecureHttp`] for plain HTTP to a host that is not loopback, unless
     /// allowed.
+    /// [`ClientError::UserAgent`] when the User-Agent suffix is not printable ASCII.
     pub fn build(self) -> Result<Client, ClientError> {
         let base = base_url::parse(&self.base_url, self.allow_insecure_http)?;
-        let http = reqwest::Client::builder()
-            .timeout(self.timeout)
-            // Never: the request (its API key or token included) would go wherever the
-            // answer points. A redirect is an error instead (`ClientError::Redirect`).
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("svc-cli/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| ClientError::Connect(e.to_string()))?;
+        let own = concat!("svc-client/", env!("CARGO_PKG_VERSION"));
+        let user_agent = match self.user_agent_suffix.as_deref().map(str::trim) {
+            Some(suffix) if !suffix.is_empty() => format!("{own} {suffix}"),
+            _ => own.to_owned(),
+        };
+        let user_agent = reqwest::header::HeaderValue::from_str(&user_agent)
+            .ok()
+            .filter(|_| user_agent.chars().all(|c| c.is_ascii_graphic() || c == ' '))
+            .ok_or(ClientError::UserAgent)?;
+        let http = match self.http {
+            Some(http) => http,
+            None => reqwest::Client::builder()
+                .timeout(self.timeout)
+                // Never: the request (its API key or token included) would go wherever the
+                // answer points. A redirect is an error instead (`ClientError::Redirect`).
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| ClientError::Connect(e.to_string()))?,
+        };
         Ok(Client {
             http,
+            user_agent,
             base,
             api_key: self.api_key,
             timeout: self.timeout,
@@ -157,6 +205,7 @@ impl ClientBuilder {
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
+    user_agent: reqwest::header::HeaderValue,
     base: reqwest::Url,
     api_key: Option<ApiKey>,
     timeout: Duration,
@@ -176,6 +225,8 @@ impl Client {
             retry: RetryPolicy::default(),
             allow_insecure_http: false,
             max_body_bytes: MAX_BODY_BYTES,
+            http: None,
+            user_agent_suffix: None,
         }
     }
 

@@ -70,8 +70,9 @@ macro_rules! service_id {
                 self.0
             }
 
-            /// An id the service sent outside a typed body (an error's `details`), taken as is.
-            pub(crate) fn from_service(value: impl Into<String>) -> Self {
+            /// An id the service sent outside a typed body (an error's `details`, a webhook's
+            /// `callId`), taken as is: no prefix check, since the service is the authority.
+            pub fn from_service(value: impl Into<String>) -> Self {
                 Self(value.into())
             }
         }
@@ -115,6 +116,12 @@ macro_rules! service_id {
         impl PartialEq<str> for $name {
             fn eq(&self, other: &str) -> bool {
                 self.0 == other
+            }
+        }
+
+        impl PartialEq<String> for $name {
+            fn eq(&self, other: &String) -> bool {
+                self.0 == *other
             }
         }
 

@@ -124,6 +124,8 @@ impl Client {
         let mut request = self
             .http
             .request(call.method.clone(), url.clone())
+            .timeout(self.timeout)
+            .header(reqwest::header::USER_AGENT, &self.user_agent)
             .bearer_auth(bearer);
         if !call.query.is_empty() {
             request = request.query(&call.query);
@@ -133,6 +135,14 @@ impl Client {
         }
         let response = request.send().await.map_err(|e| self.transport_error(&e))?;
         let status = response.status().as_u16();
+        let answered = response.url();
+        if (answered.origin(), answered.path()) != (url.origin(), url.path()) {
+            // A caller's own HTTP client followed a redirect: the answer is not the service's.
+            return Err(ClientError::Redirect {
+                status,
+                location: Some(response.url().as_str().chars().take(200).collect()),
+            });
+        }
         if (300..400).contains(&status) {
             return Err(ClientError::Redirect {
                 status,

@@ -11,7 +11,7 @@ use super::sql::{Row, params};
 use super::{Store, StoreError};
 
 /// The output format of an export.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExportFormat {
     /// One call detail per line, exactly as the service sent it.
     Jsonl,

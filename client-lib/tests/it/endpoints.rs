@@ -1,10 +1,10 @@
-//! The library client: retries and 429, pagination, lenient reads, error envelope, redaction.
+//! The endpoints: retries and 429, pagination, lenient reads, error envelope, redaction.
 
 use std::time::Duration;
 
 use futures_util::TryStreamExt;
 use serde_json::json;
-use svc_cli::client::{
+use svc_client::{
     AgencyRef, ApiKey, CallQuery, CallSource, Client, ClientError, ErrorClass, MintFor,
     RegisterAgent, RetryPolicy,
 };
@@ -346,7 +346,7 @@ async fn reads_keep_unknown_score_keys_turn_keys_and_sources() {
 
 #[test]
 fn known_sources_decode_to_their_variants_and_encode_back_as_sent() {
-    use svc_cli::client::{CallRow, Page};
+    use svc_client::{CallRow, Page};
     for (body, expected, wire) in [
         (
             bodies::calls_page_roleplay(),
@@ -376,7 +376,7 @@ fn secrets_are_redacted_in_debug_output() {
         .build()
         .expect("client");
     assert!(!format!("{client:?}").contains("super_secret"));
-    let token: svc_cli::client::SessionToken = serde_json::from_value(
+    let token: svc_client::SessionToken = serde_json::from_value(
         json!({ "token": "jwt.secret.sig", "expiresAt": "2026-01-01T00:00:00.000Z" }),
     )
     .expect("token");
@@ -408,7 +408,7 @@ fn a_base_url_must_be_http_and_end_in_v1() {
 
 #[test]
 fn every_success_fixture_decodes_with_the_client_types() {
-    use svc_cli::client::{
+    use svc_client::{
         Agency, Agent, CallDetail, CallRow, LiveSession, Page, Registered, SessionToken,
     };
     let decode = |name: &str, result: Result<(), serde_json::Error>| {

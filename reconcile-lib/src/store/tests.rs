@@ -8,8 +8,8 @@ use super::calls::{Delivery, Stored, Writer};
 use super::deliveries::NewDelivery;
 use super::export::ExportFormat;
 use super::{SCHEMA_VERSION, Store, StoreError, StoreLocation};
-use crate::client::raw::{self, RawCallDetail};
-use crate::client::{RawCallRow, types::CallRow};
+use svc_client::raw::{self, RawCallDetail};
+use svc_client::{RawCallRow, types::CallRow};
 
 fn detail_json(id: &str, source: &str, scored_at: &str, overall: f64) -> Value {
     json!({

@@ -8,40 +8,18 @@ use serde_json::{Value, json};
 
 use super::sql::{Sql, params};
 use super::{Store, StoreError};
-use crate::client::{CallSource, RawCallDetail, RawCallRow};
 use crate::time::ms;
+use svc_client::{CallSource, RawCallDetail, RawCallRow};
 
-/// What the store holds of a listed call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KnownCall {
-    /// `scoredAt` as stored.
-    pub scored_at: Option<String>,
-    /// Whether the list row is stored (a call first read from its webhook has only its detail).
-    pub has_row: bool,
-}
+pub use crate::sink::{Delivery, KnownCall, Stored};
 
-/// How a stored call reached the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivery {
-    /// Its verified webhook is in the ledger.
-    Webhook,
-    /// Stored by reconcile; its webhook may still come.
-    Awaiting,
-    /// Stored by reconcile, with no webhook long after it was scored: a missed delivery.
-    Recovered,
-    /// Stored by reconcile, scored before a receiver started writing to the store's ledger
-    /// (history, or a store no `webhook serve` writes to): no webhook was expected in it.
-    Backfill,
-}
-
-impl Delivery {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Webhook => "webhook",
-            Self::Awaiting => "awaiting",
-            Self::Recovered => "recovered",
-            Self::Backfill => "backfill",
-        }
+/// How the store writes a delivery.
+fn delivery_str(delivery: Delivery) -> &'static str {
+    match delivery {
+        Delivery::Webhook => "webhook",
+        Delivery::Awaiting => "awaiting",
+        Delivery::Recovered => "recovered",
+        Delivery::Backfill => "backfill",
     }
 }
 
@@ -60,17 +38,6 @@ pub struct Writer {
     /// A new call with no webhook that was scored at or before this (unix ms) missed its
     /// delivery; a later one is still awaiting it.
     pub missed_before_ms: i64,
-}
-
-/// What storing a fetched call did.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Stored {
-    /// Stored for the first time.
-    New(Delivery),
-    /// Already stored; its score, `scoredAt` or `updatedAt` changed (logged).
-    Changed,
-    /// Already stored, nothing that matters changed (the stored JSON is refreshed).
-    Unchanged,
 }
 
 /// What a stored call is indexed by, read from its detail.
@@ -178,14 +145,32 @@ impl Store {
         if rows.is_empty() {
             return Ok(());
         }
+        self.write(|db| fill_rows(db, rows))
+    }
+
+    /// Stores a batch of reconcile in one transaction: the fetched calls, the failed ones,
+    /// and the missing list rows of known calls; all of it or nothing.
+    ///
+    /// # Errors
+    /// A database error (nothing of the batch is stored).
+    pub fn store_batch(
+        &self,
+        calls: &[(Option<RawCallRow>, RawCallDetail)],
+        failures: &[crate::sink::CallFailure],
+        fills: &[&RawCallRow],
+        writer: &Writer,
+    ) -> Result<Vec<Stored>, StoreError> {
         self.write(|db| {
-            for row in rows {
-                db.execute(
-                    "UPDATE calls SET row_json = $2 WHERE id = $1 AND row_json IS NULL",
-                    params![row.row.id.as_str(), &row.json],
-                )?;
+            let stored = calls
+                .iter()
+                .map(|(row, detail)| store_call(db, row.as_ref(), detail, writer))
+                .collect::<Result<Vec<_>, _>>()?;
+            for f in failures {
+                let run_id = writer.run_id.unwrap_or_default();
+                record_failure(db, &f.row, &f.error, f.http_status, run_id, &writer.now)?;
             }
-            Ok(())
+            fill_rows(db, fills)?;
+            Ok(stored)
         })
     }
 
@@ -255,26 +240,7 @@ impl Store {
         run_id: i64,
         now: &str,
     ) -> Result<(), StoreError> {
-        self.write(|db| {
-            db.execute(
-                "INSERT INTO call_failures (call_id, source, row_json, error, http_status,
-                    attempts, first_failed_at, last_failed_at, last_run_id)
-                 VALUES ($1, $2, $3, $4, $5, 1, $6, $6, $7)
-                 ON CONFLICT (call_id) DO UPDATE SET error = $4, http_status = $5,
-                    attempts = call_failures.attempts + 1, last_failed_at = $6,
-                    last_run_id = $7, row_json = $3",
-                params![
-                    row.row.id.as_str(),
-                    row.row.source.as_str(),
-                    &row.json,
-                    error,
-                    http_status,
-                    now,
-                    run_id
-                ],
-            )
-            .map(drop)
-        })
+        self.write(|db| record_failure(db, row, error, http_status, run_id, now))
     }
 
     /// The listed calls of `source` whose detail failed fewer than `max_attempts` times, and
@@ -322,6 +288,44 @@ impl Store {
             .transpose()
         })
     }
+}
+
+fn fill_rows(db: &mut dyn Sql, rows: &[&RawCallRow]) -> Result<(), StoreError> {
+    for row in rows {
+        db.execute(
+            "UPDATE calls SET row_json = $2 WHERE id = $1 AND row_json IS NULL",
+            params![row.row.id.as_str(), &row.json],
+        )?;
+    }
+    Ok(())
+}
+
+fn record_failure(
+    db: &mut dyn Sql,
+    row: &RawCallRow,
+    error: &str,
+    http_status: Option<u16>,
+    run_id: i64,
+    now: &str,
+) -> Result<(), StoreError> {
+    db.execute(
+        "INSERT INTO call_failures (call_id, source, row_json, error, http_status,
+            attempts, first_failed_at, last_failed_at, last_run_id)
+         VALUES ($1, $2, $3, $4, $5, 1, $6, $6, $7)
+         ON CONFLICT (call_id) DO UPDATE SET error = $4, http_status = $5,
+            attempts = call_failures.attempts + 1, last_failed_at = $6,
+            last_run_id = $7, row_json = $3",
+        params![
+            row.row.id.as_str(),
+            row.row.source.as_str(),
+            &row.json,
+            error,
+            http_status,
+            now,
+            run_id
+        ],
+    )
+    .map(drop)
 }
 
 fn store_call(
@@ -447,7 +451,7 @@ fn insert_call(
             &c.score,
             row.map(|r| r.json.as_str()),
             &detail.json,
-            delivery.as_str(),
+            delivery_str(delivery),
             if recovered { writer.run_id } else { None },
             recovered.then_some(writer.now.as_str()),
             &writer.now,

@@ -65,8 +65,12 @@ pub(crate) fn page(bytes: &[u8]) -> Result<Page<RawCallRow>, ClientError> {
     })
 }
 
-/// Reads a `GET /calls/{callId}` body.
-pub(crate) fn detail(bytes: &[u8]) -> Result<RawCallDetail, ClientError> {
+/// Reads a `GET /calls/{callId}` body (one the client received, or one a caller captured or
+/// built, e.g. in a test).
+///
+/// # Errors
+/// [`ClientError::Decode`] when the body is not UTF-8 or not a call detail.
+pub fn detail(bytes: &[u8]) -> Result<RawCallDetail, ClientError> {
     let text = std::str::from_utf8(bytes)
         .map_err(|_| ClientError::Decode("call detail: the body is not UTF-8".into()))?;
     let detail: CallDetail =

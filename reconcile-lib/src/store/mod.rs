@@ -36,6 +36,7 @@ pub mod location;
 pub mod lock;
 pub mod report;
 pub mod runs;
+mod sink;
 pub mod stats;
 
 mod postgres;
@@ -49,6 +50,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 pub use location::StoreLocation;
+pub use lock::RunLock;
 pub use schema::SCHEMA_VERSION;
 use sql::{Sql, SqliteSql};
 
@@ -108,6 +110,9 @@ pub enum StoreError {
     /// A stored value that does not read back (the file was edited by hand).
     #[error("store: {0}")]
     Corrupt(String),
+    /// The run lock cannot be used (its file cannot be opened or locked).
+    #[error("{0}")]
+    Lock(String),
 }
 
 impl From<rusqlite::Error> for StoreError {

@@ -1,0 +1,9 @@
+//! Tests of `svc-client` against `svc-fixtures`' wiremock mocks of the v1 API.
+//!
+//! - [`endpoints`]: retries and 429, pagination, lenient reads, the error envelope, redaction.
+//! - [`builder`]: what a caller sets: its own HTTP client, the User-Agent, typed error codes,
+//!   messages that name no command-line flag.
+
+mod builder;
+mod endpoints;
+mod helpers;

@@ -1,0 +1,706 @@
+//! Reconcile: list scored calls with `GET /calls` over a window per source and store every
+//! call the store is missing, with its detail, so that no scored call is lost whatever happened
+//! to its webhook; and find real calls whose score changed with no webhook (a re-disposition).
+//!
+//! # How a run goes
+//! For each source, every page of the source's [`window::Window`] is listed (`limit=100`,
+//! following `nextCursor` to `null`, never looking inside it), and for each page:
+//! - a call the store does not hold is read with `GET /calls/{callId}` and stored;
+//! - a stored call whose `scoredAt` moved is read again; a change of its score, `scoredAt` or
+//!   `updatedAt` is logged as a silent change;
+//! - any other stored call costs nothing more than its list row.
+//!
+//! Then the calls whose detail failed in earlier runs, and that this listing did not reach, are
+//! read again.
+//!
+//! Details are read [`Options::concurrency`] at a time across pages, while the next pages are
+//! listed; each page's calls are stored in one transaction ([`Sink::store_batch`]). Only once
+//! every page of a window is stored does the source's watermark move (to the window's end), so
+//! a run killed at any point and run again stores the same calls as one clean run. A listed
+//! call whose detail answers 404 or is not a call detail is kept by a sink that
+//! [keeps failures](Sink::keeps_failures) and read again by the next runs (up to
+//! [`MAX_FAILURE_ATTEMPTS`] times), and the window still completes; with a sink that keeps
+//! none, the window stays incomplete so the call is listed again. A refused key, or a service
+//! still failing after the client's retries, stops the run at the first such failure: no
+//! further request starts, those in flight are abandoned, what was stored stays, and the
+//! watermark does not move.
+//!
+//! A call reconcile stores without its webhook in the store's ledger (written by `webhook
+//! serve`) is *recovered* once it was scored more than [`Options::delivery_grace`] ago (30
+//! minutes: the contract's missed-delivery fallback); until then its webhook may still come.
+//! A call scored before a receiver started writing to the ledger is *backfilled*: history, or a
+//! store that no `webhook serve` writes to, where no webhook was expected.
+//!
+//! The run lock is a type: [`Reconciler::run`] takes the [`RunGuard`] that only
+//! [`Reconciler::lock`] hands out, so two runs never write into one sink at once.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use futures_util::{StreamExt, stream};
+use serde::Serialize;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinSet;
+
+use svc_client::{
+    CallId, CallQuery, CallSource, Client, ClientError, ErrorClass, RawCallDetail, RawCallRow,
+};
+
+use crate::report::{Counts, FailedCall, LISTED_IDS, Outcome, RunReport, SourceReport};
+use crate::sink::{
+    Batch, BatchContext, CallFailure, Delivery, FetchedCall, KnownCall, LockError, RunId, Sink,
+    Stored, WindowEnd,
+};
+use crate::time::{before, format_duration, format_ts, parse_ts};
+use crate::window::{self, Window, WindowInputs};
+
+/// Details read at once by default.
+pub const DEFAULT_CONCURRENCY: usize = 8;
+/// How long after a call was scored its webhook may still arrive (the contract's
+/// missed-delivery fallback: read the call 30 minutes after it ended).
+pub const DEFAULT_DELIVERY_GRACE: Duration = Duration::from_secs(30 * 60);
+/// Runs in which a listed call's detail may fail before later runs stop reading it.
+pub const MAX_FAILURE_ATTEMPTS: u32 = 5;
+/// The page size asked for (the contract's largest).
+const PAGE_LIMIT: u32 = 100;
+/// Pages whose details are read or stored at once.
+const PAGES_IN_FLIGHT: usize = 4;
+
+/// What a run does.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Options {
+    /// The sources to list, in order.
+    pub sources: Vec<CallSource>,
+    /// How far before the watermark each window starts; `None`: each source's default
+    /// ([`window::default_overlap`]).
+    #[serde(serialize_with = "opt_duration")]
+    pub overlap: Option<Duration>,
+    /// Start every window here instead.
+    pub since: Option<DateTime<Utc>>,
+    /// End every window here instead of at the run's start.
+    pub until: Option<DateTime<Utc>>,
+    /// How far back real calls are listed again for re-dispositions (zero: not at all).
+    #[serde(serialize_with = "duration")]
+    pub refresh_real: Duration,
+    /// Details read at once.
+    pub concurrency: usize,
+    /// How long after it was scored a call's webhook may still arrive.
+    #[serde(serialize_with = "duration")]
+    pub delivery_grace: Duration,
+}
+
+fn duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_duration(*d))
+}
+
+fn opt_duration<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_str(&format_duration(*d)),
+        None => s.serialize_none(),
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            sources: vec![CallSource::Roleplay, CallSource::RealCall],
+            overlap: None,
+            since: None,
+            until: None,
+            refresh_real: window::DEFAULT_REFRESH_REAL,
+            concurrency: DEFAULT_CONCURRENCY,
+            delivery_grace: DEFAULT_DELIVERY_GRACE,
+        }
+    }
+}
+
+/// Why a run stopped early.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StopReason<E: std::error::Error + 'static> {
+    /// The service refused the key, or kept failing after the client's retries.
+    #[error(transparent)]
+    Client(ClientError),
+    /// The sink failed.
+    #[error(transparent)]
+    Sink(E),
+    /// A task of the run failed (a panic in the sink's code, say).
+    #[error("a task of the run failed: {0}")]
+    Task(String),
+}
+
+/// A run that stopped early, with what it had done by then.
+#[derive(Debug, thiserror::Error)]
+#[error("{reason}")]
+pub struct RunError<E: std::error::Error + 'static> {
+    /// Why it stopped.
+    pub reason: StopReason<E>,
+    /// What the run did before it stopped ([`Outcome::Stopped`]).
+    pub report: Box<RunReport>,
+}
+
+/// Told how a run is going, for a progress display (`()` shows nothing).
+pub trait Progress: Send + Sync {
+    /// The pass over `source` has reached these counts.
+    fn update(&self, source: &CallSource, counts: &Counts);
+}
+
+impl Progress for () {
+    fn update(&self, _: &CallSource, _: &Counts) {}
+}
+
+/// Proof that the run lock is held: only [`Reconciler::lock`] makes one, and
+/// [`Reconciler::run`] requires it. Dropping it releases the lock.
+#[derive(Debug)]
+pub struct RunGuard<L> {
+    _lock: L,
+}
+
+/// Reconciles the calls of the service behind a client into a sink.
+#[derive(Debug)]
+pub struct Reconciler<S> {
+    client: Client,
+    sink: Arc<S>,
+    options: Options,
+}
+
+impl<S: Sink> Reconciler<S> {
+    /// A reconciler reading through `client` into `sink` with `options`.
+    pub fn new(client: Client, sink: Arc<S>, options: Options) -> Self {
+        Self {
+            client,
+            sink,
+            options,
+        }
+    }
+
+    /// The sink.
+    pub fn sink(&self) -> &Arc<S> {
+        &self.sink
+    }
+
+    /// Takes the sink's run lock, waiting up to `wait` for another run to release it.
+    ///
+    /// # Errors
+    /// [`LockError::Busy`] when another run holds it; the sink's error.
+    pub async fn lock(&self, wait: Duration) -> Result<RunGuard<S::Lock>, LockError<S::Error>> {
+        Ok(RunGuard {
+            _lock: self.sink.lock(wait).await?,
+        })
+    }
+
+    /// Runs one reconcile, storing what the sink is missing or what changed.
+    ///
+    /// # Errors
+    /// [`RunError`] when the run stopped early (a refused key, a service still failing after
+    /// the client's retries, the sink failing), with the report of what it did.
+    pub async fn run(
+        &self,
+        guard: &RunGuard<S::Lock>,
+        progress: &dyn Progress,
+    ) -> Result<RunReport, RunError<S::Error>> {
+        let _ = guard;
+        self.go(false, progress).await
+    }
+
+    /// Lists every window and counts what a run would fetch and store, writing nothing (no
+    /// lock needed).
+    ///
+    /// # Errors
+    /// As [`Reconciler::run`].
+    pub async fn dry_run(&self, progress: &dyn Progress) -> Result<RunReport, RunError<S::Error>> {
+        self.go(true, progress).await
+    }
+
+    async fn go(
+        &self,
+        dry_run: bool,
+        progress: &dyn Progress,
+    ) -> Result<RunReport, RunError<S::Error>> {
+        let started = Instant::now();
+        let run_start = Utc::now();
+        let requests_before = self.client.requests_sent();
+        let mut run_id = None;
+        let mut error: Option<StopReason<S::Error>> = None;
+        if !dry_run {
+            match self.sink.start_run(run_start, &self.options).await {
+                Ok(id) => run_id = id,
+                Err(e) => error = Some(StopReason::Sink(e)),
+            }
+        }
+        let missed_before = before(run_start, self.options.delivery_grace);
+        let ledger_since = match self.sink.ledger_since().await {
+            Ok(since) => since,
+            Err(e) => {
+                error.get_or_insert(StopReason::Sink(e));
+                None
+            }
+        };
+        let (stop, _) = watch::channel(false);
+        let run = Arc::new(Run {
+            client: self.client.clone(),
+            sink: self.sink.clone(),
+            options: self.options.clone(),
+            dry_run,
+            run_id,
+            missed_before,
+            ledger_since,
+            details: Semaphore::new(self.options.concurrency.max(1)),
+            stop,
+        });
+        let mut sources = Vec::new();
+        let mut tallies = Vec::new();
+        if error.is_none() {
+            for source in &self.options.sources {
+                let (report, tally, stopped) = source_pass(&run, source, run_start, progress).await;
+                sources.push(report);
+                tallies.push(tally);
+                if let Some(stopped) = stopped {
+                    error = Some(stopped);
+                    break;
+                }
+            }
+        }
+        if !dry_run {
+            let reported: Vec<CallSource> = sources.iter().map(|s| s.source.clone()).collect();
+            match self
+                .sink
+                .settle_awaiting(missed_before, run_id, Utc::now(), &reported)
+                .await
+            {
+                Ok(recovered) => {
+                    for (id, source) in recovered {
+                        if let Some(i) = sources.iter().position(|s| s.source == source) {
+                            tallies[i].counts.recovered += 1;
+                            tallies[i].merge(Tally {
+                                recovered: vec![id],
+                                ..Tally::default()
+                            });
+                        }
+                    }
+                }
+                Err(e) => {
+                    error.get_or_insert(StopReason::Sink(e));
+                }
+            }
+        }
+        let mut total = Tally::default();
+        for (report, tally) in sources.iter_mut().zip(tallies) {
+            report.counts = tally.counts;
+            total.merge(tally);
+        }
+        let outcome = match &error {
+            Some(_) => Outcome::Stopped,
+            None if total.counts.failed > 0 => Outcome::CallsFailed,
+            None if total.counts.recovered > 0 || total.counts.changed_silently > 0 => {
+                Outcome::Found
+            }
+            None => Outcome::Clean,
+        };
+        let report = RunReport {
+            run_id,
+            dry_run,
+            started_at: run_start,
+            finished_at: Utc::now(),
+            duration: started.elapsed(),
+            outcome,
+            error: error.as_ref().map(|e| format!("{e:#}")),
+            requests: self.client.requests_sent() - requests_before,
+            sources,
+            totals: total.counts,
+            recovered_call_ids: total.recovered,
+            changed_call_ids: total.changed,
+            failed_calls: total.failed,
+        };
+        if let Some(run_id) = run_id
+            && let Err(e) = self.sink.finish_run(run_id, &report).await
+        {
+            tracing::warn!(error = %e, "could not record the end of the run");
+        }
+        match error {
+            Some(reason) => Err(RunError {
+                reason,
+                report: Box::new(report),
+            }),
+            None => Ok(report),
+        }
+    }
+}
+
+/// Counts and the ids behind them, for a batch, a source or the run.
+#[derive(Debug, Default)]
+struct Tally {
+    counts: Counts,
+    recovered: Vec<CallId>,
+    changed: Vec<CallId>,
+    failed: Vec<FailedCall>,
+}
+
+impl Tally {
+    fn merge(&mut self, other: Tally) {
+        self.counts.add(&other.counts);
+        let room = |have: usize| LISTED_IDS.saturating_sub(have);
+        self.recovered
+            .extend(other.recovered.into_iter().take(room(self.recovered.len())));
+        self.changed
+            .extend(other.changed.into_iter().take(room(self.changed.len())));
+        self.failed
+            .extend(other.failed.into_iter().take(room(self.failed.len())));
+    }
+}
+
+/// What every batch of a run shares.
+struct Run<S> {
+    client: Client,
+    sink: Arc<S>,
+    options: Options,
+    dry_run: bool,
+    run_id: Option<RunId>,
+    /// A call scored at or before this with no webhook missed its delivery.
+    missed_before: DateTime<Utc>,
+    /// Since when the sink's ledger records webhooks.
+    ledger_since: Option<DateTime<Utc>>,
+    details: Semaphore,
+    /// Set at the first failure that stops the run: no detail read starts after it, and those
+    /// waiting on retries are abandoned.
+    stop: watch::Sender<bool>,
+}
+
+type Stop<E> = Option<StopReason<E>>;
+
+/// Lists one source's window and stores what is missing or moved.
+async fn source_pass<S: Sink>(
+    run: &Arc<Run<S>>,
+    source: &CallSource,
+    run_start: DateTime<Utc>,
+    progress: &dyn Progress,
+) -> (SourceReport, Tally, Stop<S::Error>) {
+    let watermark = match run.sink.watermark(source).await {
+        Ok(watermark) => watermark,
+        Err(e) => {
+            let report = SourceReport {
+                source: source.clone(),
+                from: run_start,
+                to: run_start,
+                first_run: false,
+                completed: false,
+                watermark: None,
+                counts: Counts::default(),
+            };
+            return (report, Tally::default(), Some(StopReason::Sink(e)));
+        }
+    };
+    let window = Window::of(&WindowInputs {
+        source,
+        watermark,
+        run_start,
+        since: run.options.since,
+        until: run.options.until,
+        overlap: run.options.overlap,
+        refresh_real: run.options.refresh_real,
+    });
+    let mut report = SourceReport {
+        source: source.clone(),
+        from: window.from,
+        to: window.to,
+        first_run: watermark.is_none(),
+        completed: false,
+        watermark,
+        counts: Counts::default(),
+    };
+    let mut tally = Tally::default();
+    let mut stopped = list_window(run, source, &window, &mut tally, progress).await;
+    // Then the calls earlier runs could not store and this listing did not reach.
+    if stopped.is_none() && !run.dry_run && run.sink.keeps_failures() {
+        match run
+            .sink
+            .failures_to_retry(source, MAX_FAILURE_ATTEMPTS, run.run_id)
+            .await
+        {
+            Ok(rows) if !rows.is_empty() => {
+                let (batch, error) = process_rows(run.clone(), rows).await;
+                tally.merge(batch);
+                stopped = error;
+            }
+            Ok(_) => {}
+            Err(e) => stopped = Some(StopReason::Sink(e)),
+        }
+    }
+    // A failed detail that the sink does not keep must be listed again: the window stays open.
+    let unkept = (!run.sink.keeps_failures() && tally.counts.failed > 0).then(|| {
+        format!(
+            "{} listed call(s) could not be stored and the sink keeps no failures",
+            tally.counts.failed
+        )
+    });
+    if !run.dry_run {
+        let next =
+            (stopped.is_none() && unkept.is_none() && window.advances).then_some(window.watermark);
+        let reason = stopped
+            .as_ref()
+            .map(|e| format!("{e:#}"))
+            .or(unkept.clone());
+        let end = match &reason {
+            None => WindowEnd::Complete(next),
+            Some(reason) => WindowEnd::Stopped(reason),
+        };
+        if let Err(e) = run
+            .sink
+            .record_window(source, run.run_id, run_start, end)
+            .await
+        {
+            stopped.get_or_insert(StopReason::Sink(e));
+        }
+        if stopped.is_none() && unkept.is_none() {
+            report.watermark = next.or(report.watermark);
+        }
+    }
+    report.completed = stopped.is_none() && unkept.is_none();
+    (report, tally, stopped)
+}
+
+/// Lists every page of `window`, handing each to a batch task; returns why it stopped early.
+async fn list_window<S: Sink>(
+    run: &Arc<Run<S>>,
+    source: &CallSource,
+    window: &Window,
+    tally: &mut Tally,
+    progress: &dyn Progress,
+) -> Stop<S::Error> {
+    let mut query = CallQuery::new(source.clone(), format_ts(window.from));
+    query.to = Some(format_ts(window.to));
+    query.limit = Some(PAGE_LIMIT);
+    // The pages are listed on their own task, a page or two ahead of the batches.
+    let (pages_tx, mut pages) = mpsc::channel(2);
+    let pages_stream = run.client.calls_raw_pages(query);
+    let lister = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(pages_stream);
+        while let Some(page) = stream.next().await {
+            let failed = page.is_err();
+            if pages_tx.send(page).await.is_err() || failed {
+                break;
+            }
+        }
+    });
+    let mut batches = JoinSet::new();
+    let mut stopped = None;
+    let merge = |tally: &mut Tally,
+                 joined: Result<(Tally, Stop<S::Error>), tokio::task::JoinError>| {
+        match joined {
+            Ok((batch, error)) => {
+                tally.merge(batch);
+                error
+            }
+            Err(e) => Some(StopReason::Task(e.to_string())),
+        }
+    };
+    while let Some(page) = pages.recv().await {
+        let rows = match page {
+            Ok(rows) => rows,
+            Err(e) => {
+                stopped = Some(StopReason::Client(e));
+                break;
+            }
+        };
+        tally.counts.pages += 1;
+        tally.counts.listed += rows.len() as u64;
+        // A batch that stopped (a refused key, a failing service) stops the listing too.
+        while let Some(joined) = batches.try_join_next() {
+            if let Some(error) = merge(tally, joined) {
+                stopped.get_or_insert(error);
+            }
+        }
+        while stopped.is_none() && batches.len() >= PAGES_IN_FLIGHT {
+            if let Some(joined) = batches.join_next().await
+                && let Some(error) = merge(tally, joined)
+            {
+                stopped.get_or_insert(error);
+            }
+        }
+        if stopped.is_some() {
+            break;
+        }
+        batches.spawn(process_rows(run.clone(), rows));
+        progress.update(source, &tally.counts);
+    }
+    drop(pages);
+    lister.abort();
+    while let Some(joined) = batches.join_next().await {
+        if let Some(error) = merge(tally, joined) {
+            stopped.get_or_insert(error);
+        }
+    }
+    progress.update(source, &tally.counts);
+    stopped
+}
+
+/// Whether a row's `scoredAt` differs from the stored one (as instants when both read as
+/// timestamps, else as text).
+fn moved(known: &KnownCall, listed: Option<&str>) -> bool {
+    match (known.scored_at.as_deref(), listed) {
+        (Some(a), Some(b)) => match (parse_ts(a), parse_ts(b)) {
+            (Some(a), Some(b)) => a != b,
+            _ => a != b,
+        },
+        (a, b) => a != b,
+    }
+}
+
+/// Whether a detail error concerns that call only (recorded, the run goes on) rather than the
+/// service or the key (the run stops). A detail over the client's body limit is that call's:
+/// stopping on it would stop every later run at the same call.
+fn call_failure(error: &ClientError) -> Option<Option<u16>> {
+    match error {
+        ClientError::Decode(_) | ClientError::BodyTooLarge { .. } => Some(None),
+        ClientError::Api(api) if error.class() == ErrorClass::Failure => Some(Some(api.status)),
+        _ => None,
+    }
+}
+
+/// Reads one detail, unless the run is stopping (`None`): then no request starts, and one in
+/// flight (its retries included) is abandoned.
+async fn read_detail<S: Sink>(
+    run: &Run<S>,
+    id: &CallId,
+) -> Option<Result<RawCallDetail, ClientError>> {
+    let mut stop = run.stop.subscribe();
+    if *stop.borrow() {
+        return None;
+    }
+    let _permit = run.details.acquire().await;
+    tokio::select! {
+        detail = run.client.call_raw(id) => Some(detail),
+        _ = stop.wait_for(|stopping| *stopping) => None,
+    }
+}
+
+/// Handles one batch of listed rows (a page, or the failures of earlier runs): reads the
+/// details needed and stores them in one transaction.
+async fn process_rows<S: Sink>(run: Arc<Run<S>>, rows: Vec<RawCallRow>) -> (Tally, Stop<S::Error>) {
+    let mut tally = Tally::default();
+    let ids: Vec<CallId> = rows.iter().map(|r| r.row.id.clone()).collect();
+    let known = match run.sink.known_calls(&ids).await {
+        Ok(known) => known,
+        Err(e) => return (tally, Some(StopReason::Sink(e))),
+    };
+    let mut fetch = Vec::new();
+    let mut fill = Vec::new();
+    for row in rows {
+        match known.get(&row.row.id) {
+            None => fetch.push(row),
+            Some(stored) if moved(stored, row.row.scored_at.as_deref()) => {
+                tally.counts.moved += 1;
+                fetch.push(row);
+            }
+            Some(stored) => {
+                tally.counts.known += 1;
+                if !stored.has_row {
+                    fill.push(row);
+                }
+            }
+        }
+    }
+    if run.dry_run {
+        tally.counts.new += (fetch.len() as u64).saturating_sub(tally.counts.moved);
+        return (tally, None);
+    }
+    let fetched: Vec<(RawCallRow, Option<Result<RawCallDetail, ClientError>>)> =
+        stream::iter(fetch)
+            .map(|row| {
+                let run = run.clone();
+                async move {
+                    let detail = read_detail(&run, &row.row.id).await;
+                    (row, detail)
+                }
+            })
+            .buffer_unordered(usize::MAX)
+            .collect()
+            .await;
+    let mut calls = Vec::new();
+    let mut failures = Vec::new();
+    let mut stopped: Stop<S::Error> = None;
+    for (row, detail) in fetched {
+        let Some(detail) = detail else {
+            continue; // not read: the run is stopping
+        };
+        tally.counts.details_fetched += 1;
+        match detail {
+            Ok(detail) => calls.push(FetchedCall {
+                row: Some(row),
+                detail,
+            }),
+            Err(e) => match call_failure(&e) {
+                Some(http_status) => failures.push(CallFailure {
+                    row,
+                    error: format!("{e:#}"),
+                    http_status,
+                }),
+                None => {
+                    run.stop.send_replace(true);
+                    stopped.get_or_insert(StopReason::Client(e));
+                }
+            },
+        }
+    }
+    let ids: Vec<CallId> = calls
+        .iter()
+        .map(|c| c.detail.detail.row.id.clone())
+        .collect();
+    let failed: Vec<FailedCall> = failures
+        .iter()
+        .map(|f| FailedCall {
+            call_id: f.row.row.id.clone(),
+            error: f.error.clone(),
+        })
+        .collect();
+    let batch = Batch {
+        calls,
+        failures: if run.sink.keeps_failures() {
+            failures
+        } else {
+            Vec::new()
+        },
+        rows_to_fill: fill,
+        context: BatchContext {
+            run_id: run.run_id,
+            now: Utc::now(),
+            ledger_since: run.ledger_since,
+            missed_before: run.missed_before,
+        },
+    };
+    match run.sink.store_batch(batch).await {
+        Ok(stored) => {
+            for (id, stored) in ids.into_iter().zip(stored) {
+                match stored {
+                    Stored::New(delivery) => {
+                        tally.counts.new += 1;
+                        match delivery {
+                            Delivery::Recovered => {
+                                tally.counts.recovered += 1;
+                                tally.recovered.push(id);
+                            }
+                            Delivery::Backfill => tally.counts.backfilled += 1,
+                            Delivery::Webhook | Delivery::Awaiting => {}
+                        }
+                    }
+                    Stored::Changed => {
+                        tally.counts.changed_silently += 1;
+                        tally.changed.push(id);
+                    }
+                    Stored::Unchanged => tally.counts.known += 1,
+                }
+            }
+            tally.counts.failed += failed.len() as u64;
+            tally.failed = failed;
+        }
+        Err(e) => {
+            stopped.get_or_insert(StopReason::Sink(e));
+        }
+    }
+    if stopped.is_some() {
+        run.stop.send_replace(true);
+    }
+    (tally, stopped)
+}

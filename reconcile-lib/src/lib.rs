@@ -1,0 +1,58 @@
+//! `svc-reconcile`: reconcile the scored calls of the Roleplay and Call-Scoring Service v1 API
+//! into storage you choose, so that no scored call is lost whatever happened to its webhook,
+//! and re-scored calls (a re-disposition sends no webhook) are found.
+//!
+//! A [`Reconciler`] lists each source's calls over a window (`GET /calls`, through
+//! `svc-client`), reads the detail of every call the [`Sink`] does not hold yet (or whose
+//! `scoredAt` moved), and hands them to the sink page by page; once a window is stored, the
+//! source's watermark moves. Implement [`Sink`] over your own tables, or use the ready
+//! [`store::Store`] (one SQLite file, or a PostgreSQL database shared by several machines),
+//! which `svc-cli reconcile` and `svc-cli webhook serve` write.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use svc_client::{ApiKey, Client};
+//! use svc_reconcile::{MemorySink, Options, Reconciler};
+//!
+//! let client = Client::builder("http://127.0.0.1:8787/v1")
+//!     .api_key(ApiKey::new("svc_live_…"))
+//!     .build()?;
+//! let reconciler = Reconciler::new(client, Arc::new(MemorySink::default()), Options::default());
+//! let guard = reconciler.lock(Duration::ZERO).await?;
+//! let report = reconciler.run(&guard, &()).await?;
+//! println!("{} new calls, {} recovered", report.totals.new, report.totals.recovered);
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//! - [`engine`]: [`Reconciler`], its [`Options`], the run lock as a type ([`RunGuard`]),
+//!   progress ([`Progress`]) and why a run stops ([`RunError`]).
+//! - [`sink`]: the [`Sink`] trait a storage implements, and what passes through it.
+//! - [`report`]: the typed report of a run ([`RunReport`]).
+//! - [`window`]: which part of the listing each source's pass reads.
+//! - [`memory`]: [`MemorySink`], a sink in memory (tests, dry runs, examples).
+//! - [`store`]: the SQLite or PostgreSQL store of `svc-cli` (calls, ledger, changes, runs).
+//! - [`time`]: timestamps and durations as the contract and the store write them.
+
+#![warn(missing_docs)]
+
+pub mod engine;
+pub mod memory;
+pub mod report;
+pub mod sink;
+pub mod store;
+pub mod time;
+pub mod window;
+
+pub use engine::{
+    DEFAULT_CONCURRENCY, DEFAULT_DELIVERY_GRACE, MAX_FAILURE_ATTEMPTS, Options, Progress,
+    Reconciler, RunError, RunGuard, StopReason,
+};
+pub use memory::MemorySink;
+pub use report::{Counts, FailedCall, Outcome, RunReport, SourceReport};
+pub use sink::{
+    Batch, BatchContext, CallFailure, Delivery, FetchedCall, KnownCall, LockError, RunId, Sink,
+    Stored, Version, WindowEnd, first_scored,
+};

@@ -1,0 +1,321 @@
+//! [`Sink`]: what reconcile needs from storage, the trait a tenant implements over its own
+//! tables (the way `grep-searcher` hands matches to a `Sink` its caller writes).
+//!
+//! A run asks the sink for each source's watermark, which listed calls it already holds (and
+//! at which `scoredAt`), hands it each page's fetched calls in one [`Batch`] to store in one
+//! transaction, and tells it when a source's window is complete (the watermark may move).
+//! Everything else has a default that is safe for a sink that keeps only calls and
+//! watermarks:
+//! - runs ([`Sink::start_run`], [`Sink::finish_run`]): not recorded;
+//! - failed details ([`Sink::keeps_failures`]): not kept, so a window with a failed detail
+//!   does not complete and its watermark stays (the next run lists the call again);
+//! - the ledger of received webhooks ([`Sink::ledger_since`], [`Sink::settle_awaiting`]): none,
+//!   so every new call is [`Delivery::Backfill`] and nothing is reported as recovered.
+//!
+//! Implementations here: [`crate::store::Store`] (SQLite or PostgreSQL, what `svc-cli` uses)
+//! and [`crate::memory::MemorySink`] (tests). All of them pass the conformance suite in the
+//! crate's tests (`tests/it/sink_suite.rs`).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use svc_client::{CallId, CallSource, RawCallDetail, RawCallRow};
+
+/// A run's id, as the sink recorded it ([`Sink::start_run`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct RunId(pub i64);
+
+/// What the sink holds of a listed call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownCall {
+    /// `scoredAt` as stored (text, as the service sent it): a listed row whose `scoredAt`
+    /// differs is read again.
+    pub scored_at: Option<String>,
+    /// Whether the list row is stored; `false` asks for [`Batch::rows_to_fill`] (a call first
+    /// stored from its webhook has only its detail). A sink that keeps no rows says `true`.
+    pub has_row: bool,
+}
+
+/// How a stored call reached the sink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Its verified webhook is in the ledger.
+    Webhook,
+    /// Stored by reconcile; its webhook may still come.
+    Awaiting,
+    /// Stored by reconcile, with no webhook long after it was scored: a missed delivery.
+    Recovered,
+    /// Stored by reconcile with no webhook expected: scored before the ledger opened, or a
+    /// sink with no ledger at all.
+    Backfill,
+}
+
+/// What storing one fetched call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stored {
+    /// Stored for the first time, and how it arrived.
+    New(Delivery),
+    /// Already stored; its score, `scoredAt` or `updatedAt` changed with no webhook (a silent
+    /// change, which the run reports).
+    Changed,
+    /// Already stored; nothing that matters changed.
+    Unchanged,
+}
+
+/// A call to store: its detail as the service sent it, and its list row when it was listed
+/// (calls retried from earlier failures carry their stored row too).
+#[derive(Debug, Clone)]
+pub struct FetchedCall {
+    /// The `GET /calls` row.
+    pub row: Option<RawCallRow>,
+    /// The `GET /calls/{callId}` body.
+    pub detail: RawCallDetail,
+}
+
+/// A listed call whose detail could not be read as a call (404, a body that is not a call
+/// detail); kept by a sink that [keeps failures](Sink::keeps_failures) and read again by later
+/// runs.
+#[derive(Debug, Clone)]
+pub struct CallFailure {
+    /// The call's row.
+    pub row: RawCallRow,
+    /// What went wrong.
+    pub error: String,
+    /// The HTTP status, when the service answered.
+    pub http_status: Option<u16>,
+}
+
+/// When a batch is stored, and the rules to classify a new call by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchContext {
+    /// The run storing it.
+    pub run_id: Option<RunId>,
+    /// Now.
+    pub now: DateTime<Utc>,
+    /// Since when the sink's ledger records webhooks ([`Sink::ledger_since`]).
+    pub ledger_since: Option<DateTime<Utc>>,
+    /// A new call with no webhook scored at or before this missed its delivery; a later one
+    /// still awaits it.
+    pub missed_before: DateTime<Utc>,
+}
+
+impl BatchContext {
+    /// How a call first stored now, by reconcile, reached the sink, given when it was first
+    /// scored and whether its webhook is in the ledger: what a sink with a ledger records.
+    pub fn delivery_of(&self, first_scored: Option<DateTime<Utc>>, webhook: bool) -> Delivery {
+        if webhook {
+            Delivery::Webhook
+        } else if self
+            .ledger_since
+            .is_none_or(|since| first_scored.is_none_or(|at| at < since))
+        {
+            Delivery::Backfill
+        } else if first_scored.is_some_and(|at| at <= self.missed_before) {
+            Delivery::Recovered
+        } else {
+            Delivery::Awaiting
+        }
+    }
+}
+
+/// One page's work, to store in one transaction: all of it or none.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    /// The calls fetched, in listing order; [`Sink::store_batch`] answers one [`Stored`] each.
+    pub calls: Vec<FetchedCall>,
+    /// The listed calls whose detail failed (empty unless the sink keeps failures).
+    pub failures: Vec<CallFailure>,
+    /// List rows of calls the sink holds without one ([`KnownCall::has_row`]).
+    pub rows_to_fill: Vec<RawCallRow>,
+    /// When, and how to classify new calls.
+    pub context: BatchContext,
+}
+
+/// How a source's pass ended, for [`Sink::record_window`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowEnd<'a> {
+    /// Every page of the window is stored: the watermark moves to this instant when given (a
+    /// window that starts after the watermark leaves it where it is).
+    Complete(Option<DateTime<Utc>>),
+    /// The pass stopped for this reason: the watermark must not move.
+    Stopped(&'a str),
+}
+
+/// Why a run lock could not be taken.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError<E> {
+    /// Another run holds it (and kept it for the time allowed to wait): who, as the sink says.
+    #[error("{0}")]
+    Busy(String),
+    /// The sink failed.
+    #[error(transparent)]
+    Sink(E),
+}
+
+/// What reconcile needs from storage. See the module docs for what each default means.
+///
+/// Every method may be called from several tasks at once (a run stores up to four pages
+/// concurrently); [`Sink::store_batch`] must be one transaction.
+pub trait Sink: Send + Sync + 'static {
+    /// The sink's error.
+    type Error: std::error::Error + Send + Sync + 'static;
+    /// What a run holds while it writes (dropped when the run ends): a file lock, an advisory
+    /// lock, or `()` for a sink whose runs never overlap.
+    type Lock: Send + Sync + 'static;
+
+    /// Takes the run lock, waiting up to `wait` for another run to release it.
+    fn lock(
+        &self,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Self::Lock, LockError<Self::Error>>> + Send;
+
+    /// The watermark of `source`: every call scored up to it is stored (`None`: first run).
+    fn watermark(
+        &self,
+        source: &CallSource,
+    ) -> impl Future<Output = Result<Option<DateTime<Utc>>, Self::Error>> + Send;
+
+    /// What the sink holds of each of `ids` (absent ids are not stored).
+    fn known_calls(
+        &self,
+        ids: &[CallId],
+    ) -> impl Future<Output = Result<HashMap<CallId, KnownCall>, Self::Error>> + Send;
+
+    /// Stores a batch in one transaction; one [`Stored`] per call of [`Batch::calls`], in order.
+    /// A detail older than the stored one (by `updatedAt`, else `scoredAt`) must not replace it.
+    fn store_batch(
+        &self,
+        batch: Batch,
+    ) -> impl Future<Output = Result<Vec<Stored>, Self::Error>> + Send;
+
+    /// Records how a source's pass of run `run_id` ended at `at`; with
+    /// [`WindowEnd::Complete`] the watermark moves.
+    fn record_window(
+        &self,
+        source: &CallSource,
+        run_id: Option<RunId>,
+        at: DateTime<Utc>,
+        end: WindowEnd<'_>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Records the start of a run; `None` when the sink keeps no runs.
+    fn start_run(
+        &self,
+        started_at: DateTime<Utc>,
+        options: &crate::Options,
+    ) -> impl Future<Output = Result<Option<RunId>, Self::Error>> + Send {
+        let _ = (started_at, options);
+        async { Ok(None) }
+    }
+
+    /// Records the end of run `run_id` with its report.
+    fn finish_run(
+        &self,
+        run_id: RunId,
+        report: &crate::RunReport,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = (run_id, report);
+        async { Ok(()) }
+    }
+
+    /// Whether the sink keeps [`Batch::failures`] and hands them back through
+    /// [`Sink::failures_to_retry`]. A sink that does not leaves a window with a failed detail
+    /// incomplete, so that the call is listed again.
+    fn keeps_failures(&self) -> bool {
+        false
+    }
+
+    /// Listed calls of `source` whose detail failed fewer than `max_attempts` times, and not
+    /// already in run `run_id`.
+    fn failures_to_retry(
+        &self,
+        source: &CallSource,
+        max_attempts: u32,
+        run_id: Option<RunId>,
+    ) -> impl Future<Output = Result<Vec<RawCallRow>, Self::Error>> + Send {
+        let _ = (source, max_attempts, run_id);
+        async { Ok(Vec::new()) }
+    }
+
+    /// Since when the sink's ledger records received webhooks (`None`: no ledger).
+    fn ledger_since(
+        &self,
+    ) -> impl Future<Output = Result<Option<DateTime<Utc>>, Self::Error>> + Send {
+        async { Ok(None) }
+    }
+
+    /// Settles the calls stored as [`Delivery::Awaiting`]: to webhook when it has arrived, to
+    /// recovered (by `run_id`, at `now`) when scored at or before `missed_before` and of one of
+    /// `sources`. Returns each call recovered now, with its source.
+    fn settle_awaiting(
+        &self,
+        missed_before: DateTime<Utc>,
+        run_id: Option<RunId>,
+        now: DateTime<Utc>,
+        sources: &[CallSource],
+    ) -> impl Future<Output = Result<Vec<(CallId, CallSource)>, Self::Error>> + Send {
+        let _ = (missed_before, run_id, now, sources);
+        async { Ok(Vec::new()) }
+    }
+}
+
+/// What a sink compares to tell a changed call from an unchanged one, and an older detail
+/// from a newer one: the `score` object as sent, `scoredAt` and `updatedAt`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Version {
+    /// The detail's `score`, as a JSON value.
+    pub score: serde_json::Value,
+    /// `scoredAt`.
+    pub scored_at: Option<String>,
+    /// `updatedAt`.
+    pub updated_at: Option<String>,
+}
+
+impl Version {
+    /// The version of a detail.
+    pub fn of(detail: &RawCallDetail) -> Self {
+        let score = serde_json::from_str::<serde_json::Value>(&detail.json)
+            .ok()
+            .and_then(|mut body| body.get_mut("score").map(serde_json::Value::take))
+            .unwrap_or(serde_json::Value::Null);
+        Self {
+            score,
+            scored_at: detail.detail.row.scored_at.clone(),
+            updated_at: detail.detail.updated_at.clone(),
+        }
+    }
+
+    /// Whether this version is older than `stored`: its `updatedAt` (else `scoredAt`) is
+    /// before the stored one's (either missing or unreadable: not older). An older detail (a
+    /// webhook worker's read that lost a race with a re-disposition) must not replace it.
+    pub fn is_older_than(&self, stored: &Version) -> bool {
+        let at = |v: &Version| {
+            v.updated_at
+                .as_deref()
+                .or(v.scored_at.as_deref())
+                .and_then(crate::time::parse_ts)
+        };
+        matches!((at(self), at(stored)), (Some(mine), Some(theirs)) if mine < theirs)
+    }
+}
+
+/// When a call was first scored, which is when its `call.scored` went out: `scoredAt`, except
+/// for a real call re-dispositioned since (its `scoredAt` moved, with no new delivery), whose
+/// first scoring is its `createdAt` (what [`BatchContext::delivery_of`] takes).
+pub fn first_scored(detail: &RawCallDetail) -> Option<DateTime<Utc>> {
+    let parse = |t: &Option<String>| t.as_deref().and_then(crate::time::parse_ts);
+    let row = &detail.detail.row;
+    let listed = match row.source {
+        CallSource::RealCall => parse(&row.started_at),
+        _ => parse(&row.ended_at).or_else(|| parse(&row.started_at)),
+    };
+    let scored = parse(&row.scored_at).or(listed);
+    match (&row.source, parse(&detail.detail.created_at)) {
+        (CallSource::RealCall, Some(created)) => Some(scored.map_or(created, |s| s.min(created))),
+        _ => scored,
+    }
+}

@@ -1,0 +1,414 @@
+//! One conformance suite of the [`Sink`] trait: each behaviour is an async function over any
+//! sink, run over the memory sink, the SQLite store and the PostgreSQL store (a fresh schema
+//! of the server `SVC_TEST_POSTGRES_URL` names; skipped with a loud line without one). A
+//! tenant's own sink can be held to the same functions.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use svc_client::{CallId, CallSource, RawCallDetail, RawCallRow};
+use svc_reconcile::store::{Store, StoreLocation};
+use svc_reconcile::{
+    Batch, BatchContext, CallFailure, Delivery, FetchedCall, LockError, MemorySink, Sink, Stored,
+    WindowEnd,
+};
+
+fn at(text: &str) -> DateTime<Utc> {
+    svc_reconcile::time::parse_ts(text).expect("timestamp")
+}
+
+/// A practice call's detail from the fixture, with its id, `scoredAt`, `updatedAt` and score.
+fn detail(id: &str, scored_at: &str, updated_at: &str, score: u32) -> RawCallDetail {
+    let mut body = svc_fixtures::bodies::call_roleplay();
+    body["id"] = json!(id);
+    body["scoredAt"] = json!(scored_at);
+    body["endedAt"] = json!(scored_at);
+    body["updatedAt"] = json!(updated_at);
+    body["score"]["overallScore"] = json!(score);
+    svc_client::raw::detail(body.to_string().as_bytes()).expect("a call detail")
+}
+
+/// The list row of a call whose detail is `detail`.
+fn row_of(detail: &RawCallDetail) -> RawCallRow {
+    let mut row: Value = serde_json::from_str(&detail.json).expect("JSON");
+    if let Some(map) = row.as_object_mut() {
+        for key in [
+            "status",
+            "transcript",
+            "score",
+            "audioUrl",
+            "audioUrlExpiresAt",
+            "waveform",
+            "createdAt",
+            "updatedAt",
+        ] {
+            map.remove(key);
+        }
+    }
+    RawCallRow {
+        row: serde_json::from_value(row.clone()).expect("a call row"),
+        json: row.to_string(),
+    }
+}
+
+fn id(text: &str) -> CallId {
+    CallId::from_service(text)
+}
+
+/// A batch context with no ledger.
+fn no_ledger() -> BatchContext {
+    BatchContext {
+        run_id: None,
+        now: at("2026-01-20T00:00:00Z"),
+        ledger_since: None,
+        missed_before: at("2026-01-19T23:30:00Z"),
+    }
+}
+
+fn batch(calls: Vec<RawCallDetail>, context: BatchContext) -> Batch {
+    Batch {
+        calls: calls
+            .into_iter()
+            .map(|detail| FetchedCall {
+                row: Some(row_of(&detail)),
+                detail,
+            })
+            .collect(),
+        failures: Vec::new(),
+        rows_to_fill: Vec::new(),
+        context,
+    }
+}
+
+async fn a_new_sink_knows_no_call_and_has_no_watermark<S: Sink>(sink: S) {
+    assert_eq!(
+        sink.watermark(&CallSource::Roleplay)
+            .await
+            .expect("watermark"),
+        None
+    );
+    let known = sink.known_calls(&[id("svc_call_a")]).await.expect("known");
+    assert!(known.is_empty(), "{known:?}");
+}
+
+async fn new_calls_are_stored_once_and_known_by_their_scored_at<S: Sink>(sink: S) {
+    let a = detail(
+        "svc_call_a",
+        "2026-01-15T10:00:00.000Z",
+        "2026-01-15T10:00:00.000Z",
+        80,
+    );
+    let b = detail(
+        "svc_call_b",
+        "2026-01-15T11:00:00.000Z",
+        "2026-01-15T11:00:00.000Z",
+        70,
+    );
+    let stored = sink
+        .store_batch(batch(vec![a.clone(), b], no_ledger()))
+        .await
+        .expect("store");
+    assert_eq!(stored, vec![Stored::New(Delivery::Backfill); 2]);
+    let known = sink
+        .known_calls(&[id("svc_call_a"), id("svc_call_b"), id("svc_call_c")])
+        .await
+        .expect("known");
+    assert_eq!(known.len(), 2);
+    let a_known = &known[&id("svc_call_a")];
+    assert_eq!(
+        a_known.scored_at.as_deref(),
+        Some("2026-01-15T10:00:00.000Z")
+    );
+    assert!(a_known.has_row);
+    let again = sink
+        .store_batch(batch(vec![a], no_ledger()))
+        .await
+        .expect("again");
+    assert_eq!(
+        again,
+        vec![Stored::Unchanged],
+        "the same detail twice changes nothing"
+    );
+}
+
+async fn a_changed_score_is_a_silent_change_and_an_older_detail_never_replaces_a_newer<S: Sink>(
+    sink: S,
+) {
+    let first = detail(
+        "svc_call_a",
+        "2026-01-15T10:00:00.000Z",
+        "2026-01-15T10:00:00.000Z",
+        80,
+    );
+    let rescored = detail(
+        "svc_call_a",
+        "2026-01-16T09:00:00.000Z",
+        "2026-01-16T09:00:00.000Z",
+        60,
+    );
+    sink.store_batch(batch(vec![first.clone()], no_ledger()))
+        .await
+        .expect("first");
+    let changed = sink
+        .store_batch(batch(vec![rescored], no_ledger()))
+        .await
+        .expect("rescored");
+    assert_eq!(changed, vec![Stored::Changed]);
+    let late = sink
+        .store_batch(batch(vec![first], no_ledger()))
+        .await
+        .expect("late read");
+    assert_eq!(
+        late,
+        vec![Stored::Unchanged],
+        "an older version is not a change"
+    );
+    let known = sink.known_calls(&[id("svc_call_a")]).await.expect("known");
+    assert_eq!(
+        known[&id("svc_call_a")].scored_at.as_deref(),
+        Some("2026-01-16T09:00:00.000Z"),
+        "the newer version stays"
+    );
+}
+
+async fn only_a_complete_window_moves_the_watermark<S: Sink>(sink: S) {
+    let source = CallSource::Roleplay;
+    let run_at = at("2026-01-20T00:00:00Z");
+    sink.record_window(
+        &source,
+        None,
+        run_at,
+        WindowEnd::Complete(Some(at("2026-01-19T00:00:00Z"))),
+    )
+    .await
+    .expect("complete");
+    assert_eq!(
+        sink.watermark(&source).await.expect("watermark"),
+        Some(at("2026-01-19T00:00:00Z"))
+    );
+    sink.record_window(
+        &source,
+        None,
+        run_at,
+        WindowEnd::Stopped("the service kept failing"),
+    )
+    .await
+    .expect("stopped");
+    sink.record_window(&source, None, run_at, WindowEnd::Complete(None))
+        .await
+        .expect("complete, no move");
+    assert_eq!(
+        sink.watermark(&source).await.expect("watermark"),
+        Some(at("2026-01-19T00:00:00Z")),
+        "a stopped pass, or one that may not advance, leaves it"
+    );
+    assert_eq!(
+        sink.watermark(&CallSource::RealCall)
+            .await
+            .expect("other source"),
+        None,
+        "watermarks are per source"
+    );
+}
+
+async fn a_kept_failure_is_retried_by_later_runs_until_stored_or_out_of_attempts<S: Sink>(sink: S) {
+    assert!(sink.keeps_failures());
+    let run_1 = sink
+        .start_run(
+            at("2026-01-20T00:00:00Z"),
+            &svc_reconcile::Options::default(),
+        )
+        .await
+        .expect("run 1");
+    let failed = detail(
+        "svc_call_f",
+        "2026-01-15T10:00:00.000Z",
+        "2026-01-15T10:00:00.000Z",
+        50,
+    );
+    let mut context = no_ledger();
+    context.run_id = run_1;
+    let failure = Batch {
+        calls: Vec::new(),
+        failures: vec![CallFailure {
+            row: row_of(&failed),
+            error: "CALL_NOT_FOUND".into(),
+            http_status: Some(404),
+        }],
+        rows_to_fill: Vec::new(),
+        context,
+    };
+    sink.store_batch(failure.clone())
+        .await
+        .expect("record the failure");
+    let source = CallSource::Roleplay;
+    let same_run = sink
+        .failures_to_retry(&source, 5, run_1)
+        .await
+        .expect("same run");
+    assert!(same_run.is_empty(), "not again in the run that recorded it");
+    let run_2 = sink
+        .start_run(
+            at("2026-01-20T01:00:00Z"),
+            &svc_reconcile::Options::default(),
+        )
+        .await
+        .expect("run 2");
+    assert_ne!(run_1, run_2);
+    let retry = sink
+        .failures_to_retry(&source, 5, run_2)
+        .await
+        .expect("retry");
+    assert_eq!(retry.len(), 1);
+    assert_eq!(retry[0].row.id.as_str(), "svc_call_f");
+    assert!(
+        sink.failures_to_retry(&CallSource::RealCall, 5, run_2)
+            .await
+            .expect("other source")
+            .is_empty()
+    );
+    assert!(
+        sink.failures_to_retry(&source, 1, run_2)
+            .await
+            .expect("out of attempts")
+            .is_empty(),
+        "one attempt made, one allowed"
+    );
+    let mut stored = batch(vec![failed], no_ledger());
+    stored.context.run_id = run_2;
+    sink.store_batch(stored).await.expect("stored at last");
+    assert!(
+        sink.failures_to_retry(&source, 5, None)
+            .await
+            .expect("after")
+            .is_empty(),
+        "a stored call is no longer a failure"
+    );
+}
+
+async fn with_a_ledger_a_call_without_webhook_awaits_then_is_recovered<S: Sink>(sink: S) {
+    let context = BatchContext {
+        run_id: None,
+        now: at("2026-01-20T00:00:00Z"),
+        ledger_since: Some(at("2026-01-10T00:00:00Z")),
+        missed_before: at("2026-01-19T23:30:00Z"),
+    };
+    let history = detail(
+        "svc_call_h",
+        "2026-01-05T10:00:00.000Z",
+        "2026-01-05T10:00:00.000Z",
+        80,
+    );
+    let missed = detail(
+        "svc_call_m",
+        "2026-01-15T10:00:00.000Z",
+        "2026-01-15T10:00:00.000Z",
+        80,
+    );
+    let recent = detail(
+        "svc_call_r",
+        "2026-01-19T23:50:00.000Z",
+        "2026-01-19T23:50:00.000Z",
+        80,
+    );
+    let mut run = batch(vec![history, missed, recent], context);
+    run.context.run_id = sink
+        .start_run(context.now, &svc_reconcile::Options::default())
+        .await
+        .expect("run");
+    let stored = sink.store_batch(run.clone()).await.expect("store");
+    assert_eq!(
+        stored,
+        vec![
+            Stored::New(Delivery::Backfill),
+            Stored::New(Delivery::Recovered),
+            Stored::New(Delivery::Awaiting),
+        ]
+    );
+    let later = at("2026-01-21T00:00:00Z");
+    let recovered = sink
+        .settle_awaiting(later, run.context.run_id, later, &[CallSource::RealCall])
+        .await
+        .expect("settle, other source");
+    assert!(
+        recovered.is_empty(),
+        "a run over another source leaves them"
+    );
+    let recovered = sink
+        .settle_awaiting(later, run.context.run_id, later, &[CallSource::Roleplay])
+        .await
+        .expect("settle");
+    assert_eq!(recovered, vec![(id("svc_call_r"), CallSource::Roleplay)]);
+    let again = sink
+        .settle_awaiting(later, run.context.run_id, later, &[CallSource::Roleplay])
+        .await
+        .expect("settle again");
+    assert!(again.is_empty(), "recovered once");
+}
+
+async fn a_second_run_cannot_take_the_lock_while_the_first_holds_it<S: Sink>(sink: S) {
+    let first = sink.lock(Duration::ZERO).await.expect("first lock");
+    match sink.lock(Duration::from_millis(50)).await {
+        Err(LockError::Busy(_)) => {}
+        Err(other) => panic!("expected busy, got {other:?}"),
+        Ok(_) => panic!("two runs held the lock"),
+    }
+    drop(first);
+    sink.lock(Duration::ZERO).await.expect("free again");
+}
+
+/// Instantiates every behaviour of the suite for one kind of sink, made by `$make` (an async
+/// expression of `Option<sink>`: `None` skips).
+macro_rules! suite {
+    ($kind:ident, $make:expr) => {
+        mod $kind {
+            use super::*;
+
+            suite!(@test $make, a_new_sink_knows_no_call_and_has_no_watermark);
+            suite!(@test $make, new_calls_are_stored_once_and_known_by_their_scored_at);
+            suite!(@test $make, a_changed_score_is_a_silent_change_and_an_older_detail_never_replaces_a_newer);
+            suite!(@test $make, only_a_complete_window_moves_the_watermark);
+            suite!(@test $make, a_kept_failure_is_retried_by_later_runs_until_stored_or_out_of_attempts);
+            suite!(@test $make, with_a_ledger_a_call_without_webhook_awaits_then_is_recovered);
+            suite!(@test $make, a_second_run_cannot_take_the_lock_while_the_first_holds_it);
+        }
+    };
+    (@test $make:expr, $name:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            let make = $make;
+            if let Some(sink) = make(stringify!($name)).await {
+                super::$name(sink).await;
+            }
+        }
+    };
+}
+
+async fn memory(_: &str) -> Option<MemorySink> {
+    Some(MemorySink::default())
+}
+
+async fn sqlite(_: &str) -> Option<Store> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.keep().join("store.db");
+    let store = tokio::task::spawn_blocking(move || Store::open_or_create(path))
+        .await
+        .expect("open task")
+        .expect("a SQLite store");
+    Some(store)
+}
+
+async fn postgres(test: &str) -> Option<Store> {
+    let url = svc_fixtures::postgres::fresh_schema_url(test).await?;
+    let location = StoreLocation::parse(&url).expect("a PostgreSQL URL");
+    let store = tokio::task::spawn_blocking(move || Store::open_or_create(location))
+        .await
+        .expect("open task")
+        .expect("a PostgreSQL store");
+    Some(store)
+}
+
+suite!(on_memory, memory);
+suite!(on_sqlite, sqlite);
+suite!(on_postgres, postgres);

@@ -1,0 +1,210 @@
+//! Reconcile as the command line runs it, over `svc-reconcile`: the store as the sink, the
+//! documented exit code of a run, its report as a table, and the spinner that shows progress.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use comfy_table::Table;
+use indicatif::ProgressBar;
+use serde::Serialize;
+use svc_client::{CallSource, Client};
+use svc_reconcile::store::{Store, StoreError};
+use svc_reconcile::{
+    Counts, Options, Outcome, Progress, Reconciler, RunError, RunReport, StopReason,
+};
+
+use crate::exit;
+use crate::output;
+
+/// A run's report with the exit code `svc-cli reconcile` ends with: what `--json` prints.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// What the run did.
+    #[serde(flatten)]
+    pub run: RunReport,
+    /// The process's exit code.
+    pub exit_code: u8,
+}
+
+impl Deref for Report {
+    type Target = RunReport;
+
+    fn deref(&self) -> &RunReport {
+        &self.run
+    }
+}
+
+/// A spinner's message as the run goes.
+struct Spinner<'a>(&'a ProgressBar);
+
+impl Progress for Spinner<'_> {
+    fn update(&self, source: &CallSource, counts: &Counts) {
+        self.0.set_message(format!(
+            "{}: {} pages, {} calls listed, {} details read",
+            source, counts.pages, counts.listed, counts.details_fetched
+        ));
+    }
+}
+
+/// Runs one reconcile of `store` (a dry run when `dry_run`: nothing written, no lock needed);
+/// the caller holds the store's run lock otherwise, through `guard`.
+pub async fn run(
+    client: &Client,
+    store: &Store,
+    options: &Options,
+    guard: Option<&svc_reconcile::RunGuard<svc_reconcile::store::RunLock>>,
+    progress: &ProgressBar,
+) -> Report {
+    let reconciler = Reconciler::new(client.clone(), Arc::new(store.clone()), options.clone());
+    let spinner = Spinner(progress);
+    let result = match guard {
+        Some(guard) => reconciler.run(guard, &spinner).await,
+        None => reconciler.dry_run(&spinner).await,
+    };
+    let report = match result {
+        Ok(run) => {
+            let exit_code = match run.outcome {
+                Outcome::Clean | Outcome::Stopped => exit::OK,
+                Outcome::Found => exit::FOUND,
+                Outcome::CallsFailed => exit::FAILURE,
+                _ => exit::FAILURE,
+            };
+            Report { run, exit_code }
+        }
+        Err(RunError { reason, report }) => Report {
+            exit_code: stop_code(&reason),
+            run: *report,
+        },
+    };
+    if let Some(run_id) = report.run_id
+        && report.exit_code != exit::FAILURE
+        && report.outcome == Outcome::Stopped
+    {
+        // The store records 1 for a stopped run; the command line knows the precise code.
+        let code = report.exit_code;
+        if let Err(e) = store
+            .blocking(move |s| s.record_exit_code(run_id.0, code))
+            .await
+        {
+            tracing::warn!(error = %e, "could not record the run's exit code");
+        }
+    }
+    report
+}
+
+/// The exit code of a run that stopped for `reason`.
+fn stop_code(reason: &StopReason<StoreError>) -> u8 {
+    match reason {
+        StopReason::Client(e) => exit::client_code(e),
+        StopReason::Sink(StoreError::Busy) => exit::TEMPORARY,
+        StopReason::Sink(e) if e.is_usage() => exit::USAGE,
+        _ => exit::FAILURE,
+    }
+}
+
+impl Report {
+    /// The human form: one row per source and a totals row, then what needs attention.
+    pub fn table(&self) -> (Table, Vec<String>) {
+        let mut table = output::table([
+            "source",
+            "from",
+            "to",
+            "pages",
+            "listed",
+            "new",
+            "known",
+            "recovered",
+            "backfilled",
+            "changed",
+            "failed",
+            "watermark",
+        ]);
+        let row = |name: &str, from: &str, to: &str, c: &Counts, watermark: &str| {
+            vec![
+                name.to_owned(),
+                from.to_owned(),
+                to.to_owned(),
+                c.pages.to_string(),
+                c.listed.to_string(),
+                c.new.to_string(),
+                c.known.to_string(),
+                c.recovered.to_string(),
+                c.backfilled.to_string(),
+                c.changed_silently.to_string(),
+                c.failed.to_string(),
+                watermark.to_owned(),
+            ]
+        };
+        let ts = svc_reconcile::time::format_ts;
+        for source in &self.sources {
+            let mut watermark = output::opt(source.watermark.map(ts).as_deref());
+            if !source.completed {
+                watermark.push_str(" (unchanged: incomplete)");
+            }
+            table.add_row(row(
+                source.source.as_str(),
+                &ts(source.from),
+                &ts(source.to),
+                &source.counts,
+                &watermark,
+            ));
+        }
+        if self.sources.len() > 1 {
+            table.add_row(row("total", "", "", &self.totals, ""));
+        }
+        let mut notes = vec![format!(
+            "{} in {:.1} s, {} requests{}",
+            if self.dry_run {
+                "dry run (nothing written)"
+            } else {
+                "run"
+            },
+            self.duration.as_secs_f64(),
+            self.requests,
+            self.run_id
+                .map(|id| format!(", run {}", id.0))
+                .unwrap_or_default()
+        )];
+        let listed = |ids: Vec<&str>, total: u64| {
+            let mut text = ids.join(", ");
+            if total > ids.len() as u64 {
+                text.push_str(&format!(" … ({total} in all)"));
+            }
+            text
+        };
+        if self.totals.recovered > 0 {
+            notes.push(format!(
+                "recovered {} call(s) whose webhook never arrived: {}",
+                self.totals.recovered,
+                listed(
+                    self.recovered_call_ids
+                        .iter()
+                        .map(|id| id.as_str())
+                        .collect(),
+                    self.totals.recovered
+                )
+            ));
+        }
+        if self.totals.changed_silently > 0 {
+            notes.push(format!(
+                "{} call(s) changed without a webhook (see the change log): {}",
+                self.totals.changed_silently,
+                listed(
+                    self.changed_call_ids.iter().map(|id| id.as_str()).collect(),
+                    self.totals.changed_silently
+                )
+            ));
+        }
+        for failed in &self.failed_calls {
+            notes.push(format!(
+                "call {} not stored: {}",
+                failed.call_id, failed.error
+            ));
+        }
+        if let Some(error) = &self.error {
+            notes.push(format!("stopped: {error}"));
+        }
+        (table, notes)
+    }
+}
