@@ -53,6 +53,7 @@ const ERROR_ENDPOINTS: &[(&str, &str, &str)] = &[
     ("AGENT_ALREADY_EXISTS", "POST", "/agents"),
     ("INTERNAL_ERROR", "POST", "/roleplay/session"),
     ("SERVICE_UNAVAILABLE", "POST", "/roleplay/session"),
+    ("RATE_LIMITED", "GET", "/calls"),
 ];
 
 /// The document the service serves, fetched as a user would.

@@ -1,25 +1,22 @@
 //! The rows: per endpoint, its successes, every request rule, every documented error code and
-//! the auth failures; then the tenant conditions (revoked key, inactive tenant, IP allowlist,
-//! spent allowance, expired token, internal errors) over every endpoint they apply to.
+//! the auth failures; the routing errors (`404`, `405` with its `Allow`, `HEAD` on the `GET`
+//! routes); then the tenant conditions (revoked key, inactive tenant, IP allowlist, spent
+//! allowance, expired token, rate limit, internal errors) over every endpoint they apply to,
+//! with the tokens a lockout voids.
 //!
 //! Rows run in order on each side, so a row may rely on the ones before it (an agency created
 //! once answers 201, then 200).
 
 use serde_json::{Value, json};
+use svc_fixtures::differential::{Credential, Probe};
 
-use super::{Auth, Body, Condition, Row};
+use super::targets::TOKEN_BEFORE;
+use super::{Condition, Row};
 
 fn row(method: &'static str, path: &'static str, status: u16, code: Option<&'static str>) -> Row {
     Row {
         when: Condition::Normal,
-        method,
-        path,
-        auth: Auth::Key,
-        body: Body::None,
-        status,
-        code,
-        cross_origin: false,
-        skip_service: None,
+        probe: Probe::new(method, path).expect(status, code),
     }
 }
 
@@ -35,24 +32,29 @@ fn bad(method: &'static str, path: &'static str) -> Row {
     err(method, path, 400, "INVALID_REQUEST")
 }
 
+/// The token minted before the condition was entered.
+fn token_before() -> Credential {
+    Credential::Bearer(format!("{{{TOKEN_BEFORE}}}"))
+}
+
 impl Row {
-    fn auth(mut self, auth: Auth) -> Self {
-        self.auth = auth;
+    fn auth(mut self, auth: Credential) -> Self {
+        self.probe = self.probe.credential(auth);
         self
     }
 
     fn json(mut self, body: Value) -> Self {
-        self.body = Body::Json(body);
+        self.probe = self.probe.json(body);
         self
     }
 
     fn raw(mut self, text: &'static str, content_type: &'static str) -> Self {
-        self.body = Body::Raw(text, content_type);
+        self.probe = self.probe.raw(text, content_type);
         self
     }
 
     fn cross_origin(mut self) -> Self {
-        self.cross_origin = true;
+        self.probe = self.probe.cross_origin();
         self
     }
 
@@ -61,8 +63,13 @@ impl Row {
         self
     }
 
+    fn expect(mut self, status: u16, code: Option<&'static str>) -> Self {
+        self.probe = self.probe.expect(status, code);
+        self
+    }
+
     fn skip_service(mut self, why: &'static str) -> Self {
-        self.skip_service = Some(why);
+        self.probe = self.probe.mock_only(why);
         self
     }
 }
@@ -90,34 +97,51 @@ pub(crate) fn rows() -> Vec<Row> {
 fn cors() -> Vec<Row> {
     vec![
         ok("OPTIONS", "/roleplay/session", 200)
-            .auth(Auth::None)
+            .auth(Credential::None)
             .cross_origin(),
         ok("POST", "/roleplay/session", 200)
-            .auth(Auth::FreshToken)
+            .auth(Credential::FreshToken)
             .json(json!({ "drillKey": "ma-full-sale" }))
             .cross_origin(),
         err("POST", "/roleplay/session", 401, "INVALID_TOKEN")
-            .auth(Auth::None)
+            .auth(Credential::None)
             .json(json!({ "drillKey": "ma-full-sale" }))
             .cross_origin(),
         err("OPTIONS", "/agents", 405, "METHOD_NOT_ALLOWED")
-            .auth(Auth::None)
+            .auth(Credential::None)
             .cross_origin(),
         err("OPTIONS", "/calls", 405, "METHOD_NOT_ALLOWED")
-            .auth(Auth::None)
+            .auth(Credential::None)
             .cross_origin(),
         ok("GET", "/agents", 200).cross_origin(),
         err("GET", "/agents", 401, "INVALID_API_KEY")
-            .auth(Auth::WrongKey)
+            .auth(Credential::WrongKey)
             .cross_origin(),
     ]
 }
 
+/// Unknown paths, wrong methods (each 405 with the same `Allow` on both sides) and `HEAD` on
+/// the `GET` routes (answered as the `GET`, without a body).
 fn routing() -> Vec<Row> {
     vec![
         err("GET", "/nowhere", 404, "NOT_FOUND"),
         err("DELETE", "/agents", 405, "METHOD_NOT_ALLOWED"),
-        err("GET", "/nowhere", 404, "NOT_FOUND").auth(Auth::None),
+        err("GET", "/nowhere", 404, "NOT_FOUND").auth(Credential::None),
+        err("POST", "/calls", 405, "METHOD_NOT_ALLOWED"),
+        err("PUT", "/calls/{roleplayCallId}", 405, "METHOD_NOT_ALLOWED"),
+        err("GET", "/agencies", 405, "METHOD_NOT_ALLOWED"),
+        err("GET", "/session", 405, "METHOD_NOT_ALLOWED"),
+        err("GET", "/roleplay/session", 405, "METHOD_NOT_ALLOWED"),
+        err("HEAD", "/agencies", 405, "METHOD_NOT_ALLOWED"),
+        ok("HEAD", "/agents", 200),
+        ok("HEAD", "/agents?platformAgentId=rep-1001", 200),
+        ok("HEAD", CALLS, 200),
+        ok("HEAD", "/calls/{roleplayCallId}", 200),
+        ok("HEAD", "/calls/{realCallId}", 200),
+        err("HEAD", "/calls/svc_call_unknown", 404, "CALL_NOT_FOUND"),
+        bad("HEAD", "/calls?source=bogus&from=2026-01-01T00:00:00Z"),
+        err("HEAD", "/agents", 401, "INVALID_API_KEY").auth(Credential::WrongKey),
+        err("HEAD", "/nowhere", 404, "NOT_FOUND"),
     ]
 }
 
@@ -125,13 +149,13 @@ fn agencies() -> Vec<Row> {
     let acme2 = json!({ "platformAgencyId": "acme-2", "name": "Acme Two" });
     vec![
         err("POST", "/agencies", 401, "INVALID_API_KEY")
-            .auth(Auth::None)
+            .auth(Credential::None)
             .json(acme2.clone()),
         err("POST", "/agencies", 401, "INVALID_API_KEY")
-            .auth(Auth::WrongKey)
+            .auth(Credential::WrongKey)
             .json(acme2.clone()),
         err("POST", "/agencies", 401, "INVALID_API_KEY")
-            .auth(Auth::Raw("Basic abc"))
+            .auth(Credential::Bearer("Basic abc".into()))
             .json(acme2.clone()),
         ok("POST", "/agencies", 201).json(acme2),
         ok("POST", "/agencies", 200)
@@ -162,13 +186,17 @@ fn agents() -> Vec<Row> {
         body
     };
     vec![
-        err("POST", "/agents", 401, "INVALID_API_KEY").auth(Auth::WrongKey).json(new("npn", "55501234")),
+        err("POST", "/agents", 401, "INVALID_API_KEY").auth(Credential::WrongKey).json(new("npn", "55501234")),
         bad("POST", "/agents").json(json!({})),
         ok("POST", "/agents", 201).json(new("platformAgentId", "rep-2001")),
         ok("POST", "/agents", 201).json(json!({ "firstName": "Kim", "lastName": "Lo", "npn": "555-0199", "agencyId": "{agencyId}" })),
         err("POST", "/agents", 409, "AGENT_ALREADY_EXISTS").json(new("platformAgentId", "rep-1001")),
         err("POST", "/agents", 409, "AGENT_ALREADY_EXISTS").json(new("email", "DANA.REYES@acme.example")),
         err("POST", "/agents", 409, "AGENT_ALREADY_EXISTS").json(new("npn", "8765-4321")),
+        // Emails fold case with Unicode's lowercase mapping, not ASCII's only.
+        ok("POST", "/agents", 201).json(new("email", "äda@x.example")),
+        err("POST", "/agents", 409, "AGENT_ALREADY_EXISTS").json(new("email", "ÄDA@X.EXAMPLE")),
+        ok("GET", "/agents?email=ÄDA@X.EXAMPLE", 200),
         err("POST", "/agents", 404, "AGENCY_NOT_FOUND").json(json!({ "firstName": "A", "lastName": "B", "npn": "4444", "platformAgencyId": "never-created" })),
         err("POST", "/agents", 404, "AGENCY_NOT_FOUND").json(json!({ "firstName": "A", "lastName": "B", "npn": "4444", "agencyId": "svc_agency_of_another_tenant" })),
         bad("POST", "/agents").json(new("platformAgentId", "svc_agent_x")),
@@ -186,8 +214,8 @@ fn agents() -> Vec<Row> {
 
 fn lookups() -> Vec<Row> {
     vec![
-        err("GET", "/agents", 401, "INVALID_API_KEY").auth(Auth::WrongKey),
-        err("GET", "/agents", 401, "INVALID_API_KEY").auth(Auth::None),
+        err("GET", "/agents", 401, "INVALID_API_KEY").auth(Credential::WrongKey),
+        err("GET", "/agents", 401, "INVALID_API_KEY").auth(Credential::None),
         ok("GET", "/agents", 200),
         ok("GET", "/agents?npn=12-345-678", 200),
         ok("GET", "/agents?email=Dana.Reyes@ACME.example", 200),
@@ -223,7 +251,7 @@ fn lookups() -> Vec<Row> {
 fn mint() -> Vec<Row> {
     vec![
         err("POST", "/session", 401, "INVALID_API_KEY")
-            .auth(Auth::WrongKey)
+            .auth(Credential::WrongKey)
             .json(json!({ "platformAgentId": "rep-1001" })),
         ok("POST", "/session", 200).json(json!({ "platformAgentId": "rep-1001" })),
         ok("POST", "/session", 200).json(json!({ "agentId": "{agentId}" })),
@@ -250,19 +278,19 @@ fn mint() -> Vec<Row> {
 fn redeem() -> Vec<Row> {
     let drill = json!({ "drillKey": "ma-full-sale" });
     vec![
-        err("POST", "/roleplay/session", 401, "INVALID_TOKEN").auth(Auth::None).json(drill.clone()),
-        err("POST", "/roleplay/session", 401, "INVALID_TOKEN").auth(Auth::Raw("not.a.token")).json(drill.clone()),
-        err("POST", "/roleplay/session", 401, "INVALID_TOKEN").auth(Auth::Key).json(drill.clone()),
-        ok("POST", "/roleplay/session", 200).auth(Auth::FreshToken).json(drill.clone()),
-        ok("POST", "/roleplay/session", 200).auth(Auth::FreshToken).json(json!({ "drillKey": "ma-full-sale", "difficulty": "Elite", "filters": { "state": "TX", "category": null } })),
-        err("POST", "/roleplay/session", 401, "TOKEN_ALREADY_USED").auth(Auth::SpentToken).json(drill.clone()),
-        err("POST", "/roleplay/session", 400, "DRILL_NOT_FOUND").auth(Auth::FreshToken).json(json!({ "drillKey": "no-such-drill" })),
-        err("POST", "/roleplay/session", 503, "SERVICE_UNAVAILABLE").auth(Auth::FreshToken).json(json!({ "drillKey": "fe-closing" })),
-        bad("POST", "/roleplay/session").auth(Auth::FreshToken).json(json!({})),
-        bad("POST", "/roleplay/session").auth(Auth::FreshToken).json(json!({ "drillKey": "ma-full-sale", "difficulty": "Hard" })),
-        bad("POST", "/roleplay/session").auth(Auth::FreshToken).json(json!({ "drillKey": "ma-full-sale", "filters": { "zip": "73301" } })),
-        bad("POST", "/roleplay/session").auth(Auth::FreshToken).json(json!({ "drillKey": "ma-full-sale", "filters": "TX" })),
-        bad("POST", "/roleplay/session").auth(Auth::FreshToken).raw("drillKey=ma-full-sale", "application/x-www-form-urlencoded"),
+        err("POST", "/roleplay/session", 401, "INVALID_TOKEN").auth(Credential::None).json(drill.clone()),
+        err("POST", "/roleplay/session", 401, "INVALID_TOKEN").auth(Credential::Bearer("not.a.token".into())).json(drill.clone()),
+        err("POST", "/roleplay/session", 401, "INVALID_TOKEN").auth(Credential::Key).json(drill.clone()),
+        ok("POST", "/roleplay/session", 200).auth(Credential::FreshToken).json(drill.clone()),
+        ok("POST", "/roleplay/session", 200).auth(Credential::FreshToken).json(json!({ "drillKey": "ma-full-sale", "difficulty": "Elite", "filters": { "state": "TX", "category": null } })),
+        err("POST", "/roleplay/session", 401, "TOKEN_ALREADY_USED").auth(Credential::SpentToken).json(drill.clone()),
+        err("POST", "/roleplay/session", 400, "DRILL_NOT_FOUND").auth(Credential::FreshToken).json(json!({ "drillKey": "no-such-drill" })),
+        err("POST", "/roleplay/session", 503, "SERVICE_UNAVAILABLE").auth(Credential::FreshToken).json(json!({ "drillKey": "fe-closing" })),
+        bad("POST", "/roleplay/session").auth(Credential::FreshToken).json(json!({})),
+        bad("POST", "/roleplay/session").auth(Credential::FreshToken).json(json!({ "drillKey": "ma-full-sale", "difficulty": "Hard" })),
+        bad("POST", "/roleplay/session").auth(Credential::FreshToken).json(json!({ "drillKey": "ma-full-sale", "filters": { "zip": "73301" } })),
+        bad("POST", "/roleplay/session").auth(Credential::FreshToken).json(json!({ "drillKey": "ma-full-sale", "filters": "TX" })),
+        bad("POST", "/roleplay/session").auth(Credential::FreshToken).raw("drillKey=ma-full-sale", "application/x-www-form-urlencoded"),
     ]
 }
 
@@ -272,26 +300,30 @@ fn token_spending() -> Vec<Row> {
     let drill = json!({ "drillKey": "ma-full-sale" });
     vec![
         ok("POST", "/roleplay/session", 200)
-            .auth(Auth::TokenAfter("{}"))
+            .auth(Credential::TokenAfter("{}".into()))
             .json(drill.clone()),
         ok("POST", "/roleplay/session", 200)
-            .auth(Auth::TokenAfter(
-                r#"{"drillKey":"ma-full-sale","difficulty":"Hard"}"#,
+            .auth(Credential::TokenAfter(
+                r#"{"drillKey":"ma-full-sale","difficulty":"Hard"}"#.into(),
             ))
             .json(drill.clone()),
         err("POST", "/roleplay/session", 401, "TOKEN_ALREADY_USED")
-            .auth(Auth::TokenAfter(r#"{"drillKey":"no-such-drill"}"#))
+            .auth(Credential::TokenAfter(
+                r#"{"drillKey":"no-such-drill"}"#.into(),
+            ))
             .json(drill.clone()),
         err("POST", "/roleplay/session", 401, "TOKEN_ALREADY_USED")
-            .auth(Auth::TokenAfter(r#"{"drillKey":"hi-crosssell"}"#))
+            .auth(Credential::TokenAfter(
+                r#"{"drillKey":"hi-crosssell"}"#.into(),
+            ))
             .json(drill),
     ]
 }
 
 fn calls() -> Vec<Row> {
     vec![
-        err("GET", CALLS, 401, "INVALID_API_KEY").auth(Auth::WrongKey),
-        err("GET", "/calls/{roleplayCallId}", 401, "INVALID_API_KEY").auth(Auth::None),
+        err("GET", CALLS, 401, "INVALID_API_KEY").auth(Credential::WrongKey),
+        err("GET", "/calls/{roleplayCallId}", 401, "INVALID_API_KEY").auth(Credential::None),
         ok("GET", CALLS, 200),
         ok(
             "GET",
@@ -412,7 +444,7 @@ fn calls() -> Vec<Row> {
         ok("GET", "/calls/{roleplayCallId}", 200),
         ok("GET", "/calls/{realCallId}", 200),
         err("GET", "/calls/svc_call_unknown", 404, "CALL_NOT_FOUND"),
-        err("GET", "/calls/svc_call_unknown", 401, "INVALID_API_KEY").auth(Auth::WrongKey),
+        err("GET", "/calls/svc_call_unknown", 401, "INVALID_API_KEY").auth(Credential::WrongKey),
     ]
 }
 
@@ -436,19 +468,11 @@ fn conditions() -> Vec<Row> {
         (Condition::IpNotAllowed, 403, "IP_NOT_ALLOWED"),
     ] {
         for route in api_key_routes() {
-            let refused = Row {
-                status,
-                code: Some(code),
-                ..route.clone()
-            }
-            .when(condition);
-            let wrong_key = Row {
-                status: 401,
-                code: Some("INVALID_API_KEY"),
-                ..route
-            }
-            .auth(Auth::WrongKey)
-            .when(condition);
+            let refused = route.clone().expect(status, Some(code)).when(condition);
+            let wrong_key = route
+                .expect(401, Some("INVALID_API_KEY"))
+                .auth(Credential::WrongKey)
+                .when(condition);
             rows.extend([refused, wrong_key]);
         }
     }
@@ -463,37 +487,53 @@ fn conditions() -> Vec<Row> {
     let expired = Condition::TokenExpired;
     rows.extend([
         err("POST", "/roleplay/session", 401, "TOKEN_EXPIRED")
-            .auth(Auth::ExpiredToken)
+            .auth(token_before())
             .json(json!({ "drillKey": "ma-full-sale" }))
             .when(expired),
         err("POST", "/roleplay/session", 401, "TOKEN_EXPIRED")
-            .auth(Auth::ExpiredToken)
+            .auth(token_before())
             .json(json!({}))
             .when(expired),
         ok("POST", "/roleplay/session", 200)
-            .auth(Auth::FreshToken)
+            .auth(Credential::FreshToken)
             .json(json!({ "drillKey": "ma-full-sale" }))
             .when(expired),
     ]);
-    let failing = Condition::InternalError;
-    let why = "no request makes svc-service fail on purpose; the fixture side is faults::error(server, \"INTERNAL_ERROR\")";
-    for route in api_key_routes() {
+    // A lockout voids the tokens minted before it (the service README's lockout section).
+    for condition in [Condition::Revoked, Condition::Inactive] {
         rows.push(
-            Row {
-                status: 500,
-                code: Some("INTERNAL_ERROR"),
-                ..route
-            }
-            .when(failing)
-            .skip_service(why),
+            err("POST", "/roleplay/session", 401, "INVALID_TOKEN")
+                .auth(token_before())
+                .json(json!({ "drillKey": "ma-full-sale" }))
+                .when(condition),
         );
+    }
+    // Both sides answer every API-key request 429 (the fixtures' fault, the service's fault
+    // injection), with the envelope and Retry-After; a wrong key is still refused first.
+    for route in api_key_routes() {
+        rows.extend([
+            route
+                .clone()
+                .expect(429, Some("RATE_LIMITED"))
+                .when(Condition::RateLimited),
+            route
+                .expect(401, Some("INVALID_API_KEY"))
+                .auth(Credential::WrongKey)
+                .when(Condition::RateLimited),
+        ]);
+    }
+    let failing = Condition::InternalError;
+    for route in api_key_routes() {
+        rows.push(route.expect(500, Some("INTERNAL_ERROR")).when(failing));
     }
     rows.push(
         err("POST", "/roleplay/session", 500, "INTERNAL_ERROR")
-            .auth(Auth::Raw("any"))
+            .auth(Credential::Bearer("any".into()))
             .json(json!({ "drillKey": "ma-full-sale" }))
             .when(failing)
-            .skip_service(why),
+            .skip_service(
+                "the service's fault injection takes the API-key routes only; the fixture side is faults::error(server, \"INTERNAL_ERROR\")",
+            ),
     );
     rows
 }
