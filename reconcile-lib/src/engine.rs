@@ -570,10 +570,18 @@ async fn read_detail<S: Sink>(
         return None;
     }
     let _permit = run.details.acquire().await;
-    tokio::select! {
-        detail = run.client.call_raw(id) => Some(detail),
-        _ = stop.wait_for(|stopping| *stopping) => None,
+    let detail = tokio::select! {
+        biased;
+        _ = stop.wait_for(|stopping| *stopping) => return None,
+        detail = run.client.call_raw(id) => detail,
+    };
+    if let Err(e) = &detail
+        && call_failure(e).is_none()
+    {
+        // The service or the key failed, not this call: no other read starts.
+        run.stop.send_replace(true);
     }
+    Some(detail)
 }
 
 /// Handles one batch of listed rows (a page, or the failures of earlier runs): reads the
