@@ -3,6 +3,7 @@
 //! of real calls found, and the export equal to what the service serves.
 
 mod helpers;
+mod own_table;
 mod webhooks;
 
 use std::time::Duration;

@@ -1,0 +1,234 @@
+//! Reconciling into a tenant's own table: a `Sink` over one `scored_calls` table (and a small
+//! table of watermarks) in the tenant's SQLite database, with rusqlite.
+//!
+//! ```sh
+//! svc-cli sandbox &                      # prints SVC_BASE_URL and SVC_API_KEY to export
+//! cargo run -p svc-reconcile --example own_table -- tenant.db
+//! ```
+//!
+//! Each run lists the calls scored since the last one (with an overlap), reads the detail of
+//! each call the table does not hold yet (or whose `scoredAt` moved), and upserts it; a
+//! score that changed with no webhook is counted as a silent change. The run lock is `()`:
+//! this sink is for one process on cron, whose runs never overlap.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, OptionalExtension, params};
+use svc_client::{ApiKey, CallId, CallSource, Client};
+use svc_reconcile::{
+    Batch, Delivery, KnownCall, LockError, Options, Reconciler, RunId, RunReport, Sink, Stored,
+    Version, WindowEnd,
+};
+
+/// The tenant's tables.
+pub const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS scored_calls (
+        call_id       TEXT PRIMARY KEY,
+        source        TEXT NOT NULL,
+        agent_id      TEXT,
+        overall_score REAL NOT NULL,
+        scored_at     TEXT,
+        updated_at    TEXT,
+        detail        TEXT NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS reconcile_watermarks (
+        source    TEXT PRIMARY KEY,
+        watermark TEXT NOT NULL
+    );";
+
+/// The tenant's database, as a reconcile sink.
+#[derive(Debug, Clone)]
+pub struct TenantTables {
+    conn: Arc<Mutex<Connection>>,
+}
+
+/// What can go wrong in the tenant's tables.
+#[derive(Debug, thiserror::Error)]
+pub enum TablesError {
+    /// SQLite failed.
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    /// The blocking task failed.
+    #[error("database task: {0}")]
+    Task(String),
+}
+
+impl TenantTables {
+    /// Opens (and creates) the tables in the database at `path`.
+    pub fn open(path: &std::path::Path) -> Result<Self, TablesError> {
+        let conn = Connection::open(path)?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// Runs `work` on the connection on a blocking thread.
+    async fn with<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, TablesError> + Send + 'static,
+    ) -> Result<T, TablesError> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = conn
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            work(&mut conn)
+        })
+        .await
+        .map_err(|e| TablesError::Task(e.to_string()))?
+    }
+}
+
+impl Sink for TenantTables {
+    type Error = TablesError;
+    type Lock = ();
+
+    async fn lock(&self, _wait: Duration) -> Result<(), LockError<TablesError>> {
+        Ok(())
+    }
+
+    async fn watermark(&self, source: &CallSource) -> Result<Option<DateTime<Utc>>, TablesError> {
+        let source = source.as_str().to_owned();
+        let text: Option<String> = self
+            .with(move |conn| {
+                Ok(conn
+                    .query_row(
+                        "SELECT watermark FROM reconcile_watermarks WHERE source = ?1",
+                        [&source],
+                        |row| row.get(0),
+                    )
+                    .optional()?)
+            })
+            .await?;
+        Ok(text.and_then(|t| DateTime::parse_from_rfc3339(&t).ok().map(|at| at.to_utc())))
+    }
+
+    async fn known_calls(&self, ids: &[CallId]) -> Result<HashMap<CallId, KnownCall>, TablesError> {
+        let ids = ids.to_vec();
+        self.with(move |conn| {
+            let mut known = HashMap::new();
+            let mut query =
+                conn.prepare("SELECT scored_at FROM scored_calls WHERE call_id = ?1")?;
+            for id in ids {
+                let scored_at: Option<Option<String>> = query
+                    .query_row([id.as_str()], |row| row.get(0))
+                    .optional()?;
+                if let Some(scored_at) = scored_at {
+                    known.insert(
+                        id,
+                        KnownCall {
+                            scored_at,
+                            has_row: true,
+                        },
+                    );
+                }
+            }
+            Ok(known)
+        })
+        .await
+    }
+
+    async fn store_batch(&self, batch: Batch) -> Result<Vec<Stored>, TablesError> {
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            let mut stored = Vec::with_capacity(batch.calls.len());
+            for call in &batch.calls {
+                let detail = &call.detail;
+                let id = detail.detail.row.id.as_str();
+                let held: Option<String> = tx
+                    .query_row(
+                        "SELECT detail FROM scored_calls WHERE call_id = ?1",
+                        [id],
+                        |row| row.get(0),
+                    )
+                    .optional()?;
+                let outcome = match held {
+                    None => Stored::New(Delivery::Backfill),
+                    Some(held) => match svc_client::raw::detail(held.as_bytes()) {
+                        Ok(held) if Version::of(detail).is_older_than(&Version::of(&held)) => {
+                            stored.push(Stored::Unchanged);
+                            continue;
+                        }
+                        Ok(held) if Version::of(&held) == Version::of(detail) => Stored::Unchanged,
+                        _ => Stored::Changed,
+                    },
+                };
+                tx.execute(
+                    "INSERT INTO scored_calls
+                        (call_id, source, agent_id, overall_score, scored_at, updated_at, detail)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                     ON CONFLICT (call_id) DO UPDATE SET overall_score = ?4, scored_at = ?5,
+                        updated_at = ?6, detail = ?7",
+                    params![
+                        id,
+                        detail.detail.row.source.as_str(),
+                        detail.detail.row.agent_id.as_ref().map(|a| a.as_str()),
+                        detail.detail.score.overall_score,
+                        detail.detail.row.scored_at,
+                        detail.detail.updated_at,
+                        detail.json,
+                    ],
+                )?;
+                stored.push(outcome);
+            }
+            tx.commit()?;
+            Ok(stored)
+        })
+        .await
+    }
+
+    async fn record_window(
+        &self,
+        source: &CallSource,
+        _run_id: Option<RunId>,
+        _at: DateTime<Utc>,
+        end: WindowEnd<'_>,
+    ) -> Result<(), TablesError> {
+        let WindowEnd::Complete(Some(watermark)) = end else {
+            return Ok(());
+        };
+        let (source, watermark) = (source.as_str().to_owned(), watermark.to_rfc3339());
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO reconcile_watermarks (source, watermark) VALUES (?1, ?2)
+                 ON CONFLICT (source) DO UPDATE SET watermark = ?2",
+                [&source, &watermark],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// One reconcile of the service behind `client` into the tenant's tables.
+pub async fn reconcile_into(
+    tables: TenantTables,
+    client: Client,
+) -> Result<RunReport, Box<dyn std::error::Error + Send + Sync>> {
+    let reconciler = Reconciler::new(client, Arc::new(tables), Options::default());
+    let guard = reconciler.lock(Duration::ZERO).await?;
+    Ok(reconciler.run(&guard, &()).await?)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let path = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "tenant.db".to_owned());
+    let base_url = std::env::var("SVC_BASE_URL")?;
+    let client = Client::builder(base_url)
+        .api_key(ApiKey::new(std::env::var("SVC_API_KEY")?))
+        .user_agent_suffix("own-table-example")
+        .build()?;
+    let tables = TenantTables::open(std::path::Path::new(&path))?;
+    let report = reconcile_into(tables, client).await?;
+    println!(
+        "{} calls listed, {} new, {} changed with no webhook",
+        report.totals.listed, report.totals.new, report.totals.changed_silently
+    );
+    Ok(())
+}
