@@ -29,6 +29,11 @@
 
 #![warn(missing_docs)]
 
+/// The crate's README, whose examples are compiled as doc tests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 pub mod error;
 pub mod ids;
 #[cfg(feature = "live")]

@@ -35,8 +35,18 @@
 //! - [`memory`]: [`MemorySink`], a sink in memory (tests, dry runs, examples).
 //! - [`store`]: the SQLite or PostgreSQL store of `svc-cli` (calls, ledger, changes, runs).
 //! - [`time`]: timestamps and durations as the contract and the store write them.
+//!
+//! Receiving webhooks is not here: `svc-cli webhook serve` writes deliveries into the
+//! [`store::Store`] from the command line (with its health and metrics endpoints); a tenant
+//! embedding a receiver uses `svc-receiver` and writes each event into the same tables its
+//! [`Sink`] reads, so a call lands once whichever path brings it.
 
 #![warn(missing_docs)]
+
+/// The crate's README, whose examples are compiled as doc tests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 pub mod engine;
 pub mod memory;
