@@ -18,6 +18,7 @@
 mod attribution;
 mod audio;
 mod confinement;
+mod full_disk;
 mod ingest;
 mod limits;
 mod listing;
