@@ -23,7 +23,7 @@ use svc_receiver::CallSource;
 
 use super::attribution::attribute;
 use super::audio::{Archive, ArchiveError};
-use super::record::{AgencyName, DialerRecord, DuplicateKey};
+use super::record::{AgencyName, DialerRecord, DuplicateKey, MAX_TEXT_LEN};
 use crate::clock::Clock;
 use crate::db::{Candidate, Db, DbError, NewRealCall, RealCallAgency, Stored};
 use crate::ids;
@@ -207,14 +207,15 @@ impl Ingest {
             let mut parsed = Vec::new();
             for (i, record) in records.by_ref().take(BATCH) {
                 let slot = outcomes.len();
-                // An invalid record is still named by its dialerCallId when it has one.
+                // An invalid record is still named by its dialerCallId when it has one (within
+                // its bound: a huge one is not echoed).
                 let named = record
                     .as_ref()
                     .ok()
                     .and_then(|value| value.get("dialerCallId"))
                     .and_then(Value::as_str)
                     .map(|id| id.trim().to_owned())
-                    .filter(|id| !id.is_empty());
+                    .filter(|id| !id.is_empty() && id.chars().count() <= MAX_TEXT_LEN);
                 // The clock bounds a plausible startedAt.
                 let now = self.clock.now();
                 let disposal = match record.and_then(|value| DialerRecord::parse(value, now)) {

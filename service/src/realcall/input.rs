@@ -78,6 +78,8 @@ pub fn read_file(path: &Path) -> Result<String, InputError> {
     if metadata.len() > MAX_FILE_BYTES {
         return Err(InputError::TooLarge { what });
     }
+    // (A FIFO swapped in for the file right now would still block this open: only someone
+    // who can write the operator's directory could do it.)
     let file = File::open(path).map_err(io)?;
     // What was opened, in case the path changed in between.
     regular(path, &file.metadata().map_err(io)?)?;

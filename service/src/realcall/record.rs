@@ -155,7 +155,8 @@ impl DialerRecord {
     /// # Errors
     /// What is wrong with it, in a sentence.
     pub fn parse(value: Value, now: DateTime<Utc>) -> Result<Self, String> {
-        let raw: Raw = serde_json::from_value(value).map_err(|e| e.to_string())?;
+        // serde quotes a mistyped value whole: the message is cut, not the value echoed.
+        let raw: Raw = serde_json::from_value(value).map_err(|e| clipped(&e.to_string()))?;
         let dialer_call_id = raw.dialer_call_id.trim().to_owned();
         if dialer_call_id.is_empty() {
             return Err("dialerCallId must not be empty".into());
@@ -224,16 +225,16 @@ impl DialerRecord {
         };
         let disposition = Disposition::parse(&raw.disposition).ok_or_else(|| {
             format!(
-                "disposition must be one of {} (got {:?})",
+                "disposition must be one of {} (got {})",
                 Disposition::NAMES.join(", "),
-                raw.disposition
+                clipped(&format!("{:?}", raw.disposition))
             )
         })?;
         let product_line = ProductLine::parse(&raw.product_line).ok_or_else(|| {
             format!(
-                "productLine must be one of {} (got {:?})",
+                "productLine must be one of {} (got {})",
                 ProductLine::NAMES.join(", "),
-                raw.product_line
+                clipped(&format!("{:?}", raw.product_line))
             )
         })?;
         Ok(Self {
@@ -367,6 +368,15 @@ impl<'de> serde::de::Visitor<'de> for DuplicateKeyVisitor {
             }
         }
         Ok(DuplicateKey(found))
+    }
+}
+
+/// `text` cut to [`MAX_TEXT_LEN`] characters (with `…`), so that an error message never
+/// echoes a huge value of the record.
+fn clipped(text: &str) -> String {
+    match text.char_indices().nth(MAX_TEXT_LEN) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
     }
 }
 
@@ -595,6 +605,28 @@ mod tests {
             ok[key] = value;
             let parsed = DialerRecord::parse(ok, now());
             assert!(parsed.is_ok(), "{key}: {parsed:?}");
+        }
+    }
+
+    #[test]
+    fn an_error_never_echoes_a_huge_value() {
+        for (key, value) in [
+            ("disposition", json!("s".repeat(100_000))),
+            ("productLine", json!("p".repeat(100_000))),
+            ("durationSec", json!("9".repeat(100_000))),
+        ] {
+            let mut bad = record();
+            bad[key] = value;
+            let error = DialerRecord::parse(bad, now()).expect_err(key);
+            assert!(
+                error.chars().count() < 2 * MAX_TEXT_LEN,
+                "{key}: {} chars",
+                error.len()
+            );
+            assert!(
+                error.contains(key) || error.contains("invalid type"),
+                "{key}: {error}"
+            );
         }
     }
 

@@ -82,7 +82,9 @@ async fn records_past_the_apis_bounds_or_with_a_repeated_key_are_invalid_and_sto
     for (outcome, says) in outcomes[1..].iter().zip(says) {
         let error = invalid(outcome);
         assert!(error.contains(says), "{says}: {error}");
+        assert!(error.len() < 1_000, "the error does not echo the value");
     }
+    assert_eq!(outcomes[3].dialer_call_id, None, "a huge id is not echoed");
     assert_eq!(world.listed_ids().await, [stored]);
     assert_eq!(world.deliveries().await.len(), 1, "one webhook queued");
     assert_eq!(world.archived_files().len(), 1, "one recording archived");
