@@ -427,11 +427,23 @@ impl Ingest {
                     .collect::<Result<Vec<Built>, ArchiveError>>()
             }));
         }
+        // Every task is awaited, also after one failed: returning at once left the others
+        // copying in the background, their temporary files still in the archive when the
+        // caller saw the error.
         let mut built = Vec::new();
+        let mut failed = None;
         for task in tasks {
-            built.extend(task.await?.map_err(IngestError::Archive)?);
+            match task.await? {
+                Ok(chunk) => built.extend(chunk),
+                Err(error) => {
+                    failed.get_or_insert(error);
+                }
+            }
         }
-        Ok(built)
+        match failed {
+            Some(error) => Err(IngestError::Archive(error)),
+            None => Ok(built),
+        }
     }
 
     /// Archives one recording and scores its call.
