@@ -3,7 +3,9 @@
 //! key, no tenant check beyond the signature, which names the call. An expired, tampered or
 //! other call's link is `403 AUDIO_LINK_INVALID` (this service's own code: the contract
 //! leaves the archive's links opaque); a call with no archive left is `404 CALL_NOT_FOUND`.
-//! `Range` requests are answered with `206` (browsers seek in audio).
+//! One byte `Range` is answered with `206` (browsers seek in audio); what else RFC 9110 says
+//! to ignore (several ranges, another unit, a non-matching `If-Range`) gets the whole file
+//! (`range`).
 
 use axum::Router;
 use axum::body::Body;
@@ -23,6 +25,8 @@ use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::realcall::audio::{audio_type, is_archive_name};
 use crate::state::AppState;
+
+mod range;
 
 /// Routes of this resource.
 pub fn router() -> Router<AppState> {
@@ -52,7 +56,7 @@ pub struct AudioQuery {
     tag = "calls",
     params(("callId" = String, Path, description = "Public call id"), AudioQuery),
     responses(
-        (status = 200, description = "The recording (audio/*); `Range` requests get 206", content_type = "audio/wav"),
+        (status = 200, description = "The recording (audio/*); one byte `Range` gets 206, several ranges, another unit or a non-matching `If-Range` the whole file", content_type = "audio/wav"),
         (status = 206, description = "The requested range of the recording"),
         (status = 416, description = "RANGE_NOT_SATISFIABLE: a range outside the recording (with Content-Range: bytes */<length>)", body = ErrorEnvelope),
         (status = 403, description = "AUDIO_LINK_INVALID: expired, tampered with, or for another call", body = ErrorEnvelope),
@@ -90,6 +94,9 @@ async fn audio(
     if !state.archive.holds(&file) {
         return Err(ApiError::CallNotFound);
     }
+    // The file server is handed only a Range RFC 9110 says to honour (see `range`).
+    let mut request = request;
+    range::settle(&mut request, &state.archive.path(&file)).await;
     let path = state.archive.path(&file);
     let mut served = ServeFile::new(&path)
         .oneshot(request)

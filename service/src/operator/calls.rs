@@ -3,9 +3,10 @@
 //!
 //! `calls ingest-real` exits 0 when every record was processed (a dropped record is
 //! processed), 1 when any record was invalid, and 2 on a usage error (a file that cannot be
-//! read, an unknown tenant).
+//! read, is not a regular file, is over [`input::MAX_FILE_BYTES`] or is not UTF-8; an unknown
+//! tenant), in which case nothing is ingested.
 
-use std::io::{Read, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -18,6 +19,7 @@ use crate::config::{DEFAULT_DB, default_audio_dir};
 use crate::db::Db;
 use crate::realcall::audio::Archive;
 use crate::realcall::ingest::{Disposal, Ingest, RecordOutcome, read_records};
+use crate::realcall::input;
 use crate::realcall::redisposition::redisposition;
 use crate::realcall::sweep::sweep;
 use crate::scoring::real_call::Disposition;
@@ -166,15 +168,12 @@ async fn ingest(
     if db.tenant(tenant).await?.is_none() {
         return Err(Usage(format!("no tenant {tenant:?}")).into());
     }
+    // Read whole (a regular file, capped) before any record is looked at.
     let (text, base_dir) = if file.as_os_str() == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| Usage(format!("cannot read stdin: {e}")))?;
+        let text = input::read_stdin().map_err(|e| Usage(e.to_string()))?;
         (text, PathBuf::from("."))
     } else {
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| Usage(format!("cannot read {}: {e}", file.display())))?;
+        let text = input::read_file(file).map_err(|e| Usage(e.to_string()))?;
         let dir = file
             .parent()
             .filter(|d| !d.as_os_str().is_empty())

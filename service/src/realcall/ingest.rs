@@ -23,7 +23,7 @@ use svc_receiver::CallSource;
 
 use super::attribution::attribute;
 use super::audio::{Archive, ArchiveError};
-use super::record::{AgencyName, DialerRecord};
+use super::record::{AgencyName, DialerRecord, DuplicateKey, MAX_TEXT_LEN};
 use crate::clock::Clock;
 use crate::db::{Candidate, Db, DbError, NewRealCall, RealCallAgency, Stored};
 use crate::ids;
@@ -207,15 +207,18 @@ impl Ingest {
             let mut parsed = Vec::new();
             for (i, record) in records.by_ref().take(BATCH) {
                 let slot = outcomes.len();
-                // An invalid record is still named by its dialerCallId when it has one.
+                // An invalid record is still named by its dialerCallId when it has one (within
+                // its bound: a huge one is not echoed).
                 let named = record
                     .as_ref()
                     .ok()
                     .and_then(|value| value.get("dialerCallId"))
                     .and_then(Value::as_str)
                     .map(|id| id.trim().to_owned())
-                    .filter(|id| !id.is_empty());
-                let disposal = match record.and_then(DialerRecord::parse) {
+                    .filter(|id| !id.is_empty() && id.chars().count() <= MAX_TEXT_LEN);
+                // The clock bounds a plausible startedAt.
+                let now = self.clock.now();
+                let disposal = match record.and_then(|value| DialerRecord::parse(value, now)) {
                     Err(error) => Disposal::Invalid(error),
                     Ok(record) => match self.agency(tenant_id, &record, &mut agencies).await? {
                         Some(agency) => {
@@ -424,11 +427,23 @@ impl Ingest {
                     .collect::<Result<Vec<Built>, ArchiveError>>()
             }));
         }
+        // Every task is awaited, also after one failed: returning at once left the others
+        // copying in the background, their temporary files still in the archive when the
+        // caller saw the error.
         let mut built = Vec::new();
+        let mut failed = None;
         for task in tasks {
-            built.extend(task.await?.map_err(IngestError::Archive)?);
+            match task.await? {
+                Ok(chunk) => built.extend(chunk),
+                Err(error) => {
+                    failed.get_or_insert(error);
+                }
+            }
         }
-        Ok(built)
+        match failed {
+            Some(error) => Err(IngestError::Archive(error)),
+            None => Ok(built),
+        }
     }
 
     /// Archives one recording and scores its call.
@@ -538,20 +553,33 @@ impl Ingest {
 }
 
 /// Reads an ingest file: a JSON array of records, or JSON lines (one record per non-blank
-/// line). A line that is not JSON is an invalid record, not the end of the file.
+/// line). A line that is not JSON is an invalid record, not the end of the file; so is a
+/// record in which a key appears twice in one object (as in the API's bodies, which refuse
+/// a duplicate field). A UTF-8 byte-order mark at the start of the text is skipped.
 ///
 /// # Errors
 /// The text starts as an array that does not read as one.
 pub fn read_records(text: &str) -> Result<Vec<Result<Value, String>>, String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.trim_start().starts_with('[') {
-        let records: Vec<Value> = serde_json::from_str(text).map_err(|e| {
-            format!("the file starts as a JSON array but does not read as one: {e}")
-        })?;
-        return Ok(records.into_iter().map(Ok).collect());
+        let not_array =
+            |e| format!("the file starts as a JSON array but does not read as one: {e}");
+        let records: Vec<Value> = serde_json::from_str(text).map_err(not_array)?;
+        let duplicates: Vec<DuplicateKey> = serde_json::from_str(text).map_err(not_array)?;
+        return Ok(records
+            .into_iter()
+            .zip(duplicates)
+            .map(|(record, duplicate)| duplicate.refuse(record))
+            .collect());
     }
     Ok(text
         .lines()
         .filter(|line| !line.trim().is_empty())
-        .map(|line| serde_json::from_str(line).map_err(|e| format!("not JSON: {e}")))
+        .map(|line| {
+            let record = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+            let duplicate: DuplicateKey =
+                serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+            duplicate.refuse(record)
+        })
         .collect())
 }

@@ -6,6 +6,7 @@
 //! - [`record`]: the dialer record and what makes one invalid.
 //! - [`attribution`]: which registered agent a call belongs to.
 //! - [`audio`]: the archive of recordings, the signed links that serve them, retention.
+//! - [`input`]: the ingest file read whole: a regular file or stdin, capped, UTF-8.
 //! - [`ingest`]: the checks, drops and storage of a batch of records.
 //! - [`redisposition`]: a new disposition scored again.
 //! - [`sweep`]: the retention of archived recordings.
@@ -16,6 +17,7 @@
 pub mod attribution;
 pub mod audio;
 pub mod ingest;
+pub mod input;
 pub mod record;
 pub mod redisposition;
 pub mod sweep;

@@ -352,6 +352,14 @@ impl WebhookSink {
             .expect("sink open")
     }
 
+    /// The next delivery, if one arrives within `wait`.
+    pub(crate) async fn within(&mut self, wait: Duration) -> Option<Received> {
+        tokio::time::timeout(wait, self.received.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// Asserts nothing arrives within `wait`.
     pub(crate) async fn assert_silent(&mut self, wait: Duration) {
         if let Ok(Some(extra)) = tokio::time::timeout(wait, self.received.recv()).await {

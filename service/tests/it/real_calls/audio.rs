@@ -90,6 +90,101 @@ async fn a_range_request_gets_206_with_just_that_range() {
     assert_eq!(body["error"]["code"], "RANGE_NOT_SATISFIABLE");
 }
 
+/// GET `url` with `headers`.
+async fn fetch_with(world: &World, url: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut request = world.app.client.get(url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.expect("request sent")
+}
+
+#[tokio::test]
+async fn several_ranges_another_unit_or_a_bad_range_get_the_whole_file_as_rfc_9110_says() {
+    let world = World::new().await;
+    let call_id = world.stored(record("d-1", &world.agency)).await;
+    let (url, _, _) = link(&world, &call_id).await;
+    for range in [
+        "bytes=0-1,4-7",
+        "bytes=0-1, 99999999-",
+        "items=0-3",
+        "seconds=1-2",
+        "bytes=5-2",
+        "bytes=a-b",
+    ] {
+        let served = world.fetch(&url, Some(range)).await;
+        assert_eq!(served.status(), 200, "{range}");
+        assert_eq!(served.headers().get("content-range"), None, "{range}");
+        let content_type = served.headers()["content-type"].to_str().expect("ascii");
+        assert!(
+            content_type.starts_with("audio/"),
+            "{range}: {content_type}"
+        );
+        assert_eq!(
+            served.bytes().await.expect("body").as_ref(),
+            AUDIO,
+            "{range}"
+        );
+    }
+    // A suffix longer than the file is the whole file, as a 206 (RFC 9110 14.1.2).
+    let served = world.fetch(&url, Some("bytes=-9999")).await;
+    assert_eq!(served.status(), 206);
+    assert_eq!(
+        served.headers()["content-range"].to_str().expect("ascii"),
+        format!("bytes 0-{}/{}", AUDIO.len() - 1, AUDIO.len())
+    );
+    assert_eq!(served.bytes().await.expect("body").as_ref(), AUDIO);
+    // One range wholly outside the file is still 416.
+    for range in ["bytes=99999999-", "bytes=-0"] {
+        let served = world.fetch(&url, Some(range)).await;
+        assert_eq!(served.status(), 416, "{range}");
+        assert_eq!(
+            served.headers()["content-range"].to_str().expect("ascii"),
+            format!("bytes */{}", AUDIO.len()),
+            "{range}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn if_range_keeps_the_range_only_when_it_names_the_recordings_last_modified() {
+    let world = World::new().await;
+    let call_id = world.stored(record("d-1", &world.agency)).await;
+    let (url, _, _) = link(&world, &call_id).await;
+    let whole = world.fetch(&url, None).await;
+    let last_modified = whole.headers()["last-modified"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    let range = ("range", "bytes=4-11");
+
+    let served = fetch_with(&world, &url, &[range, ("if-range", &last_modified)]).await;
+    assert_eq!(served.status(), 206, "the recording is unchanged");
+    assert_eq!(served.bytes().await.expect("body").as_ref(), &AUDIO[4..=11]);
+
+    let earlier = chrono::DateTime::parse_from_rfc2822(&last_modified).expect("an HTTP-date")
+        - Duration::seconds(1);
+    let earlier = earlier.format("%a, %d %b %Y %H:%M:%S GMT").to_string();
+    for validator in [
+        earlier.as_str(),
+        "\"d41d8cd98f00b204\"",
+        "W/\"x\"",
+        "not a date",
+    ] {
+        let served = fetch_with(&world, &url, &[range, ("if-range", validator)]).await;
+        assert_eq!(served.status(), 200, "{validator}");
+        assert_eq!(served.headers().get("content-range"), None, "{validator}");
+        assert_eq!(
+            served.bytes().await.expect("body").as_ref(),
+            AUDIO,
+            "{validator}"
+        );
+    }
+    // Without a Range, If-Range changes nothing.
+    let served = fetch_with(&world, &url, &[("if-range", earlier.as_str())]).await;
+    assert_eq!(served.status(), 200);
+}
+
 #[tokio::test]
 async fn a_tampered_or_another_calls_link_is_403_audio_link_invalid() {
     let world = World::new().await;

@@ -10,6 +10,7 @@
 //! - [`confinement`]: recordings only from the ingest file's directory, only audio, served inert.
 //! - [`retention`]: the sweep of archived recordings after 30 days.
 //! - [`redisposition`]: a new score with no webhook.
+//! - [`limits`]: bounds on records and on the ingest file (sizes, duplicate keys, FIFOs).
 //! - [`listing`]: order and window by `startedAt`, the detail's shape.
 //! - [`webhooks`]: both outcomes, signed.
 //! - [`operator`], [`operator_ingest`]: the real `svc-service` binary (`agency …`, `calls …`).
@@ -17,7 +18,9 @@
 mod attribution;
 mod audio;
 mod confinement;
+mod full_disk;
 mod ingest;
+mod limits;
 mod listing;
 mod operator;
 mod operator_ingest;
