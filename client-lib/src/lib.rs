@@ -25,7 +25,7 @@
 //! - [`retry`]: when and how long to wait before trying again.
 //! - [`types`], [`ids`]: what the endpoints take and return; [`raw`]: call rows and details
 //!   kept exactly as the service sent them (what a reconciler stores).
-//! - [`live`] (feature `live`): a practice call over the compact service's live transport.
+//! - `live` (feature `live`): a practice call over the compact service's live transport.
 
 #![warn(missing_docs)]
 
