@@ -59,6 +59,8 @@
 //! - `postgres` (feature `postgres`): the same two stores in a PostgreSQL database that
 //!   several replicas share (a queue their workers drain together, leases that another
 //!   replica takes over), migrated on open.
+//! - `exactly_once` (feature `sqlite` or `postgres`): your code's writes and the event's
+//!   "done" in one transaction of your database, so that the effect happens exactly once.
 //! - `handler`: the [`EventHandler`] user code implements (any async closure) and [`Received`].
 //! - `axum` (feature `axum`): ready POST routes (direct mode, durable inbox mode), the
 //!   `VerifiedWebhook` extractor, and `Server`, which serves them with connection limits and
@@ -72,6 +74,8 @@
 #[cfg(feature = "axum")]
 pub mod axum;
 pub mod dedup;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub mod exactly_once;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub mod inbox;
 pub mod metrics;

@@ -278,12 +278,19 @@ const MIGRATIONS: &[&str] = &[
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Brings the database up to [`SCHEMA_VERSION`]; errors are the server's text.
-pub(super) async fn run(client: &mut Client) -> Result<(), String> {
+/// With a `schema` (a validated identifier, the only schema in the connection's
+/// `search_path`), creates it first when missing.
+pub(super) async fn run(client: &mut Client, schema: Option<&str>) -> Result<(), String> {
     let error = |err: tokio_postgres::Error| describe_error(&err);
     let tx = client.transaction().await.map_err(error)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await
         .map_err(error)?;
+    if let Some(schema) = schema {
+        tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+            .await
+            .map_err(error)?;
+    }
     tx.batch_execute("CREATE TABLE IF NOT EXISTS svc_receiver_schema (version INTEGER NOT NULL)")
         .await
         .map_err(error)?;
