@@ -223,6 +223,204 @@ async fn sqlite_direct_mode_rolls_a_failed_effect_back_and_the_senders_retry_app
     assert_eq!(inbox.counts().await.expect("counts"), (0, 1, 0));
 }
 
+// ---- a model of random interleavings ----
+
+/// One step of the model.
+#[derive(Debug, Clone)]
+enum Op {
+    /// The sender delivers event `id` (again): to the exactly-once direct route, or to the
+    /// inbox route; `fail`: the effect fails after its write.
+    Deliver { id: u8, direct: bool, fail: bool },
+    /// A worker takes the next due entry; `fail`: the effect fails after its write;
+    /// `crash_before_commit`: the process dies with the entry in hand, before any commit;
+    /// `lost_after_commit`: the effect commits, then the worker learns of a failure (or dies)
+    /// instead of settling it done.
+    Work {
+        fail: bool,
+        crash_before_commit: bool,
+        lost_after_commit: bool,
+    },
+    /// Time passes.
+    Advance { secs: i64 },
+    /// The process restarts: every handle dropped, the file opened again.
+    Restart,
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (0u8..4, any::<bool>(), proptest::bool::weighted(0.3))
+            .prop_map(|(id, direct, fail)| Op::Deliver { id, direct, fail }),
+        4 => (proptest::bool::weighted(0.3), proptest::bool::weighted(0.15), proptest::bool::weighted(0.15))
+            .prop_map(|(fail, crash_before_commit, lost_after_commit)| Op::Work { fail, crash_before_commit, lost_after_commit }),
+        2 => (0i64..4).prop_map(|secs| Op::Advance { secs }),
+        1 => Just(Op::Restart),
+    ]
+}
+
+/// The model's effect, boxed so that the driver's type can be named.
+type ModelEffect = Box<dyn Fn(&Received, &Connection) -> Result<(), String> + Send + Sync>;
+
+/// The receiver of the model: the inbox, the driver, the direct route.
+struct Model {
+    path: std::path::PathBuf,
+    clock: Arc<ManualClock>,
+    fail: Arc<AtomicBool>,
+    inbox: SqliteInbox,
+    driver: SqliteExactlyOnce<ModelEffect>,
+    router: Router,
+}
+
+impl Model {
+    fn open(path: &std::path::Path, clock: &Arc<ManualClock>, fail: &Arc<AtomicBool>) -> Self {
+        let inbox = SqliteInbox::open(path, quick_policy()).expect("inbox");
+        let effect: ModelEffect = Box::new(sqlite_effect(Arc::clone(fail)));
+        let driver = SqliteExactlyOnce::new(inbox.clone(), effect);
+        let router = direct_router(driver.clone(), Arc::clone(clock));
+        Self {
+            path: path.to_owned(),
+            clock: Arc::clone(clock),
+            fail: Arc::clone(fail),
+            inbox,
+            driver,
+            router,
+        }
+    }
+
+    fn now(&self) -> i64 {
+        svc_receiver::Clock::now(&*self.clock)
+    }
+
+    /// One delivery of event `id`; whether the sender was answered 200.
+    async fn deliver(&self, id: &str, direct: bool) -> bool {
+        let now = self.now();
+        let (header, body) = delivery(id, now);
+        if direct {
+            use tower::ServiceExt;
+            let request = axum::http::Request::post("/webhooks")
+                .header("content-type", "application/json")
+                .header("x-service-webhook-id", id)
+                .header("x-service-signature", header)
+                .body(axum::body::Body::from(body))
+                .expect("request");
+            let response = self
+                .router
+                .clone()
+                .oneshot(request)
+                .await
+                .expect("infallible");
+            response.status() == 200
+        } else {
+            let signature = svc_receiver::signature::SignatureHeader::parse(header.as_bytes())
+                .expect("header")
+                .signatures()[0];
+            let accepted = self
+                .inbox
+                .accept(&webhook_id(id), &signature, &body, now)
+                .await
+                .expect("accept");
+            accepted != svc_receiver::inbox::Accepted::Replayed
+        }
+    }
+
+    async fn work(&self, crash_before_commit: bool, lost_after_commit: bool) {
+        let now = self.now();
+        if crash_before_commit {
+            // Handed out, then the process dies: nothing of the effect was committed.
+            let _ = self.inbox.next_due(now).await.expect("next");
+        } else if lost_after_commit {
+            let driver = self.driver.clone();
+            let lost = move |received: Received| {
+                let driver = driver.clone();
+                async move {
+                    svc_receiver::EventHandler::handle(&driver, received).await?;
+                    Err::<(), String>("the worker died after the commit".into())
+                }
+            };
+            process_next(&self.inbox, &lost, now).await.expect("step");
+        } else {
+            process_next(&self.inbox, &self.driver, now)
+                .await
+                .expect("step");
+        }
+    }
+}
+
+#[test]
+fn random_deliveries_retries_failures_and_crashes_end_with_each_effect_exactly_once() {
+    use proptest::prelude::*;
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(40));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runner
+        .run(&proptest::collection::vec(op(), 1..40), |ops| {
+            runtime.block_on(async {
+                let dir = tempfile::tempdir().expect("dir");
+                let (path, first) = sqlite_file(&dir);
+                drop(first);
+                let clock = Arc::new(ManualClock::new(T));
+                let fail = Arc::new(AtomicBool::new(false));
+                let mut model = Model::open(&path, &clock, &fail);
+                let mut delivered = [false; 4];
+                let mut acknowledged = [false; 4];
+                for op in &ops {
+                    match *op {
+                        Op::Deliver {
+                            id,
+                            direct,
+                            fail: fails,
+                        } => {
+                            model.fail.store(fails, Ordering::SeqCst);
+                            delivered[usize::from(id)] = true;
+                            if model.deliver(&format!("wh_model_{id}"), direct).await {
+                                acknowledged[usize::from(id)] = true;
+                            }
+                        }
+                        Op::Work {
+                            fail: fails,
+                            crash_before_commit,
+                            lost_after_commit,
+                        } => {
+                            model.fail.store(fails, Ordering::SeqCst);
+                            model.work(crash_before_commit, lost_after_commit).await;
+                            if crash_before_commit {
+                                model = Model::open(&path, &clock, &fail);
+                            }
+                        }
+                        Op::Advance { secs } => clock.set(model.now() + secs),
+                        Op::Restart => model = Model::open(&path, &clock, &fail),
+                    }
+                    model.fail.store(false, Ordering::SeqCst);
+                }
+                // The sender retries every delivery not yet acknowledged until it is (to the
+                // inbox route), and the workers drain the inbox once every lease and backoff
+                // has run out.
+                for id in 0..4u8 {
+                    if delivered[usize::from(id)] && !acknowledged[usize::from(id)] {
+                        assert!(model.deliver(&format!("wh_model_{id}"), false).await);
+                    }
+                }
+                for _ in 0..3 {
+                    clock.set(model.now() + 7200);
+                    while process_next(&model.inbox, &model.driver, model.now())
+                        .await
+                        .expect("step")
+                        != Step::Empty
+                    {}
+                }
+                for id in 0..4u8 {
+                    let effects = sqlite_effects(&model.path, &format!("wh_model_{id}"));
+                    let expected = i64::from(delivered[usize::from(id)]);
+                    assert_eq!(effects, expected, "event {id} after {ops:?}");
+                }
+            });
+            Ok(())
+        })
+        .expect("every interleaving ends with each effect exactly once");
+}
+
 // ---- child processes ----
 
 /// Where a child receiver stops for good (and waits to be killed), printing `PAUSED`.
@@ -364,10 +562,9 @@ fn exactly_once_child_receiver() {
 
 async fn child_main() {
     let var = |name: &str| std::env::var(name).unwrap_or_default();
-    let (driver, target, schema, mode) = (
+    let (driver, target, mode) = (
         var("SVC_EO_CHILD_DRIVER"),
         var("SVC_EO_CHILD_TARGET"),
-        var("SVC_EO_CHILD_SCHEMA"),
         var("SVC_EO_CHILD_MODE"),
     );
     let pause = Pause::from_env();
@@ -397,6 +594,7 @@ async fn child_main() {
         }
         #[cfg(feature = "postgres")]
         "postgres" => {
+            let schema = var("SVC_EO_CHILD_SCHEMA");
             let database =
                 svc_receiver::postgres::PgDatabase::connect_in_schema(&target, &schema, 4)
                     .await
