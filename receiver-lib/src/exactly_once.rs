@@ -4,7 +4,9 @@
 //!
 //! The drivers: [`crate::postgres::PgExactlyOnce`] (feature `postgres`, your code gets a
 //! `tokio_postgres::Transaction`) and [`crate::sqlite::SqliteExactlyOnce`] (feature `sqlite`,
-//! your code gets the `rusqlite::Connection` of the inbox's file inside a transaction). Each
+//! your code gets the `rusqlite::Connection` of the inbox's file inside a transaction), and
+//! `SqlxPgExactlyOnce` (feature `sqlx-postgres`, your code gets the `sqlx::PgConnection` of a
+//! transaction of your own `sqlx` pool). Each
 //! runs in both modes:
 //! - inbox mode: pass it as the handler of the inbox workers of the inbox it was built on
 //!   (`Server::with_inbox_workers`, [`crate::inbox::run_inbox_workers`]); a failure rolls your
@@ -80,6 +82,8 @@ pub trait Transactional: sealed::Sealed + Clone + Send + Sync + 'static {
 
 #[cfg(feature = "postgres")]
 impl<E: crate::postgres::PgEffect> sealed::Sealed for crate::postgres::PgExactlyOnce<E> {}
+#[cfg(feature = "sqlx-postgres")]
+impl<E: crate::postgres::SqlxPgEffect> sealed::Sealed for crate::postgres::SqlxPgExactlyOnce<E> {}
 #[cfg(feature = "sqlite")]
 impl<E: crate::sqlite::SqliteEffect> sealed::Sealed for crate::sqlite::SqliteExactlyOnce<E> {}
 

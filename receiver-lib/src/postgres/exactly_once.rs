@@ -54,18 +54,18 @@ pub trait PgEffect: Send + Sync + 'static {
 /// The crate's statements in a transaction handed to user code, their names qualified with
 /// the crate's schema when it has one.
 #[derive(Debug)]
-struct Statements {
-    lock_entry: String,
-    mark_done: String,
-    lock_keys: String,
-    stored: String,
-    remember_signature: String,
-    signature_owner: String,
-    record_done: String,
+pub(super) struct Statements {
+    pub(super) lock_entry: String,
+    pub(super) mark_done: String,
+    pub(super) lock_keys: String,
+    pub(super) stored: String,
+    pub(super) remember_signature: String,
+    pub(super) signature_owner: String,
+    pub(super) record_done: String,
 }
 
 impl Statements {
-    fn new(inbox: &PgInbox) -> Self {
+    pub(super) fn new(inbox: &PgInbox) -> Self {
         let database = inbox.database();
         let table = database.qualified("webhook_inbox");
         let signatures = database.qualified("webhook_inbox_signatures");

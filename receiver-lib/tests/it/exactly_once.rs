@@ -606,6 +606,26 @@ async fn child_main() {
             );
             serve_child(listener, port, &mode, pause, inbox, driver).await;
         }
+        #[cfg(feature = "sqlx-postgres")]
+        "sqlx" => {
+            let schema = var("SVC_EO_CHILD_SCHEMA");
+            let database =
+                svc_receiver::postgres::PgDatabase::connect_in_schema(&target, &schema, 4)
+                    .await
+                    .expect("database");
+            let inbox = svc_receiver::postgres::PgInbox::new(database, quick_policy());
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(4)
+                .connect(&target)
+                .await
+                .expect("sqlx pool");
+            let driver = svc_receiver::postgres::SqlxPgExactlyOnce::new(
+                inbox.clone(),
+                pool,
+                pg::sqlx_effects::ChildEffect { pause },
+            );
+            serve_child(listener, port, &mode, pause, inbox, driver).await;
+        }
         other => panic!("unknown driver {other:?}"),
     }
 }
@@ -845,6 +865,133 @@ mod pg {
         Some((url, crate_schema, client))
     }
 
+    #[cfg(feature = "sqlx-postgres")]
+    pub(super) mod sqlx_effects {
+        //! The sqlx driver's effects and tests.
+
+        use super::*;
+        use svc_receiver::postgres::{SqlxPgEffect, SqlxPgExactlyOnce};
+
+        /// The child receivers' effect: one row per run, and the pause before the commit.
+        pub(crate) struct ChildEffect {
+            pub(crate) pause: Pause,
+        }
+
+        impl SqlxPgEffect for ChildEffect {
+            type Error = sqlx::Error;
+
+            async fn apply(
+                &self,
+                received: &Received,
+                conn: &mut sqlx::PgConnection,
+            ) -> Result<(), sqlx::Error> {
+                sqlx::query("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
+                    .bind(received.webhook_id.as_str())
+                    .bind(&received.event.call_id)
+                    .execute(&mut *conn)
+                    .await?;
+                if self.pause == Pause::BeforeCommit {
+                    tokio::task::spawn_blocking(|| pause_forever())
+                        .await
+                        .expect("paused");
+                }
+                Ok(())
+            }
+        }
+
+        /// One row per run; fails after writing it while `fail` is set.
+        struct Effect {
+            fail: Arc<AtomicBool>,
+        }
+
+        impl SqlxPgEffect for Effect {
+            type Error = String;
+
+            async fn apply(
+                &self,
+                received: &Received,
+                conn: &mut sqlx::PgConnection,
+            ) -> Result<(), String> {
+                sqlx::query("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
+                    .bind(received.webhook_id.as_str())
+                    .bind(&received.event.call_id)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if self.fail.load(Ordering::SeqCst) {
+                    return Err("planned failure after the write".into());
+                }
+                Ok(())
+            }
+        }
+
+        #[tokio::test]
+        async fn sqlx_rolls_a_failed_effect_back_and_applies_it_once_in_both_modes() {
+            let Some((url, schema, client)) = tenant("eo_sqlx_fail").await else {
+                return;
+            };
+            let database = PgDatabase::connect_in_schema(&url, &schema, 4)
+                .await
+                .expect("database");
+            let inbox = PgInbox::new(database, quick_policy());
+            let pool = sqlx::PgPool::connect(&url).await.expect("sqlx pool");
+            let fail = Arc::new(AtomicBool::new(true));
+            let driver = SqlxPgExactlyOnce::new(
+                inbox.clone(),
+                pool,
+                Effect {
+                    fail: Arc::clone(&fail),
+                },
+            );
+            // Inbox mode.
+            let id = webhook_id("wh_eo_sqlx_inbox");
+            inbox
+                .accept(&id, &[1; 32], &event_body("call_sqlx"), T)
+                .await
+                .expect("accept");
+            let step = process_next(&inbox, &driver, T).await.expect("step");
+            assert_eq!(step, Step::Settled(Settled::Retrying));
+            assert_eq!(effects(&client, "wh_eo_sqlx_inbox").await, 0, "rolled back");
+            fail.store(false, Ordering::SeqCst);
+            let step = process_next(&inbox, &driver, T + 1).await.expect("step");
+            assert_eq!(step, Step::Settled(Settled::Done));
+            assert_eq!(
+                process_next(&inbox, &driver, T + 3600).await.expect("step"),
+                Step::Empty
+            );
+            assert_eq!(effects(&client, "wh_eo_sqlx_inbox").await, 1);
+            // Direct mode.
+            fail.store(true, Ordering::SeqCst);
+            let clock = Arc::new(ManualClock::new(T));
+            let addr = spawn(direct_router(driver, Arc::clone(&clock))).await;
+            let http = crate::helpers::client();
+            let (header, body) = delivery("wh_eo_sqlx_direct", T);
+            let (status, _) =
+                post(&http, addr, Some("wh_eo_sqlx_direct"), Some(&header), body).await;
+            assert_eq!(status, 500);
+            assert_eq!(effects(&client, "wh_eo_sqlx_direct").await, 0);
+            fail.store(false, Ordering::SeqCst);
+            clock.set(T + 300);
+            let (header, body) = delivery("wh_eo_sqlx_direct", T + 300);
+            for _ in 0..2 {
+                let (status, _) = post(
+                    &http,
+                    addr,
+                    Some("wh_eo_sqlx_direct"),
+                    Some(&header),
+                    body.clone(),
+                )
+                .await;
+                assert_eq!(status, 200);
+            }
+            let (status, _) =
+                post(&http, addr, Some("wh_eo_sqlx_other"), Some(&header), body).await;
+            assert_eq!(status, 401);
+            assert_eq!(effects(&client, "wh_eo_sqlx_direct").await, 1);
+            assert_eq!(effects(&client, "wh_eo_sqlx_other").await, 0);
+        }
+    }
+
     async fn effects(client: &tokio_postgres::Client, id: &str) -> i64 {
         client
             .query_one("SELECT COUNT(*) FROM effects WHERE webhook_id = $1", &[&id])
@@ -970,7 +1117,18 @@ mod pg {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_effects_survive_sigkill_before_and_after_the_commit_exactly_once() {
-        let Some((url, schema, client)) = tenant("eo_pg_kill").await else {
+        crash_tests("postgres").await;
+    }
+
+    #[cfg(feature = "sqlx-postgres")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlx_postgres_effects_survive_sigkill_before_and_after_the_commit_exactly_once() {
+        crash_tests("sqlx").await;
+    }
+
+    /// Every crash scenario against the PostgreSQL driver `driver` (`postgres` or `sqlx`).
+    async fn crash_tests(driver: &str) {
+        let Some((url, schema, client)) = tenant(&format!("eo_{driver}_kill")).await else {
             return;
         };
         // Migrated once here, so that the children only open it.
@@ -980,11 +1138,11 @@ mod pg {
         let client = Arc::new(client);
         for mode in ["direct", "inbox"] {
             for pause in [Pause::BeforeCommit, Pause::AfterCommit] {
-                let id = format!("wh_pgkill_{mode}_{}", pause.as_str());
+                let id = format!("wh_{driver}kill_{mode}_{}", pause.as_str());
                 let counter = Arc::clone(&client);
                 let counted = id.clone();
                 let handle = tokio::runtime::Handle::current();
-                crash_and_retry("postgres", &url, &schema, mode, pause, &id, move || {
+                crash_and_retry(driver, &url, &schema, mode, pause, &id, move || {
                     let counter = Arc::clone(&counter);
                     let counted = counted.clone();
                     tokio::task::block_in_place(|| {
