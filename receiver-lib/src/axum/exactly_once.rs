@@ -23,7 +23,7 @@ use crate::metrics::Mode;
 use crate::verify::Verifier;
 
 /// What the exactly-once direct route needs: verifier, driver
-/// ([`crate::postgres::PgExactlyOnce`] or [`crate::sqlite::SqliteExactlyOnce`]) and clock.
+/// (`PgExactlyOnce` or `SqliteExactlyOnce`) and clock.
 #[derive(Clone)]
 pub struct ExactlyOnceReceiver<X> {
     verifier: Verifier,

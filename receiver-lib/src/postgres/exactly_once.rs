@@ -7,7 +7,7 @@
 //!   open, no worker of any replica can take the entry (`FOR UPDATE SKIP LOCKED`), and a
 //!   worker that took it anyway (its lease ran out under very slow code) waits for the commit
 //!   and then finds it done. The worker's own settlement never turns a done entry back.
-//! - Direct mode ([`crate::axum::exactly_once_route`]): the transaction first takes the
+//! - Direct mode (`svc_receiver::axum::exactly_once_route`): the transaction first takes the
 //!   advisory locks of the delivery's id and signature (the ones inbox batches take, in the
 //!   same order), so concurrent deliveries of one id on any replicas run one after the other,
 //!   and records the delivery as a done inbox entry with its signature: the sender's retry
@@ -94,7 +94,7 @@ impl Statements {
 
 /// Runs a [`PgEffect`] exactly once per event, in your database's transaction (see the
 /// module docs); cheap to clone. Use it as the handler of the workers of the inbox it was
-/// built on (inbox mode), or in [`crate::axum::exactly_once_route`] (direct mode).
+/// built on (inbox mode), or in `svc_receiver::axum::exactly_once_route` (direct mode).
 pub struct PgExactlyOnce<E> {
     inbox: PgInbox,
     effect: Arc<E>,

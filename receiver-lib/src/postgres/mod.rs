@@ -9,7 +9,7 @@
 //!   so replicas may start at once).
 //! - [`PgDedupStore`] and [`PgInbox`]: the stores, over a [`PgDatabase`].
 //! - [`PgExactlyOnce`]: your [`PgEffect`] run in a transaction of your database that also
-//!   marks the event done, so that its effect happens exactly once; [`SqlxPgExactlyOnce`]
+//!   marks the event done, so that its effect happens exactly once; `SqlxPgExactlyOnce`
 //!   (feature `sqlx-postgres`) the same with the transaction from your `sqlx` pool.
 //!
 //! The driver is `tokio-postgres` with a `deadpool-postgres` pool: async, pure Rust, and no

@@ -8,7 +8,7 @@
 //! Only PostgreSQL: sqlx's SQLite driver links its own `libsqlite3-sys`, and a build holds one
 //! native SQLite (`links = "sqlite3"`); sqlx-sqlite 0.9.0 accepts `>=0.30.1, <0.38`, the
 //! workspace's rusqlite 0.43 requires 0.40, so for SQLite use
-//! [`crate::sqlite::SqliteExactlyOnce`].
+//! `SqliteExactlyOnce`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -39,7 +39,7 @@ pub trait SqlxPgEffect: Send + Sync + 'static {
 
 /// Runs a [`SqlxPgEffect`] exactly once per event in a transaction of your `sqlx` pool; cheap
 /// to clone. Use it as the handler of the workers of the inbox it was built on (inbox mode), or
-/// in [`crate::axum::exactly_once_route`] (direct mode).
+/// in `svc_receiver::axum::exactly_once_route` (direct mode).
 pub struct SqlxPgExactlyOnce<E> {
     inbox: PgInbox,
     pool: PgPool,

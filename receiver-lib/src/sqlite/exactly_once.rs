@@ -59,7 +59,7 @@ where
 
 /// Runs a [`SqliteEffect`] exactly once per event, in the inbox file's transaction (see the
 /// module docs); cheap to clone. Use it as the handler of the workers of the inbox it was
-/// built on (inbox mode), or in [`crate::axum::exactly_once_route`] (direct mode).
+/// built on (inbox mode), or in `svc_receiver::axum::exactly_once_route` (direct mode).
 pub struct SqliteExactlyOnce<E> {
     inbox: SqliteInbox,
     effect: Arc<E>,
