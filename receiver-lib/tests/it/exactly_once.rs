@@ -161,6 +161,63 @@ async fn sqlite_inbox_mode_a_failure_reported_after_the_commit_does_not_run_the_
     assert_eq!(sqlite_effects(&path, "wh_eo_late"), 1);
 }
 
+#[tokio::test]
+async fn sqlite_inbox_mode_sets_a_failing_event_aside_with_nothing_applied_and_a_requeue_applies_it_once()
+ {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("tenant.db");
+    Connection::open(&path)
+        .expect("open")
+        .execute_batch(EFFECTS_SQLITE)
+        .expect("effects table");
+    let policy = InboxPolicy {
+        max_attempts: 2,
+        ..quick_policy()
+    };
+    let inbox = SqliteInbox::open(&path, policy).expect("inbox");
+    let fail = Arc::new(AtomicBool::new(true));
+    let handler = SqliteExactlyOnce::new(inbox.clone(), sqlite_effect(Arc::clone(&fail)));
+    let id = webhook_id("wh_eo_dead");
+    inbox
+        .accept(&id, &[3; 32], &event_body("call_dead"), T)
+        .await
+        .expect("accept");
+    assert_eq!(
+        process_next(&inbox, &handler, T).await.expect("step"),
+        Step::Settled(Settled::Retrying)
+    );
+    assert_eq!(
+        process_next(&inbox, &handler, T + 1).await.expect("step"),
+        Step::Settled(Settled::Dead)
+    );
+    assert_eq!(sqlite_effects(&path, "wh_eo_dead"), 0);
+    let dead = inbox.dead_letters().await.expect("dead letters");
+    assert_eq!(dead.len(), 1);
+    assert!(
+        dead[0].last_error.contains("planned failure"),
+        "{}",
+        dead[0].last_error
+    );
+    fail.store(false, Ordering::SeqCst);
+    assert!(
+        inbox
+            .requeue_dead_letter(&id, T + 10)
+            .await
+            .expect("requeue")
+    );
+    assert_eq!(
+        process_next(&inbox, &handler, T + 10).await.expect("step"),
+        Step::Settled(Settled::Done)
+    );
+    assert_eq!(
+        process_next(&inbox, &handler, T + 3600)
+            .await
+            .expect("step"),
+        Step::Empty
+    );
+    assert_eq!(sqlite_effects(&path, "wh_eo_dead"), 1);
+}
+
 /// The exactly-once direct route over `driver`, reading now from `clock`.
 fn direct_router<X: svc_receiver::exactly_once::Transactional>(
     driver: X,
@@ -998,6 +1055,27 @@ mod pg {
             .await
             .expect("count")
             .get(0)
+    }
+
+    #[tokio::test]
+    async fn a_schema_name_outside_plain_lowercase_identifiers_is_refused_before_connecting() {
+        for bad in [
+            "",
+            "Svc",
+            "svc-receiver",
+            "1svc",
+            "svc;drop",
+            "svc\"x",
+            &"s".repeat(64),
+        ] {
+            match PgDatabase::connect_in_schema("postgres://nobody@127.0.0.1:1/none", bad, 1).await
+            {
+                Err(svc_receiver::dedup::StoreError::Config(message)) => {
+                    assert!(message.contains("schema name"), "{message}");
+                }
+                other => panic!("{bad:?}: expected a configuration error, got {other:?}"),
+            }
+        }
     }
 
     #[tokio::test]
