@@ -28,7 +28,8 @@
 //!    string exactly as issued (its UTF-8 bytes, prefix included; nothing is decoded).
 //! 5. Only then is the body decoded into [`CallScored`] → else 400 (an event other than
 //!    `call.scored` too, unless the verifier acknowledges unknown events: [`UnknownEvents`]).
-//! 6. The webhook id is claimed in a [`dedup::DedupStore`] (or the inbox): a duplicate answers
+//! 6. The webhook id is claimed in a [`dedup::DedupStore`] (or the inbox, or, for exactly-once
+//!    effects, recorded in the transaction of your own writes): a duplicate answers
 //!    200 without running user code again; the same signature under another id is a replay →
 //!    401.
 //!
