@@ -28,7 +28,8 @@
 //!    string exactly as issued (its UTF-8 bytes, prefix included; nothing is decoded).
 //! 5. Only then is the body decoded into [`CallScored`] → else 400 (an event other than
 //!    `call.scored` too, unless the verifier acknowledges unknown events: [`UnknownEvents`]).
-//! 6. The webhook id is claimed in a [`dedup::DedupStore`] (or the inbox): a duplicate answers
+//! 6. The webhook id is claimed in a [`dedup::DedupStore`] (or the inbox, or, for exactly-once
+//!    effects, recorded in the transaction of your own writes): a duplicate answers
 //!    200 without running user code again; the same signature under another id is a replay →
 //!    401.
 //!
@@ -59,6 +60,8 @@
 //! - `postgres` (feature `postgres`): the same two stores in a PostgreSQL database that
 //!   several replicas share (a queue their workers drain together, leases that another
 //!   replica takes over), migrated on open.
+//! - `exactly_once` (feature `sqlite` or `postgres`): your code's writes and the event's
+//!   "done" in one transaction of your database, so that the effect happens exactly once.
 //! - `handler`: the [`EventHandler`] user code implements (any async closure) and [`Received`].
 //! - `axum` (feature `axum`): ready POST routes (direct mode, durable inbox mode), the
 //!   `VerifiedWebhook` extractor, and `Server`, which serves them with connection limits and
@@ -72,6 +75,8 @@
 #[cfg(feature = "axum")]
 pub mod axum;
 pub mod dedup;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub mod exactly_once;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub mod inbox;
 pub mod metrics;

@@ -13,7 +13,11 @@
 //!   `inbox::run_inbox_workers`), with retries. Use it when user code may be slow or fail:
 //!   nothing acknowledged is lost.
 //!
-//! Processing is at least once, never silently zero: a crash between user code finishing and
+//! - exactly once, `exactly_once_route` (feature `sqlite` or `postgres` too): direct mode with
+//!   the delivery recorded in the same transaction of your database as your code's writes
+//!   (see `svc_receiver::exactly_once`); the exactly-once drivers also serve as inbox handlers.
+//!
+//! Otherwise processing is at least once, never silently zero: a crash between user code finishing and
 //! the claim being completed, or a claim lease running out under very slow code, can run user
 //! code twice for one id, so make it idempotent on [`crate::Received::webhook_id`].
 //!
@@ -25,6 +29,8 @@
 //! `webhook_delivery` span, which carries its `webhook_id`.
 
 mod direct;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod exactly_once;
 mod extract;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod inbox;
@@ -32,6 +38,8 @@ mod request;
 mod serve;
 
 pub use direct::{DEFAULT_HANDLER_DEADLINE, WebhookReceiver, webhook_route};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use exactly_once::{ExactlyOnceReceiver, exactly_once_route};
 pub use extract::{VerifiedWebhook, VerifyState};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use inbox::{InboxReceiver, inbox_route};

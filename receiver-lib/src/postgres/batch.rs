@@ -10,9 +10,10 @@
 //! waits for a batch to fill: a row that arrives while a slot is free runs at once, alone; rows
 //! gather only while every slot is busy, which is when the database is the bottleneck.
 //!
-//! A batch is sorted by id (a stable sort, so the rows of one id keep their order), so that
-//! batches of two replicas lock rows in the same order and rarely deadlock; a deadlock or a
-//! serialization failure (the whole statement rolled back) is retried up to [`ATTEMPTS`] times
+//! A batch is sorted by id (a stable sort, so the rows of one id keep their order); the
+//! statement itself first takes an advisory lock per id and signature in one global order
+//! (migration 3), so batches of two replicas never deadlock with each other. A deadlock with
+//! another transaction or a serialization failure (the whole statement rolled back) is retried up to [`ATTEMPTS`] times
 //! before the batch's callers get a [`StoreError`]. Callers are answered only after the commit.
 //! A caller that goes away (its request dropped) does not disturb the batch: its row is still
 //! applied and its answer dropped. The task stops when the last handle of its store is dropped.

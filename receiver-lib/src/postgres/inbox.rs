@@ -100,6 +100,16 @@ impl PgInbox {
         &self.database
     }
 
+    /// Runs the retention's pruning when it is due (at most once a minute): as an accept
+    /// does, for the exactly-once direct mode, which records deliveries without accepting.
+    pub(super) async fn prune_if_due(&self, now: i64) -> Result<(), StoreError> {
+        if self.pruner.due(now) {
+            self.prune(now.saturating_sub(self.policy.retention_secs()))
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Retention: forgets processed entries received at or before `cutoff` (pending and dead
     /// ones are never dropped), and the signatures seen by then: later attempts' all, and
     /// those a delivery was stored with once it is no longer stored.
@@ -220,7 +230,11 @@ impl Inbox for PgInbox {
         let (settled, due_at) = self.policy.settlement(entry, &outcome, now);
         let error = outcome.err();
         self.execute(
-            "UPDATE webhook_inbox SET state = $2, due_at = $3, last_error = $4 WHERE id = $1",
+            // A done entry stays done: its effect may have been committed with it (exactly-once
+            // mode) by a run whose outcome reached this worker as a failure (a lost answer to
+            // the commit, the handler's deadline), and it must not run again.
+            "UPDATE webhook_inbox SET state = $2, due_at = $3, last_error = $4
+             WHERE id = $1 AND state <> 'done'",
             &[
                 &entry.webhook_id.as_str(),
                 &settled.state(),

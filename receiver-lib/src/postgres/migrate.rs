@@ -192,18 +192,105 @@ const MIGRATIONS: &[&str] = &[
     END
     $$;
     "#,
+    // 3: one global lock order for a batch (issue 25, item 7). Each row locks its signature's
+    // row, then its id's; a second copy of an id in one batch thus locked a signature row after
+    // the id row, while another replica's first copy with that signature took them the other
+    // way: a deadlock. A batch now first takes a transaction-level advisory lock per distinct
+    // key (each id and each signature, hashed to 64 bits) in ascending order, before it touches
+    // any row. Two batches that share a row share its key and take their common keys in the
+    // same order, so they never wait for each other in a cycle; a hash collision only makes
+    // two unrelated rows wait for each other, in that same order.
+    r#"
+    CREATE FUNCTION svc_receiver_lock_keys(p_ids TEXT[], p_signatures BYTEA[])
+    RETURNS VOID LANGUAGE plpgsql AS $$
+    DECLARE
+        k BIGINT;
+    BEGIN
+        FOR k IN
+            SELECT key FROM (
+                SELECT hashtextextended(id, 0) AS key FROM unnest(p_ids) AS id
+                UNION
+                SELECT hashtextextended(encode(signature, 'hex'), 1)
+                FROM unnest(p_signatures) AS signature WHERE signature IS NOT NULL
+            ) AS keys
+            ORDER BY key
+        LOOP
+            PERFORM pg_advisory_xact_lock(k);
+        END LOOP;
+    END
+    $$;
+
+    CREATE OR REPLACE FUNCTION svc_receiver_inbox_accept_many(
+        p_ids TEXT[], p_signatures BYTEA[], p_bodies BYTEA[], p_nows BIGINT[]
+    ) RETURNS TEXT[] LANGUAGE plpgsql AS $$
+    DECLARE
+        n INTEGER := coalesce(cardinality(p_ids), 0);
+        answers TEXT[] := '{}';
+    BEGIN
+        IF coalesce(cardinality(p_signatures), 0) <> n OR coalesce(cardinality(p_bodies), 0) <> n
+           OR coalesce(cardinality(p_nows), 0) <> n THEN
+            RAISE EXCEPTION 'svc_receiver_inbox_accept_many: arrays of different lengths';
+        END IF;
+        PERFORM svc_receiver_lock_keys(p_ids, p_signatures);
+        FOR i IN 1 .. n LOOP
+            answers := array_append(answers, svc_receiver_inbox_accept(
+                p_ids[i], p_signatures[i], p_bodies[i], p_nows[i]));
+        END LOOP;
+        RETURN answers;
+    END
+    $$;
+
+    CREATE OR REPLACE FUNCTION svc_receiver_dedup_many(
+        p_ops TEXT[], p_ids TEXT[], p_signatures BYTEA[], p_nows BIGINT[], p_cutoffs BIGINT[],
+        p_lease_untils BIGINT[]
+    ) RETURNS TEXT[] LANGUAGE plpgsql AS $$
+    DECLARE
+        n INTEGER := coalesce(cardinality(p_ids), 0);
+        answers TEXT[] := '{}';
+    BEGIN
+        IF coalesce(cardinality(p_ops), 0) <> n OR coalesce(cardinality(p_signatures), 0) <> n
+           OR coalesce(cardinality(p_nows), 0) <> n OR coalesce(cardinality(p_cutoffs), 0) <> n
+           OR coalesce(cardinality(p_lease_untils), 0) <> n THEN
+            RAISE EXCEPTION 'svc_receiver_dedup_many: arrays of different lengths';
+        END IF;
+        -- A completion's signature is not one of its row's locks.
+        PERFORM svc_receiver_lock_keys(p_ids, ARRAY(
+            SELECT p_signatures[i] FROM generate_subscripts(p_ops, 1) AS i
+            WHERE p_ops[i] = 'claim'));
+        FOR i IN 1 .. n LOOP
+            IF p_ops[i] = 'claim' THEN
+                answers := array_append(answers, svc_receiver_claim(
+                    p_ids[i], p_signatures[i], p_nows[i], p_cutoffs[i], p_lease_untils[i]));
+            ELSIF p_ops[i] = 'complete' THEN
+                UPDATE webhook_claims SET state = 'done' WHERE id = p_ids[i];
+                answers := array_append(answers, 'done'::TEXT);
+            ELSE
+                RAISE EXCEPTION 'svc_receiver_dedup_many: unknown operation %', p_ops[i];
+            END IF;
+        END LOOP;
+        RETURN answers;
+    END
+    $$;
+    "#,
 ];
 
 /// The schema version this build writes (how many migrations it knows).
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Brings the database up to [`SCHEMA_VERSION`]; errors are the server's text.
-pub(super) async fn run(client: &mut Client) -> Result<(), String> {
+/// With a `schema` (a validated identifier, the only schema in the connection's
+/// `search_path`), creates it first when missing.
+pub(super) async fn run(client: &mut Client, schema: Option<&str>) -> Result<(), String> {
     let error = |err: tokio_postgres::Error| describe_error(&err);
     let tx = client.transaction().await.map_err(error)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await
         .map_err(error)?;
+    if let Some(schema) = schema {
+        tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+            .await
+            .map_err(error)?;
+    }
     tx.batch_execute("CREATE TABLE IF NOT EXISTS svc_receiver_schema (version INTEGER NOT NULL)")
         .await
         .map_err(error)?;

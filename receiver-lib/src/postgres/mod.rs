@@ -8,6 +8,9 @@
 //!   crate's tables brought up to date on open (versioned migrations under an advisory lock,
 //!   so replicas may start at once).
 //! - [`PgDedupStore`] and [`PgInbox`]: the stores, over a [`PgDatabase`].
+//! - [`PgExactlyOnce`]: your [`PgEffect`] run in a transaction of your database that also
+//!   marks the event done, so that its effect happens exactly once; `SqlxPgExactlyOnce`
+//!   (feature `sqlx-postgres`) the same with the transaction from your `sqlx` pool.
 //!
 //! The driver is `tokio-postgres` with a `deadpool-postgres` pool: async, pure Rust, and no
 //! database is needed to build. Claims, completions and accepts are group-committed on the
@@ -22,14 +25,20 @@
 mod batch;
 mod database;
 mod dedup;
+mod exactly_once;
 mod inbox;
 mod migrate;
+#[cfg(feature = "sqlx-postgres")]
+mod sqlx;
 mod url;
 
 pub use database::{DEFAULT_MAX_CONNECTIONS, PgDatabase, connect_config};
 pub use dedup::PgDedupStore;
+pub use exactly_once::{PgEffect, PgExactlyOnce};
 pub use inbox::PgInbox;
 pub use migrate::SCHEMA_VERSION;
+#[cfg(feature = "sqlx-postgres")]
+pub use sqlx::{SqlxPgEffect, SqlxPgExactlyOnce};
 pub use url::{is_postgres_url, redact_url};
 
 use crate::dedup::StoreError;

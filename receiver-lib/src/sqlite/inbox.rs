@@ -51,9 +51,9 @@ CREATE TABLE IF NOT EXISTS webhook_inbox_signatures (
 /// Which ids and signatures the inbox holds, kept by the writer thread (about 100 bytes per
 /// stored delivery).
 #[derive(Debug, Default)]
-struct InboxIndex {
+pub(super) struct InboxIndex {
     /// The row of every stored id.
-    rows: HashMap<Box<str>, i64>,
+    pub(super) rows: HashMap<Box<str>, i64>,
     /// Every stored signature.
     signatures: HashSet<[u8; 32]>,
 }
@@ -65,7 +65,7 @@ impl InboxIndex {
     }
 
     /// Forgets row `seq`: its id only if the id still points at it.
-    fn remove(&mut self, seq: i64, id: &str, signature: &[u8]) {
+    pub(super) fn remove(&mut self, seq: i64, id: &str, signature: &[u8]) {
         if self.rows.get(id) == Some(&seq) {
             self.rows.remove(id);
         }
@@ -102,7 +102,7 @@ impl Index for InboxIndex {
 /// The durable inbox; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct SqliteInbox {
-    writer: Writer<InboxIndex>,
+    pub(super) writer: Writer<InboxIndex>,
     policy: InboxPolicy,
     arrived: Arc<Notify>,
     pruner: Arc<Pruner>,
@@ -132,6 +132,13 @@ impl SqliteInbox {
         self.policy
     }
 
+    /// The retention's cutoff when pruning is due at `now` (at most once a minute).
+    pub(super) fn prune_cutoff(&self, now: i64) -> Option<i64> {
+        self.pruner
+            .due(now)
+            .then(|| now.saturating_sub(self.policy.retention_secs()))
+    }
+
     /// Stores a verified delivery durably, answering once it is committed.
     ///
     /// # Errors
@@ -144,10 +151,7 @@ impl SqliteInbox {
         now: i64,
     ) -> Result<Accepted, StoreError> {
         let (id, signature, body) = (id.as_str().to_owned(), *signature, body.to_vec());
-        let cutoff = self
-            .pruner
-            .due(now)
-            .then(|| now.saturating_sub(self.policy.retention_secs()));
+        let cutoff = self.prune_cutoff(now);
         let accepted = self
             .writer
             .run(move |conn, index| accept_in(conn, index, &id, &signature, &body, now, cutoff))
@@ -226,7 +230,11 @@ impl SqliteInbox {
                     (_, Ok(())) => ("done", None),
                 };
                 conn.prepare_cached(
-                    "UPDATE webhook_inbox SET state = ?2, due_at = ?3, last_error = ?4 WHERE rowid = ?1",
+                    // A done entry stays done: its effect may have been committed with it
+                    // (exactly-once mode) by a run whose outcome reached this worker as a
+                    // failure (the handler's deadline), and it must not run again.
+                    "UPDATE webhook_inbox SET state = ?2, due_at = ?3, last_error = ?4
+                     WHERE rowid = ?1 AND state <> 'done'",
                 )?
                 .execute(params![seq, state, due_at, error])
                 .map(drop)
@@ -514,7 +522,7 @@ impl Inbox for SqliteInbox {
     }
 }
 
-fn accept_in(
+pub(super) fn accept_in(
     conn: &Connection,
     index: &mut InboxIndex,
     id: &str,
@@ -552,7 +560,11 @@ fn accept_in(
 /// Retention: forgets processed entries received at or before `cutoff` (pending and dead ones
 /// are never dropped). Rows are in arrival order, so only the prefix before the first row
 /// received after the cutoff is visited, not the whole table.
-fn prune_in(conn: &Connection, index: &mut InboxIndex, cutoff: i64) -> rusqlite::Result<()> {
+pub(super) fn prune_in(
+    conn: &Connection,
+    index: &mut InboxIndex,
+    cutoff: i64,
+) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "DELETE FROM webhook_inbox
          WHERE rowid < COALESCE(

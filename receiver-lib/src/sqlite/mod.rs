@@ -16,10 +16,12 @@
 //! - Disk: the WAL is rewound once it passes 32 MiB, so it stays about that size under load.
 
 mod dedup;
+mod exactly_once;
 mod inbox;
 mod writer;
 
 pub use dedup::SqliteDedupStore;
+pub use exactly_once::{SqliteEffect, SqliteExactlyOnce};
 pub use inbox::SqliteInbox;
 // The inbox's shared types and workers, where they were before the PostgreSQL inbox.
 pub use crate::inbox::{

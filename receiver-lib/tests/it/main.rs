@@ -3,6 +3,7 @@
 mod axum_e2e;
 mod dedup;
 mod direct;
+mod exactly_once;
 mod helpers;
 mod hostile;
 mod inbox;

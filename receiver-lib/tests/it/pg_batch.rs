@@ -483,3 +483,154 @@ fn a_store_outlives_the_runtime_its_batching_task_started_in() {
         );
     });
 }
+
+/// Makes every insert into `table` by a session that set `svc.test_pause_ms` sleep that long
+/// after the row is in (its lock held), so that another transaction can run into the gap.
+async fn pause_after_insert(client: &tokio_postgres::Client, table: &str) {
+    client
+        .batch_execute(&format!(
+            "CREATE FUNCTION svc_test_pause() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 PERFORM pg_sleep(coalesce(nullif(current_setting('svc.test_pause_ms', true), ''),
+                                           '0')::int / 1000.0);
+                 RETURN NEW;
+             END $$;
+             CREATE TRIGGER svc_test_pause AFTER INSERT ON {table}
+             FOR EACH ROW EXECUTE FUNCTION svc_test_pause();"
+        ))
+        .await
+        .expect("install the pause");
+}
+
+/// A plain client on `url` that pauses after each insert (see [`pause_after_insert`]).
+async fn pausing_client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    client
+        .batch_execute("SET svc.test_pause_ms = 600")
+        .await
+        .expect("set the pause");
+    client
+}
+
+/// Issue 25, item 7: one replica's batch holds two copies of an id (the sender's retry signed
+/// afresh), another replica's batch the second copy alone. The first batch's second row
+/// locked the retry's signature after the id; the other batch took the signature first, then
+/// waited for the id: a deadlock, detected only after `deadlock_timeout` and then retried.
+/// With the locks taken in one global order, neither waits in a cycle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn inbox_batches_crossing_on_a_retried_id_do_not_deadlock() {
+    let test = "inbox_batches_cross";
+    let Some((url, client)) = fresh(test).await else {
+        return;
+    };
+    pause_after_insert(&client, "webhook_inbox").await;
+    let first = pausing_client(&url).await;
+    let (second, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    let (first_sig, retry_sig) = (vec![1u8; 32], vec![2u8; 32]);
+    let body = event_body("wh_cross");
+    let both = tokio::spawn({
+        let (ids, sigs) = (
+            vec!["wh_cross", "wh_cross"],
+            vec![first_sig.clone(), retry_sig.clone()],
+        );
+        let bodies = vec![body.clone(), body.clone()];
+        async move {
+            first
+                .query_one(
+                    "SELECT svc_receiver_inbox_accept_many($1, $2, $3, $4)",
+                    &[&ids, &sigs, &bodies, &vec![T, T + 1]],
+                )
+                .await
+                .map(|row| row.get::<_, Vec<String>>(0))
+        }
+    });
+    // The first batch is inside its pause, the id's row inserted: the retry alone arrives.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let alone = second
+        .query_one(
+            "SELECT svc_receiver_inbox_accept_many($1, $2, $3, $4)",
+            &[
+                &vec!["wh_cross"],
+                &vec![retry_sig],
+                &vec![body],
+                &vec![T + 1],
+            ],
+        )
+        .await
+        .map(|row| row.get::<_, Vec<String>>(0));
+    let both = both.await.expect("task");
+    let (both, alone) = match (both, alone) {
+        (Ok(both), Ok(alone)) => (both, alone),
+        (both, alone) => panic!(
+            "a batch failed (a deadlock?): {:?} / {:?}",
+            both.map_err(|e| svc_receiver::postgres::describe_error(&e)),
+            alone.map_err(|e| svc_receiver::postgres::describe_error(&e))
+        ),
+    };
+    assert_eq!(both, ["stored", "duplicate"]);
+    assert_eq!(alone, ["duplicate"]);
+}
+
+/// The same crossing for the dedup store's claims (a claim locks the signature, then the id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dedup_batches_crossing_on_a_retried_id_do_not_deadlock() {
+    let test = "dedup_batches_cross";
+    let Some((url, client)) = fresh(test).await else {
+        return;
+    };
+    pause_after_insert(&client, "webhook_claims").await;
+    let first = pausing_client(&url).await;
+    let (second, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    let sql = "SELECT svc_receiver_dedup_many($1, $2, $3, $4, $5, $6)";
+    let both = tokio::spawn(async move {
+        first
+            .query_one(
+                sql,
+                &[
+                    &vec!["claim", "claim"],
+                    &vec!["wh_cross", "wh_cross"],
+                    &vec![vec![1u8; 32], vec![2u8; 32]],
+                    &vec![T, T],
+                    &vec![T - 3600, T - 3600],
+                    &vec![T + 60, T + 60],
+                ],
+            )
+            .await
+            .map(|row| row.get::<_, Vec<String>>(0))
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let alone = second
+        .query_one(
+            sql,
+            &[
+                &vec!["claim"],
+                &vec!["wh_cross"],
+                &vec![vec![2u8; 32]],
+                &vec![T],
+                &vec![T - 3600],
+                &vec![T + 60],
+            ],
+        )
+        .await
+        .map(|row| row.get::<_, Vec<String>>(0));
+    let both = both.await.expect("task");
+    let (both, alone) = match (both, alone) {
+        (Ok(both), Ok(alone)) => (both, alone),
+        (both, alone) => panic!(
+            "a batch failed (a deadlock?): {:?} / {:?}",
+            both.map_err(|e| svc_receiver::postgres::describe_error(&e)),
+            alone.map_err(|e| svc_receiver::postgres::describe_error(&e))
+        ),
+    };
+    assert_eq!(both, ["new", "in_flight"]);
+    assert_eq!(alone, ["in_flight"]);
+}
