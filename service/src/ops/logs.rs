@@ -1,17 +1,9 @@
 //! `serve --log-format text|json`: plain text by default, or one JSON object per line for a
 //! log pipeline: `time` (RFC 3339, UTC, ms), `level`, `target`, `message` and `fields` (the
 //! event's own and those of the spans it is in; the event's win on a clash). The same shape as
-//! `svc-cli`'s `--log-format json`, so one pipeline reads both.
+//! `svc-cli`'s `--log-format json` ([`svc_ops::logs`] writes both), so one pipeline reads both.
 
-use std::fmt;
-
-use serde::Serialize;
-use serde_json::{Map, Value};
-use tracing::field::{Field, Visit};
-use tracing::{Event, Subscriber};
-use tracing_subscriber::fmt::format::{JsonFields, Writer};
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
-use tracing_subscriber::registry::LookupSpan;
+pub use svc_ops::logs::JsonLines;
 
 /// How log lines are written on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -28,117 +20,13 @@ pub enum LogFormat {
 pub fn init(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder
-            .with_ansi(false)
-            .fmt_fields(JsonFields::new())
-            .event_format(JsonLines)
-            .try_init(),
-    };
-}
-
-/// Writes each event as one JSON object on one line. Span fields are read as the JSON objects
-/// [`JsonFields`] records them as.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct JsonLines;
-
-impl<S, N> FormatEvent<S, N> for JsonLines
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-    N: for<'w> FormatFields<'w> + 'static,
-{
-    fn format_event(
-        &self,
-        ctx: &FmtContext<'_, S, N>,
-        mut writer: Writer<'_>,
-        event: &Event<'_>,
-    ) -> fmt::Result {
-        let mut fields = Map::new();
-        if let Some(scope) = ctx.event_scope() {
-            for span in scope.from_root() {
-                let extensions = span.extensions();
-                let recorded = extensions
-                    .get::<FormattedFields<N>>()
-                    .and_then(|f| serde_json::from_str::<Map<String, Value>>(f).ok());
-                fields.extend(recorded.unwrap_or_default());
-            }
+    match format {
+        LogFormat::Text => {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .try_init();
         }
-        let mut visitor = Fields::default();
-        event.record(&mut visitor);
-        fields.extend(visitor.fields);
-        let metadata = event.metadata();
-        let line = Line {
-            time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            level: metadata.level().as_str(),
-            target: metadata.target(),
-            message: visitor.message.unwrap_or_default(),
-            fields,
-        };
-        let line = serde_json::to_string(&line).map_err(|_| fmt::Error)?;
-        writeln!(writer, "{line}")
-    }
-}
-
-/// One line, its keys in this order.
-#[derive(Serialize)]
-struct Line<'a> {
-    time: String,
-    level: &'a str,
-    target: &'a str,
-    message: String,
-    fields: Map<String, Value>,
-}
-
-/// An event's message and its other fields as JSON values.
-#[derive(Default)]
-struct Fields {
-    message: Option<String>,
-    fields: Map<String, Value>,
-}
-
-impl Fields {
-    fn put(&mut self, field: &Field, value: Value) {
-        if field.name() == "message" {
-            self.message = Some(match value {
-                Value::String(text) => text,
-                other => other.to_string(),
-            });
-        } else {
-            self.fields.insert(field.name().to_owned(), value);
-        }
-    }
-}
-
-impl Visit for Fields {
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.put(field, Value::String(format!("{value:?}")));
-    }
-
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.put(field, Value::String(value.to_owned()));
-    }
-
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.put(field, Value::from(value));
-    }
-
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        self.put(field, Value::from(value));
-    }
-
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        self.put(field, Value::from(value));
-    }
-
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        self.put(field, Value::from(value));
-    }
-
-    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.put(field, Value::String(value.to_string()));
+        LogFormat::Json => svc_ops::logs::init_json(filter),
     }
 }

@@ -131,7 +131,7 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
         Some(start_console(args.console_listen, backend, ctx).await?)
     };
     let console_url = console.as_ref().map(|c| c.url.clone());
-    let stop = shutdown_signal().context("installing the Ctrl-C handler")?;
+    let stop = svc_ops::shutdown::signal().context("installing the Ctrl-C handler")?;
     let credentials = &sandbox.credentials;
     if ctx.out.json {
         ctx.out.json_data(&serde_json::json!({
@@ -194,30 +194,5 @@ async fn start_console(
             ));
             RunningConsole::start(SocketAddr::new(DEFAULT_LISTEN.ip(), 0), backend).await
         }
-    }
-}
-
-/// Ctrl-C, or SIGTERM on Unix. The handlers are installed when this is called (not when the
-/// future is first polled), so a signal sent right after the exports are printed stops the
-/// sandbox cleanly instead of killing it.
-#[cfg(feature = "sandbox")]
-fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut interrupt = signal(SignalKind::interrupt())?;
-        let mut terminate = signal(SignalKind::terminate())?;
-        Ok(async move {
-            tokio::select! {
-                _ = interrupt.recv() => {}
-                _ = terminate.recv() => {}
-            }
-        })
-    }
-    #[cfg(not(unix))]
-    {
-        Ok(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
     }
 }

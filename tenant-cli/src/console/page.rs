@@ -3,6 +3,7 @@
 //! load scripts from itself and the API (the SDK module), talk to itself and the API (redeem,
 //! the live socket), and nothing else: no CDN, no inline script, no frame.
 
+use crate::report::html::escape as escape_html;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -86,22 +87,6 @@ pub fn content_security_policy(api_base_url: &str) -> String {
          connect-src 'self' {api} {socket}; base-uri 'none'; form-action 'none'; \
          frame-ancestors 'none'"
     )
-}
-
-/// `text` safe inside HTML text and double-quoted attributes.
-pub fn escape_html(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&#39;"),
-            c => escaped.push(c),
-        }
-    }
-    escaped
 }
 
 #[cfg(test)]
