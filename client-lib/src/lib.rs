@@ -202,6 +202,7 @@ impl ClientBuilder {
             retry: self.retry,
             max_body_bytes: self.max_body_bytes,
             requests: Arc::default(),
+            service_date: Arc::default(),
         })
     }
 }
@@ -218,6 +219,8 @@ pub struct Client {
     max_body_bytes: usize,
     /// HTTP requests sent by this client and its clones, retries included.
     requests: Arc<AtomicU64>,
+    /// The `Date` of the latest response (unix seconds; 0: none yet).
+    service_date: Arc<std::sync::atomic::AtomicI64>,
 }
 
 impl Client {
@@ -238,6 +241,15 @@ impl Client {
     /// The validated base URL.
     pub fn base_url(&self) -> &str {
         self.base.as_str()
+    }
+
+    /// The service's clock as its latest response said (`Date`, whole seconds): what a
+    /// caller bounds "now" by when the local clock may be skewed. `None` before any response.
+    pub fn service_date(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        match self.service_date.load(Ordering::Relaxed) {
+            0 => None,
+            secs => chrono::DateTime::from_timestamp(secs, 0),
+        }
     }
 
     /// How many HTTP requests this client and its clones have sent, retries included.

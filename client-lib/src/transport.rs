@@ -156,6 +156,13 @@ impl Client {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned)
         };
+        if let Some(date) = header("date")
+            .as_deref()
+            .and_then(|text| chrono::DateTime::parse_from_rfc2822(text).ok())
+        {
+            self.service_date
+                .store(date.timestamp(), std::sync::atomic::Ordering::Relaxed);
+        }
         let request_id = header("x-service-request-id");
         let retry_after = header("retry-after").as_deref().and_then(parse_retry_after);
         let bytes = self.read_body(response).await?;

@@ -299,9 +299,27 @@ impl<S: Sink> Reconciler<S> {
             }
             None => Outcome::Clean,
         };
+        let clock = sources.iter().find_map(|s| s.service_clock);
+        if let Some(clock) = clock
+            && clock
+                .skew()
+                .abs()
+                .to_std()
+                .is_ok_and(|skew| skew > CLOCK_SKEW_WARNING)
+        {
+            tracing::warn!(
+                service_time = %format_ts(clock.at),
+                local_time = %format_ts(clock.local),
+                skew_seconds = clock.skew().num_seconds(),
+                "the local clock and the service's differ by more than 5 minutes: windows and \
+                 watermarks follow the service's clock, but webhook signatures will be refused"
+            );
+        }
         let report = RunReport {
             run_id,
             dry_run,
+            service_time: clock.map(|c| c.at),
+            clock_skew_ms: clock.map(|c| c.skew().num_milliseconds()),
             started_at: run_start,
             finished_at: Utc::now(),
             duration: started.elapsed(),
@@ -326,6 +344,34 @@ impl<S: Sink> Reconciler<S> {
             }),
             None => Ok(report),
         }
+    }
+}
+
+/// How far apart the local and the service's clocks may be before a run warns: the webhook
+/// signature tolerance (5 minutes), past which deliveries are refused too.
+pub const CLOCK_SKEW_WARNING: Duration = Duration::from_secs(5 * 60);
+
+/// The service's clock as one of its responses said (`Date`), and the local clock then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceClock {
+    /// The service's time (whole seconds).
+    pub at: DateTime<Utc>,
+    /// The local time when the answer was read.
+    pub local: DateTime<Utc>,
+}
+
+impl ServiceClock {
+    /// The client's latest `Date`, with the local time now.
+    fn read(client: &Client) -> Option<Self> {
+        Some(Self {
+            at: client.service_date()?,
+            local: Utc::now(),
+        })
+    }
+
+    /// How far the local clock is ahead of the service's (negative: behind), to the second.
+    pub fn skew(&self) -> chrono::Duration {
+        self.local - self.at
     }
 }
 
@@ -387,6 +433,7 @@ async fn source_pass<S: Sink>(
                 first_run: false,
                 completed: false,
                 watermark: None,
+                service_clock: None,
                 counts: Counts::default(),
             };
             return (report, Tally::default(), Some(StopReason::Sink(e)));
@@ -408,10 +455,22 @@ async fn source_pass<S: Sink>(
         first_run: watermark.is_none(),
         completed: false,
         watermark,
+        service_clock: None,
         counts: Counts::default(),
     };
     let mut tally = Tally::default();
-    let mut stopped = list_window(run, source, &window, &mut tally, progress).await;
+    let mut clock = None;
+    let mut stopped = list_window(run, source, &window, &mut tally, progress, &mut clock).await;
+    // The watermark never passes the service's own clock when it answered the first page (its
+    // `Date`, to the second, rounded up: the window's overlap covers that second): a host clock
+    // ahead of the service's would otherwise move it past calls not scored yet.
+    let next = match clock {
+        Some(clock) => window
+            .watermark
+            .min(clock.at + chrono::Duration::seconds(1)),
+        None => window.watermark,
+    };
+    let advances = window.advances && watermark.is_none_or(|w| next > w);
     // Then the calls earlier runs could not store and this listing did not reach.
     if stopped.is_none() && !run.dry_run && run.sink.keeps_failures() {
         match run
@@ -436,8 +495,7 @@ async fn source_pass<S: Sink>(
         )
     });
     if !run.dry_run {
-        let next =
-            (stopped.is_none() && unkept.is_none() && window.advances).then_some(window.watermark);
+        let next = (stopped.is_none() && unkept.is_none() && advances).then_some(next);
         let reason = stopped
             .as_ref()
             .map(|e| format!("{e:#}"))
@@ -458,6 +516,7 @@ async fn source_pass<S: Sink>(
         }
     }
     report.completed = stopped.is_none() && unkept.is_none();
+    report.service_clock = clock;
     (report, tally, stopped)
 }
 
@@ -468,6 +527,7 @@ async fn list_window<S: Sink>(
     window: &Window,
     tally: &mut Tally,
     progress: &dyn Progress,
+    first_clock: &mut Option<ServiceClock>,
 ) -> Stop<S::Error> {
     let mut query = CallQuery::new(source.clone(), format_ts(window.from));
     query.to = Some(format_ts(window.to));
@@ -475,11 +535,17 @@ async fn list_window<S: Sink>(
     // The pages are listed on their own task, a page or two ahead of the batches.
     let (pages_tx, mut pages) = mpsc::channel(2);
     let pages_stream = run.client.calls_raw_pages(query);
+    let client = run.client.clone();
     let lister = tokio::spawn(async move {
         let mut stream = std::pin::pin!(pages_stream);
+        let mut first = true;
         while let Some(page) = stream.next().await {
+            // The service's clock when it answered the first page, read at once: no other
+            // request of this source is in flight yet.
+            let clock = first.then(|| ServiceClock::read(&client)).flatten();
+            first = false;
             let failed = page.is_err();
-            if pages_tx.send(page).await.is_err() || failed {
+            if pages_tx.send((page, clock)).await.is_err() || failed {
                 break;
             }
         }
@@ -496,7 +562,10 @@ async fn list_window<S: Sink>(
             Err(e) => Some(StopReason::Task(e.to_string())),
         }
     };
-    while let Some(page) = pages.recv().await {
+    while let Some((page, clock)) = pages.recv().await {
+        if clock.is_some() {
+            *first_clock = clock;
+        }
         let rows = match page {
             Ok(rows) => rows,
             Err(e) => {

@@ -57,8 +57,8 @@ pub mod time;
 pub mod window;
 
 pub use engine::{
-    DEFAULT_CONCURRENCY, DEFAULT_DELIVERY_GRACE, MAX_FAILURE_ATTEMPTS, Options, Progress,
-    Reconciler, RunError, RunGuard, StopReason,
+    CLOCK_SKEW_WARNING, DEFAULT_CONCURRENCY, DEFAULT_DELIVERY_GRACE, MAX_FAILURE_ATTEMPTS, Options,
+    Progress, Reconciler, RunError, RunGuard, ServiceClock, StopReason,
 };
 pub use memory::MemorySink;
 pub use report::{Counts, FailedCall, Outcome, RunReport, SourceReport};

@@ -77,6 +77,10 @@ pub struct SourceReport {
     /// The watermark after the run.
     #[serde(serialize_with = "opt_timestamp")]
     pub watermark: Option<DateTime<Utc>>,
+    /// The service's clock when it answered the window's first page (the watermark never
+    /// passes it).
+    #[serde(skip)]
+    pub service_clock: Option<crate::engine::ServiceClock>,
     /// The counts.
     #[serde(flatten)]
     pub counts: Counts,
@@ -142,6 +146,13 @@ pub struct RunReport {
     /// How long it took.
     #[serde(rename = "durationMs", serialize_with = "millis")]
     pub duration: Duration,
+    /// The service's clock (`Date`) when it answered the run's first page; `None` when no
+    /// page was read.
+    #[serde(serialize_with = "opt_timestamp")]
+    pub service_time: Option<DateTime<Utc>>,
+    /// How far the local clock was ahead of the service's then, in milliseconds (negative:
+    /// behind; whole seconds, as `Date` has them).
+    pub clock_skew_ms: Option<i64>,
     /// How it ended.
     pub outcome: Outcome,
     /// Why the run stopped, when it did.

@@ -14,6 +14,9 @@ pub enum Clock {
     System,
     /// A clock that only moves when told to (tests).
     Manual(Arc<Mutex<DateTime<Utc>>>),
+    /// The system clock moved by a fixed amount: a sandbox whose clock is skewed from its
+    /// clients' (what a tenant's reconcile must survive).
+    Offset(Duration),
 }
 
 impl Clock {
@@ -26,6 +29,7 @@ impl Clock {
     pub fn now(&self) -> DateTime<Utc> {
         match self {
             Clock::System => Utc::now(),
+            Clock::Offset(by) => Utc::now() + *by,
             Clock::Manual(at) => *at.lock().unwrap_or_else(PoisonError::into_inner),
         }
     }

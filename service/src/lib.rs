@@ -95,6 +95,10 @@ pub fn router(state: AppState) -> Router {
             config::REQUEST_TIMEOUT,
         ))
         .layer(axum::middleware::from_fn(request_id::middleware))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            ops::http::date_header,
+        ))
         .with_state(state)
 }
 

@@ -26,6 +26,22 @@ pub async fn healthz() -> &'static str {
     "ok\n"
 }
 
+/// Sets every response's `Date` (RFC 9110 IMF-fixdate) from the service's clock rather than
+/// the system's, so that a client reading the service's time (reconcile bounds its watermark
+/// by it) sees the same clock that stamps `scoredAt`, skewed or not.
+pub async fn date_header(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let date = state
+        .clock
+        .now()
+        .format("%a, %d %b %Y %H:%M:%S GMT")
+        .to_string();
+    if let Ok(value) = header::HeaderValue::from_str(&date) {
+        response.headers_mut().insert(header::DATE, value);
+    }
+    response
+}
+
 /// Counts each request by method, matched route and status, with its latency.
 pub async fn record(State(metrics): State<Metrics>, request: Request, next: Next) -> Response {
     let started = Instant::now();

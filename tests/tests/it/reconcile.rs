@@ -2,6 +2,7 @@
 //! (issue 10): lost webhooks recovered, signed deliveries recorded once, silent re-dispositions
 //! of real calls found, and the export equal to what the service serves.
 
+mod clock_skew;
 mod helpers;
 mod own_table;
 mod webhooks;

@@ -69,9 +69,15 @@ pub(super) struct Harness {
 impl Harness {
     /// The service (plain-HTTP webhooks, a one-second retry delay) and an empty store.
     pub(super) async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    /// [`Harness::start`] with `adjust` applied to the service's settings too (its clock, say).
+    pub(super) async fn start_with(adjust: impl FnOnce(&mut svc_service::Config)) -> Self {
         let service = Service::start_with(|config| {
             config.allow_http_webhooks = true;
             config.webhook_retry_delay_secs = 1;
+            adjust(config);
         })
         .await;
         let client = service.client();
