@@ -104,6 +104,11 @@ pub enum StoreError {
     /// A PostgreSQL error (the server's message; never the URL's password).
     #[error("store: {0}")]
     Postgres(String),
+    /// The store's database cannot be reached for now: it refuses connections, does not
+    /// answer, is shutting down or restarting, refused the credentials, or dropped the
+    /// connection. Trying again later can succeed (the command line exits 75).
+    #[error("store: {0}")]
+    Unavailable(String),
     /// A PostgreSQL URL that cannot be used (it does not parse, or asks for TLS).
     #[error("{0}")]
     Config(String),
@@ -127,6 +132,12 @@ impl From<rusqlite::Error> for StoreError {
 }
 
 impl StoreError {
+    /// Whether trying again later can succeed: another process kept the store locked, or its
+    /// database cannot be reached for now.
+    pub fn is_temporary(&self) -> bool {
+        matches!(self, Self::Busy | Self::Unavailable(_))
+    }
+
     /// Whether the problem is with what the user named (a usage error) rather than the data.
     pub fn is_usage(&self) -> bool {
         matches!(
@@ -337,6 +348,16 @@ impl Store {
         tokio::task::spawn_blocking(move || work(&store))
             .await
             .map_err(|e| StoreError::Corrupt(format!("store task failed: {e}")))?
+    }
+
+    /// Whether the store takes a write now: an empty write transaction, which waits for the
+    /// store's write lock as every write does (and, on PostgreSQL, reconnects when the server
+    /// closed the connection). What `webhook serve`'s `/readyz` probes beside the inbox.
+    ///
+    /// # Errors
+    /// Why not: busy, the database unavailable, or a database error.
+    pub fn check_writable(&self) -> Result<(), StoreError> {
+        self.write(|_| Ok(()))
     }
 
     /// The schema version of the store (after opening, always [`SCHEMA_VERSION`]).
