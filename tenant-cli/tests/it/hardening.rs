@@ -1,10 +1,13 @@
 //! Issue 25 through the real binary: nothing is written through a link planted where a file is
-//! written (`store report --out`, `config set`, the reconcile lock, `demo --keep`).
+//! written (`store report --out`, `config set`, the reconcile lock, `demo --keep`), and text
+//! from the service cannot drive the terminal.
 
 use std::os::unix::fs::symlink;
 
-use svc_fixtures::happy;
-use wiremock::MockServer;
+use serde_json::json;
+use svc_fixtures::{bodies, happy, respond};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer};
 
 use crate::helpers::Sandbox;
 
@@ -110,4 +113,50 @@ async fn demo_keep_never_writes_its_roster_through_a_link() {
             .expect("roster")
             .is_file()
     );
+}
+
+/// A call whose transcript, summary and agent carry terminal escapes.
+fn hostile_call() -> serde_json::Value {
+    let mut call = bodies::call_real_call();
+    call["transcript"][0]["content"] = json!("\u{1b}]0;pwned\u{7}Hi\u{0}\r\u{1b}[2J");
+    call["score"]["summary"] = json!("\u{1b}[31mred\u{1b}[0m");
+    call["platformAgentId"] = json!("rep\u{1b}[8m");
+    call
+}
+
+#[tokio::test]
+async fn calls_show_escapes_control_characters_and_json_keeps_them_exact() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(format!("/v1/calls/{}", bodies::REAL_CALL_ID)))
+        .respond_with(respond::json(200, hostile_call()))
+        .mount(&server)
+        .await;
+    let sandbox = Sandbox::for_server(&server);
+    let run = sandbox.run(&["calls", "show", bodies::REAL_CALL_ID]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    for raw in ['\u{1b}', '\u{7}', '\u{0}', '\r'] {
+        assert!(
+            !run.stdout.contains(raw),
+            "{raw:?} printed raw:\n{}",
+            run.stdout
+        );
+    }
+    assert!(
+        run.stdout
+            .contains("\\u{1b}]0;pwned\\u{7}Hi\\u{0}\\u{d}\\u{1b}[2J"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("\\u{1b}[31mred"), "{}", run.stdout);
+    let json = sandbox
+        .run(&["--json", "calls", "show", bodies::REAL_CALL_ID])
+        .await;
+    assert_eq!(json.code, 0, "{json:?}");
+    let call = json.json();
+    assert_eq!(
+        call["transcript"][0]["content"],
+        hostile_call()["transcript"][0]["content"]
+    );
+    assert_eq!(call["score"]["summary"], hostile_call()["score"]["summary"]);
 }
