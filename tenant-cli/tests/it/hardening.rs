@@ -1,8 +1,10 @@
 //! Issue 25 through the real binary: nothing is written through a link planted where a file is
-//! written (`store report --out`, `config set`, the reconcile lock, `demo --keep`), and text
-//! from the service cannot drive the terminal.
+//! written (`store report --out`, `config set`, the reconcile lock, `demo --keep`), text from
+//! the service cannot drive the terminal, and a console beyond loopback is refused unless asked
+//! for.
 
 use std::os::unix::fs::symlink;
+use std::time::Duration;
 
 use serde_json::json;
 use svc_fixtures::{bodies, happy, respond};
@@ -159,4 +161,62 @@ async fn calls_show_escapes_control_characters_and_json_keeps_them_exact() {
         hostile_call()["transcript"][0]["content"]
     );
     assert_eq!(call["score"]["summary"], hostile_call()["score"]["summary"]);
+}
+
+#[tokio::test]
+async fn a_console_beyond_loopback_is_refused_unless_allowed_and_then_warned_about() {
+    let sandbox = Sandbox::new();
+    let refused = tokio::time::timeout(
+        Duration::from_secs(60),
+        sandbox.run(&[
+            "sandbox",
+            "--listen",
+            "127.0.0.1:0",
+            "--db",
+            "sandbox.db",
+            "--console-listen",
+            "0.0.0.0:0",
+        ]),
+    )
+    .await
+    .expect("refused at once, not served");
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(
+        refused.stderr.contains("not a loopback address")
+            && refused.stderr.contains("--console-allow-remote"),
+        "{refused:?}"
+    );
+    assert!(!sandbox.path("sandbox.db").exists(), "nothing started");
+
+    let mut child = sandbox
+        .command(&[
+            "sandbox",
+            "--listen",
+            "127.0.0.1:0",
+            "--db",
+            "sandbox.db",
+            "--console-listen",
+            "0.0.0.0:0",
+            "--console-allow-remote",
+        ])
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the sandbox");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr));
+    let warning = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.expect("read stderr") {
+            if line.contains("WARNING") {
+                return line;
+            }
+        }
+        panic!("the sandbox exited without a warning");
+    })
+    .await
+    .expect("a warning at start");
+    assert!(
+        warning.contains("0.0.0.0") && warning.contains("reachable from other machines"),
+        "{warning}"
+    );
+    child.start_kill().expect("stop the sandbox");
 }
