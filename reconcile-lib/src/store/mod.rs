@@ -27,6 +27,9 @@
 //! writers wait for each other up to [`BUSY_TIMEOUT`]. In PostgreSQL the same holds across
 //! machines: writers take the store's advisory write lock, and a commit is durable when the
 //! server says so (`synchronous_commit`, on by default).
+//!
+//! A new store file is created readable and writable by its owner only (0600): it holds
+//! transcripts and scores.
 
 pub mod calls;
 pub mod deliveries;
@@ -256,6 +259,9 @@ impl Store {
 
     fn open_with(path: &Path, create: bool) -> Result<Self, StoreError> {
         let location = StoreLocation::File(path.to_path_buf());
+        if create {
+            create_private(path, &location)?;
+        }
         check_header(path)?;
         let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         if create {
@@ -437,6 +443,24 @@ fn refuse_foreign(conn: &Connection, location: &StoreLocation) -> Result<(), Sto
             "it is an SQLite database of another program (it has a table {table:?})"
         ))),
         None => Ok(()),
+    }
+}
+
+/// Creates the store file, when there is none, readable and writable by its owner only (0600):
+/// it holds transcripts and scores. SQLite gives its `-wal` and `-shm` files the same mode.
+/// An existing file keeps its mode.
+fn create_private(path: &Path, location: &StoreLocation) -> Result<(), StoreError> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(StoreError::NotAStore {
+            path: location.clone(),
+            reason: format!("it cannot be created: {e}"),
+        }),
     }
 }
 

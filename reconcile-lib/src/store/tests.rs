@@ -502,6 +502,34 @@ fn export_writes_details_as_stored_or_a_flat_csv() {
     });
 }
 
+#[cfg(unix)]
+#[test]
+fn a_new_store_file_is_readable_and_writable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, store) = store();
+    store
+        .store_calls(
+            &[(
+                None,
+                detail(&detail_json(
+                    "svc_call_m",
+                    "roleplay",
+                    "2026-03-01T10:05:00.000Z",
+                    1.0,
+                )),
+            )],
+            &writer(0, None),
+        )
+        .expect("store");
+    for name in ["store.db", "store.db-wal", "store.db-shm"] {
+        let mode = std::fs::metadata(dir.path().join(name))
+            .expect(name)
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{name} has mode {mode:o}");
+    }
+}
+
 #[test]
 fn a_csv_export_neutralises_formulas_and_json_lines_keep_them_exactly() {
     let (_dir, store) = store();

@@ -1,7 +1,7 @@
 //! Issue 25 through the real binary: nothing is written through a link planted where a file is
 //! written (`store report --out`, `config set`, the reconcile lock, `demo --keep`), text from
-//! the service cannot drive the terminal, and a console beyond loopback is refused unless asked
-//! for.
+//! the service cannot drive the terminal, a console beyond loopback is refused unless asked
+//! for, and a secret file others can read gets a warning.
 
 use std::os::unix::fs::symlink;
 use std::time::Duration;
@@ -219,4 +219,74 @@ async fn a_console_beyond_loopback_is_refused_unless_allowed_and_then_warned_abo
         "{warning}"
     );
     child.start_kill().expect("stop the sandbox");
+}
+
+#[tokio::test]
+async fn a_secret_file_others_can_read_gets_a_warning_and_a_private_one_none() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::new();
+    let secret = sandbox.write("secret", "whsec_0123456789abcdef0123456789abcdef\n");
+    let body = sandbox.write("event.json", "{}");
+    let (secret_arg, body_arg) = (secret.display().to_string(), body.display().to_string());
+    let sign = [
+        "webhook",
+        "sign",
+        "--secret-file",
+        secret_arg.as_str(),
+        "--body-file",
+        body_arg.as_str(),
+    ];
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let open = sandbox.run(&sign).await;
+    assert_eq!(open.code, 0, "{open:?}");
+    assert!(
+        open.stderr.contains("warning") && open.stderr.contains("chmod 600"),
+        "{open:?}"
+    );
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let private = sandbox.run(&sign).await;
+    assert_eq!(private.code, 0, "{private:?}");
+    assert!(!private.stderr.contains("warning"), "{private:?}");
+}
+
+#[tokio::test]
+async fn webhook_serve_warns_about_a_secret_file_others_can_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::new();
+    let secret = sandbox.write("secret", "whsec_0123456789abcdef0123456789abcdef\n");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    let mut child = sandbox
+        .command(&[
+            "webhook",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "calls.db",
+            "--secret-file",
+            "secret",
+        ])
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn webhook serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr));
+    let mut seen = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.expect("read stderr") {
+            let listening = line.starts_with("receiving webhooks");
+            seen.push(line);
+            if listening {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("webhook serve starts");
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("secret file") && l.contains("0640") && l.contains("chmod 600")),
+        "{seen:?}"
+    );
+    child.start_kill().expect("stop");
 }

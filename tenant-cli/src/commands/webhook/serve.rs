@@ -122,6 +122,9 @@ impl ServeArgs {
                 Ok(Keys::Fixed(keyring))
             }
             (None, Some(path)) => {
+                if let Some(warning) = secret::open_to_others(path) {
+                    self.log.warn(&warning);
+                }
                 let mut file = SecretFile::open(path)
                     .map_err(|e| CliError::Usage(e.to_string()))?
                     .poll_interval(Duration::from_millis(self.secret_poll_ms));
