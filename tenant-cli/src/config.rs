@@ -136,26 +136,10 @@ impl ConfigFile {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
-        // Write a sibling temp file with the final mode, then rename over: never a moment where
-        // the key sits in a world-readable file.
-        let tmp = path.with_extension("toml.tmp");
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        let mut file = options.open(&tmp).map_err(io)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))
-                .map_err(io)?;
-        }
-        std::io::Write::write_all(&mut file, text.as_bytes()).map_err(io)?;
-        drop(file);
-        std::fs::rename(&tmp, path).map_err(io)
+        // A sibling temp file with the final mode (created exclusively under a random name,
+        // never through a link), then renamed over: never a moment where the key sits in a
+        // world-readable file, and a link at the path is replaced, not written through.
+        crate::ops::textfile::write_atomically_as(path, text.as_bytes(), 0o600).map_err(io)
     }
 }
 

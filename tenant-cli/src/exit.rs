@@ -40,7 +40,7 @@ Exit codes:
   75  temporary failure worth retrying (429, INTERNAL_ERROR, SERVICE_UNAVAILABLE, connection
       errors, timeouts; an import whose failed rows all failed so: rerun the same file later;
       another reconcile run holds the store's lock; the store stayed locked for an inbox
-      command)
+      command; the store's database cannot be reached or refused the credentials)
 
 Environment: SVC_BASE_URL, SVC_API_KEY, SVC_PROFILE, SVC_CONFIG, SVC_INSECURE_HTTP, SVC_STORE,
 NO_COLOR, RUST_LOG.";
@@ -76,7 +76,7 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
         }
         if let Some(e) = cause.downcast_ref::<StoreError>() {
             return match e {
-                StoreError::Busy => TEMPORARY,
+                e if e.is_temporary() => TEMPORARY,
                 e if e.is_usage() => USAGE,
                 _ => FAILURE,
             };

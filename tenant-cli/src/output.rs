@@ -2,7 +2,15 @@
 //! stderr; progress bars only on a terminal, never with `--json` or `NO_COLOR`. A reader that went
 //! away (`svc-cli … | head -0`, stderr closed too) is not an error: what it would have read is
 //! dropped and the command ends with its usual exit code, never a panic.
+//!
+//! Human output never passes a control character through: text from the service (a live
+//! call's or a dialer transcript's lines, names, messages) could otherwise drive the terminal
+//! (an ESC sequence retitling the window or rewriting what is shown, a BEL, a NUL, a `\r`
+//! overwriting the line). Tables, lines and messages show each control character (but the
+//! newline) and each bidirectional override escaped, as `\u{1b}` ([`escape_controls`]). JSON
+//! output (`--json`) and exported data are written exactly as they are.
 
+use std::borrow::Cow;
 use std::io::{IsTerminal, Write};
 
 use comfy_table::{ContentArrangement, Table, presets};
@@ -42,7 +50,7 @@ impl Output {
     /// # Errors
     /// When stdout cannot be written (a closed pipe is not an error).
     pub fn table(&self, table: &Table) -> anyhow::Result<()> {
-        stdout_line(&table.to_string())
+        stdout_line(&escaped_table(table).to_string())
     }
 
     /// Writes a line of text on stdout (human mode data that is not a table).
@@ -50,7 +58,7 @@ impl Output {
     /// # Errors
     /// When stdout cannot be written (a closed pipe is not an error).
     pub fn line(&self, text: &str) -> anyhow::Result<()> {
-        stdout_line(text)
+        stdout_line(&escape_controls(text))
     }
 
     /// A message for the user on stderr (both modes).
@@ -94,8 +102,52 @@ pub fn stdout_line(text: &str) -> anyhow::Result<()> {
 
 /// Writes a line on stderr, ignoring any failure: there is nowhere left to report it, and a
 /// message must never turn into a panic (`eprintln!` panics on a closed stderr).
+/// Control characters are escaped ([`escape_controls`]): every message is for a human.
 pub fn stderr_line(text: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{text}");
+    let _ = writeln!(std::io::stderr().lock(), "{}", escape_controls(text));
+}
+
+/// `text` with each control character but the newline (ESC, BEL, NUL, `\r`, tab, DEL, the C1
+/// controls) and each bidirectional override or isolate written as an escape (`\u{1b}`), so
+/// that it shows as text on a terminal instead of acting on it.
+pub fn escape_controls(text: &str) -> Cow<'_, str> {
+    let acts = |c: char| {
+        (c.is_control() && c != '\n')
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.contains(acts) {
+        return Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if acts(c) {
+            escaped.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            escaped.push(c);
+        }
+    }
+    Cow::Owned(escaped)
+}
+
+/// A copy of `table` (made by [`table`] or [`pairs`]) with its cells' control characters
+/// escaped, laid out on the escaped text.
+fn escaped_table(table: &Table) -> Table {
+    let escape_row = |row: &comfy_table::Row| -> Vec<String> {
+        row.cell_iter()
+            .map(|cell| escape_controls(&cell.content()).into_owned())
+            .collect()
+    };
+    let mut clean = Table::new();
+    clean
+        .load_preset(presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(table.content_arrangement());
+    if let Some(header) = table.header() {
+        clean.set_header(escape_row(header));
+    }
+    for row in table.row_iter() {
+        clean.add_row(escape_row(row));
+    }
+    clean
 }
 
 /// A table with a header row, in the house preset.
@@ -127,4 +179,27 @@ pub fn pairs<'a>(rows: impl IntoIterator<Item = (&'a str, String)>) -> Table {
 /// `-` for an absent value.
 pub fn opt(value: Option<&str>) -> String {
     value.unwrap_or("-").to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_and_bidi_overrides_are_escaped_and_newlines_kept() {
+        assert_eq!(
+            escape_controls("\u{1b}]0;pwned\u{7}hi\0\r\tx\u{7f}\u{9b}\u{202e}y\nz"),
+            "\\u{1b}]0;pwned\\u{7}hi\\u{0}\\u{d}\\u{9}x\\u{7f}\\u{9b}\\u{202e}y\nz"
+        );
+        assert!(matches!(escape_controls("plain, é ✓"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_table_shows_its_cells_escaped() {
+        let mut t = table(["key", "value"]);
+        t.add_row(vec!["agent".to_owned(), "\u{1b}[2Jgone".to_owned()]);
+        let shown = escaped_table(&t).to_string();
+        assert!(!shown.contains('\u{1b}'), "{shown}");
+        assert!(shown.contains("\\u{1b}[2Jgone"), "{shown}");
+    }
 }

@@ -168,7 +168,7 @@ async fn serve(
     let receiver = InboxReceiver::new(Verifier::with_shared_keyring(keys), inbox.clone());
     let metrics = Metrics::get();
     let upkeep = metrics.spawn_upkeep();
-    let ops = Ops::new(inbox.clone(), metrics);
+    let ops = Ops::new(inbox.clone(), config.store.clone(), metrics);
     let app = axum::Router::new()
         .route(&config.path, inbox_route(receiver))
         .merge(ops.router(listeners.metrics.is_none()));

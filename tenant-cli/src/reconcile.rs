@@ -97,7 +97,7 @@ pub async fn run(
 fn stop_code(reason: &StopReason<StoreError>) -> u8 {
     match reason {
         StopReason::Client(e) => exit::client_code(e),
-        StopReason::Sink(StoreError::Busy) => exit::TEMPORARY,
+        StopReason::Sink(e) if e.is_temporary() => exit::TEMPORARY,
         StopReason::Sink(e) if e.is_usage() => exit::USAGE,
         _ => exit::FAILURE,
     }

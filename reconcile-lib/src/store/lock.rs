@@ -6,6 +6,10 @@
 //! database, held by a connection of its own, so runs on different machines exclude each
 //! other too; the server releases it when that connection ends, a killed run's included. The
 //! connection's `application_name` names the holder's host and process id.
+//!
+//! The lock file is never opened through a symbolic link (`O_NOFOLLOW`) nor when it has other
+//! hard links: someone able to plant one beside the store could otherwise have the run
+//! truncate and write the file it points at.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
@@ -205,13 +209,7 @@ impl FileLock {
             path: path.clone(),
             source,
         };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io)?;
+        let mut file = open_lock_file(&path).map_err(io)?;
         let deadline = Instant::now() + wait;
         loop {
             match file.try_lock() {
@@ -238,6 +236,40 @@ impl FileLock {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Opens (or creates) the lock file at `path`, refusing a symbolic link there (never followed)
+/// and a file with other hard links.
+fn open_lock_file(path: &Path) -> std::io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW).mode(0o600);
+    }
+    let file = options.open(path).map_err(|e| {
+        #[cfg(unix)]
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            return std::io::Error::new(
+                e.kind(),
+                "it is a symbolic link, which is never followed: remove it",
+            );
+        }
+        e
+    })?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file.metadata()?;
+        if !meta.is_file() || meta.nlink() > 1 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "it is not a plain file of its own (another hard link, or not a file): remove it",
+            ));
+        }
+    }
+    Ok(file)
 }
 
 fn holder(file: &mut File) -> String {
@@ -271,5 +303,32 @@ mod tests {
         FileLock::acquire(&store, Duration::ZERO)
             .await
             .expect("free again once dropped");
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_link_at_the_lock_path_is_refused_and_its_target_left_untouched() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = dir.path().join("calls.db");
+        let victim = dir.path().join("victim.txt");
+        std::fs::write(&victim, "precious\n").expect("victim");
+        std::os::unix::fs::symlink(&victim, FileLock::path_for(&store)).expect("symlink");
+        match FileLock::acquire(&store, Duration::ZERO).await {
+            Err(LockError::Io { source, .. }) => {
+                assert!(source.to_string().contains("symbolic link"), "{source}");
+            }
+            other => panic!("expected Io, got {other:?}"),
+        }
+        std::fs::remove_file(FileLock::path_for(&store)).expect("remove the link");
+        std::fs::hard_link(&victim, FileLock::path_for(&store)).expect("hard link");
+        assert!(matches!(
+            FileLock::acquire(&store, Duration::ZERO).await,
+            Err(LockError::Io { .. })
+        ));
+        assert_eq!(
+            std::fs::read_to_string(&victim).expect("victim"),
+            "precious\n",
+            "the link's target is neither truncated nor written"
+        );
     }
 }

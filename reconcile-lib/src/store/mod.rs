@@ -27,6 +27,9 @@
 //! writers wait for each other up to [`BUSY_TIMEOUT`]. In PostgreSQL the same holds across
 //! machines: writers take the store's advisory write lock, and a commit is durable when the
 //! server says so (`synchronous_commit`, on by default).
+//!
+//! A new store file is created readable and writable by its owner only (0600): it holds
+//! transcripts and scores.
 
 pub mod calls;
 pub mod deliveries;
@@ -104,6 +107,11 @@ pub enum StoreError {
     /// A PostgreSQL error (the server's message; never the URL's password).
     #[error("store: {0}")]
     Postgres(String),
+    /// The store's database cannot be reached for now: it refuses connections, does not
+    /// answer, is shutting down or restarting, refused the credentials, or dropped the
+    /// connection. Trying again later can succeed (the command line exits 75).
+    #[error("store: {0}")]
+    Unavailable(String),
     /// A PostgreSQL URL that cannot be used (it does not parse, or asks for TLS).
     #[error("{0}")]
     Config(String),
@@ -127,6 +135,12 @@ impl From<rusqlite::Error> for StoreError {
 }
 
 impl StoreError {
+    /// Whether trying again later can succeed: another process kept the store locked, or its
+    /// database cannot be reached for now.
+    pub fn is_temporary(&self) -> bool {
+        matches!(self, Self::Busy | Self::Unavailable(_))
+    }
+
     /// Whether the problem is with what the user named (a usage error) rather than the data.
     pub fn is_usage(&self) -> bool {
         matches!(
@@ -245,6 +259,9 @@ impl Store {
 
     fn open_with(path: &Path, create: bool) -> Result<Self, StoreError> {
         let location = StoreLocation::File(path.to_path_buf());
+        if create {
+            create_private(path, &location)?;
+        }
         check_header(path)?;
         let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         if create {
@@ -339,6 +356,16 @@ impl Store {
             .map_err(|e| StoreError::Corrupt(format!("store task failed: {e}")))?
     }
 
+    /// Whether the store takes a write now: an empty write transaction, which waits for the
+    /// store's write lock as every write does (and, on PostgreSQL, reconnects when the server
+    /// closed the connection). What `webhook serve`'s `/readyz` probes beside the inbox.
+    ///
+    /// # Errors
+    /// Why not: busy, the database unavailable, or a database error.
+    pub fn check_writable(&self) -> Result<(), StoreError> {
+        self.write(|_| Ok(()))
+    }
+
     /// The schema version of the store (after opening, always [`SCHEMA_VERSION`]).
     ///
     /// # Errors
@@ -416,6 +443,24 @@ fn refuse_foreign(conn: &Connection, location: &StoreLocation) -> Result<(), Sto
             "it is an SQLite database of another program (it has a table {table:?})"
         ))),
         None => Ok(()),
+    }
+}
+
+/// Creates the store file, when there is none, readable and writable by its owner only (0600):
+/// it holds transcripts and scores. SQLite gives its `-wal` and `-shm` files the same mode.
+/// An existing file keeps its mode.
+fn create_private(path: &Path, location: &StoreLocation) -> Result<(), StoreError> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(StoreError::NotAStore {
+            path: location.clone(),
+            reason: format!("it cannot be created: {e}"),
+        }),
     }
 }
 

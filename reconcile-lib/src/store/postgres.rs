@@ -134,8 +134,15 @@ const MIGRATIONS: &[&str] = &[
     ",
 ];
 
-/// One connection to the store's database, for the store's methods (one at a time).
+/// One connection to the store's database, for the store's methods (one at a time). A
+/// connection the server closed (a restart, `pg_terminate_backend`, a network cut) is
+/// replaced by a new one at the next transaction, so a long-running `webhook serve` keeps
+/// recording once the database is back.
 pub(crate) struct PgConnection {
+    /// How to connect again (boxed: it is large, and only read to reconnect).
+    config: Box<tokio_postgres::Config>,
+    /// The URL without its password, for messages.
+    url_text: String,
     client: Mutex<Client>,
 }
 
@@ -145,7 +152,8 @@ impl std::fmt::Debug for PgConnection {
     }
 }
 
-/// A driver error as a store error: busy when a lock was waited for too long.
+/// A driver error as a store error: busy when a lock was waited for too long, unavailable
+/// when the database cannot be reached for now.
 pub(crate) fn pg_error(err: &tokio_postgres::Error) -> StoreError {
     if err
         .code()
@@ -153,7 +161,40 @@ pub(crate) fn pg_error(err: &tokio_postgres::Error) -> StoreError {
     {
         return StoreError::Busy;
     }
-    StoreError::Postgres(svc_receiver::postgres::describe_error(err))
+    let message = svc_receiver::postgres::describe_error(err);
+    if is_unavailable(err) {
+        StoreError::Unavailable(message)
+    } else {
+        StoreError::Postgres(message)
+    }
+}
+
+/// Whether `err` says the database cannot be reached for now rather than that a statement
+/// failed: the connection is closed or cannot be made (refused, timed out, reset), the server
+/// is shutting down or starting, has no connection slot left, or refused the credentials.
+fn is_unavailable(err: &tokio_postgres::Error) -> bool {
+    if err.is_closed() {
+        return true;
+    }
+    match err.code() {
+        Some(code) => {
+            let code = code.code();
+            code.starts_with("08") // connection exception
+                || code.starts_with("28") // invalid authorization (a refused password)
+                || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
+        }
+        // No server error: an I/O failure (refused, reset, timed out) is one.
+        None => {
+            let mut source = std::error::Error::source(err);
+            while let Some(cause) = source {
+                if cause.is::<std::io::Error>() {
+                    return true;
+                }
+                source = cause.source();
+            }
+            false
+        }
+    }
 }
 
 impl From<tokio_postgres::Error> for StoreError {
@@ -192,78 +233,56 @@ impl PgConnection {
         config
             .connect_timeout(CONNECT_TIMEOUT)
             .application_name(application_name);
-        let (sender, connected) = std::sync::mpsc::channel::<Result<Client, String>>();
         let url_text = url.to_string();
-        std::thread::Builder::new()
-            .name("svc-cli-postgres".into())
-            .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(runtime) => runtime,
-                    Err(err) => {
-                        let _ = sender.send(Err(err.to_string()));
-                        return;
-                    }
-                };
-                runtime.block_on(async move {
-                    match config.connect(NoTls).await {
-                        Ok((client, connection)) => {
-                            let _ = sender.send(Ok(client));
-                            // Runs until the client is dropped (or the server goes away).
-                            let _ = connection.await;
-                        }
-                        Err(err) => {
-                            let _ = sender.send(Err(svc_receiver::postgres::describe_error(&err)));
-                        }
-                    }
-                });
-            })
-            .map_err(|err| StoreError::Postgres(format!("cannot start a thread: {err}")))?;
-        let client = connected
-            .recv()
-            .map_err(|_| StoreError::Postgres("the connection thread stopped".into()))?
-            .map_err(|err| StoreError::Postgres(format!("cannot connect to {url_text}: {err}")))?;
-        block_on(
-            client.batch_execute(&format!("SET lock_timeout = '{}s'", LOCK_TIMEOUT.as_secs())),
-        )?;
+        let client = open(&config, &url_text)?;
         Ok(Self {
+            config: Box::new(config),
+            url_text,
             client: Mutex::new(client),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Client> {
+    /// The connection, for one transaction at a time: a new one when the server closed it.
+    fn lock(&self) -> Result<MutexGuard<'_, Client>, StoreError> {
         // A panic while holding the lock leaves the connection usable: the transaction is
         // rolled back when its guard drops.
-        self.client
+        let mut client = self
+            .client
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if client.is_closed() {
+            self.reconnect(&mut client)?;
+        }
+        Ok(client)
+    }
+
+    /// Replaces a closed connection with a new one.
+    fn reconnect(&self, client: &mut Client) -> Result<(), StoreError> {
+        *client = open(&self.config, &self.url_text)?;
+        tracing::info!(store = %self.url_text, "reconnected to the store's database");
+        Ok(())
     }
 
     /// Runs `work` in one transaction, committed when it succeeds; a write transaction takes
     /// the store's write lock first.
-    pub(crate) fn transaction<T>(
-        &self,
-        write: bool,
-        work: impl FnOnce(&mut dyn Sql) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let mut client = self.lock();
-        let tx = block_on(client.transaction())?;
-        if write {
-            block_on(tx.execute(
-                &format!("SELECT pg_advisory_xact_lock($1, {STORE_KEY})"),
-                &[&WRITE_LOCK],
-            ))?;
-        }
-        match work(&mut PgSql(&tx)) {
-            Ok(value) => {
-                block_on(tx.commit())?;
-                Ok(value)
-            }
-            Err(err) => {
-                let _ = block_on(tx.rollback());
-                Err(err)
+    pub(crate) fn transaction<T, F>(&self, write: bool, work: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&mut dyn Sql) -> Result<T, StoreError>,
+    {
+        let mut client = self.lock()?;
+        // A connection that died since its last use is only seen closed once used: `BEGIN`
+        // fails then, before any work, and the transaction is tried once more on a new
+        // connection.
+        match attempt(&mut client, write, work) {
+            Ok(done) => done,
+            Err(work) => {
+                self.reconnect(&mut client)?;
+                attempt(&mut client, write, work).unwrap_or_else(|_| {
+                    Err(StoreError::Unavailable(format!(
+                        "the connection to {} closed again at once",
+                        self.url_text
+                    )))
+                })
             }
         }
     }
@@ -320,6 +339,84 @@ impl PgConnection {
             Ok(())
         })
     }
+}
+
+/// A new connection with `config`, its I/O driven by a thread of its own (which ends with
+/// the connection), with the store's lock timeout set.
+fn open(config: &tokio_postgres::Config, url_text: &str) -> Result<Client, StoreError> {
+    let config = config.clone();
+    let (sender, connected) = std::sync::mpsc::channel::<Result<Client, StoreError>>();
+    std::thread::Builder::new()
+        .name("svc-cli-postgres".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(err) => {
+                    let _ = sender.send(Err(StoreError::Postgres(err.to_string())));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                match config.connect(NoTls).await {
+                    Ok((client, connection)) => {
+                        let _ = sender.send(Ok(client));
+                        // Runs until the client is dropped (or the server goes away).
+                        let _ = connection.await;
+                    }
+                    Err(err) => {
+                        let _ = sender.send(Err(pg_error(&err)));
+                    }
+                }
+            });
+        })
+        .map_err(|err| StoreError::Postgres(format!("cannot start a thread: {err}")))?;
+    let client = connected
+        .recv()
+        .map_err(|_| StoreError::Postgres("the connection thread stopped".into()))?
+        .map_err(|err| match err {
+            StoreError::Unavailable(message) => {
+                StoreError::Unavailable(format!("cannot connect to {url_text}: {message}"))
+            }
+            StoreError::Postgres(message) => {
+                StoreError::Postgres(format!("cannot connect to {url_text}: {message}"))
+            }
+            other => other,
+        })?;
+    block_on(client.batch_execute(&format!("SET lock_timeout = '{}s'", LOCK_TIMEOUT.as_secs())))?;
+    Ok(client)
+}
+
+/// Runs `work` in one transaction on `client`, committed when it succeeds; a write
+/// transaction takes the store's write lock first. `Err(work)`, untouched, when the
+/// connection turned out closed at `BEGIN`.
+fn attempt<T, F>(client: &mut Client, write: bool, work: F) -> Result<Result<T, StoreError>, F>
+where
+    F: FnOnce(&mut dyn Sql) -> Result<T, StoreError>,
+{
+    let tx = match block_on(client.transaction()) {
+        Ok(tx) => tx,
+        Err(err) if err.is_closed() => return Err(work),
+        Err(err) => return Ok(Err(err.into())),
+    };
+    let run = || {
+        if write {
+            block_on(tx.execute(
+                &format!("SELECT pg_advisory_xact_lock($1, {STORE_KEY})"),
+                &[&WRITE_LOCK],
+            ))?;
+        }
+        work(&mut PgSql(&tx))
+    };
+    Ok(match run() {
+        Ok(value) => block_on(tx.commit()).map(|()| value).map_err(Into::into),
+        Err(err) => {
+            let _ = block_on(tx.rollback());
+            Err(err)
+        }
+    })
 }
 
 /// The store's schema version, `None` when the schema has no store.

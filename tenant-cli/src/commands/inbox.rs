@@ -33,7 +33,7 @@ pub enum InboxCommand {
 #[derive(Debug, Args)]
 pub struct StoreArgs {
     /// The local store `webhook serve` writes: a file or postgres://… [env: SVC_STORE]
-    #[arg(long, env = "SVC_STORE", value_name = "PATH|URL", value_parser = StoreLocation::parse)]
+    #[arg(long, env = "SVC_STORE", hide_env_values = true, value_name = "PATH|URL", value_parser = StoreLocation::parse)]
     store: StoreLocation,
 }
 

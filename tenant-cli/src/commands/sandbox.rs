@@ -36,6 +36,11 @@ pub struct SandboxArgs {
     /// that one is taken]
     #[arg(long, value_name = "ADDR", conflicts_with = "no_console")]
     pub console_listen: Option<SocketAddr>,
+    /// Let --console-listen be an address other machines reach (0.0.0.0, a LAN address):
+    /// anyone who reaches it can start practice calls with session tokens the console mints
+    /// with the sandbox's API key. Refused without this flag; warned about with it
+    #[arg(long, requires = "console_listen")]
+    pub console_allow_remote: bool,
     /// Serve no rep console
     #[arg(long)]
     pub no_console: bool,
@@ -53,6 +58,7 @@ impl SandboxArgs {
     pub async fn exec(self, ctx: &Ctx) -> anyhow::Result<()> {
         #[cfg(feature = "sandbox")]
         {
+            check_console_address(&self, ctx)?;
             run(self, ctx).await
         }
         #[cfg(not(feature = "sandbox"))]
@@ -64,6 +70,29 @@ impl SandboxArgs {
             )
         }
     }
+}
+
+/// Refuses a console address beyond loopback unless `--console-allow-remote` says so, and
+/// then warns: the console mints session tokens with the sandbox's key for whoever asks, and
+/// its Host guard accepts any IP address as `Host`.
+#[cfg(feature = "sandbox")]
+fn check_console_address(args: &SandboxArgs, ctx: &Ctx) -> Result<(), CliError> {
+    let Some(address) = args.console_listen.filter(|a| !a.ip().is_loopback()) else {
+        return Ok(());
+    };
+    if !args.console_allow_remote {
+        return Err(CliError::Usage(format!(
+            "--console-listen {address} is not a loopback address: anyone who reaches it \
+             could start practice calls with tokens minted with the sandbox's API key; use \
+             127.0.0.1, or add --console-allow-remote to serve it there anyway"
+        )));
+    }
+    ctx.out.note(&format!(
+        "svc-cli: WARNING: the rep console listens on {address}, reachable from other \
+         machines: anyone who reaches it can start practice calls with session tokens minted \
+         with the sandbox's API key (--console-allow-remote)"
+    ));
+    Ok(())
 }
 
 #[cfg(feature = "sandbox")]

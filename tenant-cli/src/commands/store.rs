@@ -50,7 +50,7 @@ pub enum StoreCommand {
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// The local store: a file or postgres://… [env: SVC_STORE]
-    #[arg(long, env = "SVC_STORE", value_name = "PATH|URL", value_parser = StoreLocation::parse)]
+    #[arg(long, env = "SVC_STORE", hide_env_values = true, value_name = "PATH|URL", value_parser = StoreLocation::parse)]
     store: StoreLocation,
     /// The HTML file to write (replaced whole when it exists)
     #[arg(long, value_name = "FILE")]
@@ -65,7 +65,7 @@ pub struct ReportArgs {
 #[derive(Debug, Args)]
 pub struct StatsArgs {
     /// The local store: a file or postgres://… [env: SVC_STORE]
-    #[arg(long, env = "SVC_STORE", value_name = "PATH|URL", value_parser = StoreLocation::parse)]
+    #[arg(long, env = "SVC_STORE", hide_env_values = true, value_name = "PATH|URL", value_parser = StoreLocation::parse)]
     store: StoreLocation,
 }
 
@@ -73,7 +73,7 @@ pub struct StatsArgs {
 #[derive(Debug, Args)]
 pub struct ExportArgs {
     /// The local store: a file or postgres://… [env: SVC_STORE]
-    #[arg(long, env = "SVC_STORE", value_name = "PATH|URL", value_parser = StoreLocation::parse)]
+    #[arg(long, env = "SVC_STORE", hide_env_values = true, value_name = "PATH|URL", value_parser = StoreLocation::parse)]
     store: StoreLocation,
     /// Only this source's calls
     #[arg(long, value_parser = ["roleplay", "real_call"])]

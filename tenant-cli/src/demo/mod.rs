@@ -31,6 +31,7 @@ use svc_service::scoring::real_call::Disposition;
 use tokio::net::TcpListener;
 
 use crate::commands::roster::{plan, run as roster_run};
+use crate::ops::textfile::write_atomically;
 use crate::output::Output;
 use crate::receiver::{self, ReceiverConfig};
 use crate::reconcile;
@@ -309,7 +310,9 @@ async fn import_roster(
     phases: &Phases<'_>,
 ) -> anyhow::Result<Vec<Agent>> {
     let path = dir.join("roster.csv");
-    std::fs::write(&path, ROSTER).with_context(|| format!("writing {}", path.display()))?;
+    // Never through a link planted in the kept directory.
+    write_atomically(&path, ROSTER.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
     let plan = plan::read(&path)?;
     let bar = phases.start("importing the roster", plan.valid.len() as u64);
     let results = roster_run::execute(client, plan, 4, &bar)
@@ -410,7 +413,8 @@ async fn real_calls(
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        std::fs::write(&target, bytes).with_context(|| format!("writing {}", target.display()))?;
+        write_atomically(&target, bytes)
+            .with_context(|| format!("writing {}", target.display()))?;
     }
     let mut agencies: HashMap<String, RealCallAgency> = HashMap::new();
     let now = Utc::now();

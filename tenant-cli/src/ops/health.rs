@@ -2,8 +2,10 @@
 //! `GET /readyz` (the store takes a write within [`READY_DEADLINE`]) and `GET /metrics` (the
 //! Prometheus text format). Never authenticated, and they log nothing about the request.
 //!
-//! Readiness goes through the inbox's writer, the way every delivery does: it waits behind the
-//! operations queued before it and for another connection holding the file's write lock. One
+//! Readiness probes every path a delivery takes: the inbox's writer (acknowledging it), then
+//! the store's own connection (recording it in the ledger; on PostgreSQL a connection apart
+//! from the inbox's pool, reconnected when the server closed it). Each probe waits behind the
+//! operations queued before it and for another connection holding the write lock. One
 //! probe at a time reaches the store, so that probes of a stuck store do not pile up in its
 //! queue; a request arriving meanwhile waits for that probe's turn within its own deadline.
 
@@ -19,6 +21,7 @@ use svc_receiver::inbox::Inbox;
 use tokio::sync::Mutex;
 
 use super::prometheus::{CONTENT_TYPE, Metrics};
+use svc_reconcile::store::Store;
 use svc_reconcile::store::inbox::StoreInbox;
 
 /// How long `/readyz` waits for the store to take a write before answering 503.
@@ -31,10 +34,12 @@ pub const READYZ: &str = "/readyz";
 /// See [`HEALTHZ`].
 pub const METRICS: &str = "/metrics";
 
-/// What the endpoints read: the inbox (readiness, gauges) and the recorder.
+/// What the endpoints read: the inbox and the store (readiness), the inbox (gauges) and the
+/// recorder.
 #[derive(Debug, Clone)]
 pub struct Ops {
     inbox: StoreInbox,
+    store: Store,
     metrics: Metrics,
     /// Held while one store operation of these endpoints is queued or running.
     in_store: Arc<Mutex<()>>,
@@ -42,10 +47,12 @@ pub struct Ops {
 }
 
 impl Ops {
-    /// Endpoints over `inbox`, rendering the process's recorder.
-    pub fn new(inbox: StoreInbox, metrics: Metrics) -> Self {
+    /// Endpoints over `inbox` and `store` (where the inbox's workers record deliveries),
+    /// rendering the process's recorder.
+    pub fn new(inbox: StoreInbox, store: Store, metrics: Metrics) -> Self {
         Self {
             inbox,
+            store,
             metrics,
             in_store: Arc::default(),
             deadline: READY_DEADLINE,
@@ -65,18 +72,24 @@ impl Ops {
         router.with_state(self.clone())
     }
 
-    /// Whether the store takes a write within the deadline.
+    /// Whether the inbox and the store both take a write within the deadline.
     ///
     /// # Errors
     /// Why not, in a few words.
     pub async fn ready(&self) -> Result<(), String> {
         let probe = async {
             let turn = Arc::clone(&self.in_store).lock_owned().await;
-            let inbox = self.inbox.clone();
+            let (inbox, store) = (self.inbox.clone(), self.store.clone());
             // On its own task, so that a request giving up does not free the turn before the
             // probe it queued is answered.
             tokio::spawn(async move {
-                let written = inbox.check_writable().await;
+                let written = match inbox.check_writable().await {
+                    Ok(()) => store
+                        .blocking(|s| s.check_writable())
+                        .await
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
                 drop(turn);
                 written
             })

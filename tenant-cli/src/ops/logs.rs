@@ -43,6 +43,15 @@ impl LogArgs {
         }
     }
 
+    /// Something to fix that does not stop the command: a line on stderr in text mode, a
+    /// `warn` event in JSON mode.
+    pub fn warn(&self, message: &str) {
+        match self.log_format {
+            LogFormat::Text => crate::output::stderr_line(message),
+            LogFormat::Json => tracing::warn!(target: "svc_cli", "{message}"),
+        }
+    }
+
     /// Why the command failed: a line on stderr in text mode, an `error` event in JSON mode.
     pub fn error(&self, message: &str) {
         match self.log_format {

@@ -9,8 +9,7 @@
 
 use std::fmt::Write as _;
 use std::io::{self, Write as _};
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
@@ -24,7 +23,20 @@ use svc_reconcile::Counts;
 /// The directory cannot be written, or the disk is full; the target is then left as it was,
 /// and the temporary file removed.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
+    write_atomically_as(path, contents, 0o666)
+}
+
+/// Writes `contents` to `path` atomically, as [`write_atomically`], the new file created with
+/// `mode` (less the umask; 0o600 for a file only its owner may read). Every file the command
+/// line writes whole goes through here (`--metrics-file`, `store report --out`, `config set`,
+/// `demo --keep`): the temporary file has an unpredictable name and is created exclusively
+/// (`O_EXCL`: a link planted at its name is never followed, the write fails instead), then
+/// renamed over the target, which replaces a symbolic link at `path` instead of writing
+/// through it.
+///
+/// # Errors
+/// As [`write_atomically`].
+pub fn write_atomically_as(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
@@ -32,19 +44,11 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    let temp = dir.join(format!(
-        ".{}.{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
+    let (temp, mut file) = create_temp(dir, &name.to_string_lossy(), mode)?;
     let written = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)?;
         file.write_all(contents)?;
         file.sync_all()?;
+        drop(file);
         std::fs::rename(&temp, path)
     })();
     if written.is_err() {
@@ -56,6 +60,26 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
         let _ = dir.sync_all();
     }
     Ok(())
+}
+
+/// A new, hidden temporary file in `dir` for the file `name`, created exclusively under a
+/// random name (another try on the rare name already taken).
+fn create_temp(dir: &Path, name: &str, mode: u32) -> io::Result<(PathBuf, std::fs::File)> {
+    let mut tries = 0;
+    loop {
+        let temp = dir.join(format!(".{name}.{:016x}.tmp", rand::random::<u64>()));
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
+        #[cfg(not(unix))]
+        let _ = mode;
+        match options.open(&temp) {
+            Ok(file) => return Ok((temp, file)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The figures of one run: its report, and when each listed source last completed.

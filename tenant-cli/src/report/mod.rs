@@ -13,7 +13,6 @@ pub mod chart;
 pub mod html;
 pub mod model;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -93,18 +92,9 @@ impl Report {
             path: path.to_path_buf(),
             source,
         };
-        let mut name = path.as_os_str().to_owned();
-        name.push(format!(".{}.tmp", std::process::id()));
-        let partial = PathBuf::from(name);
-        let written = std::fs::File::create(&partial).and_then(|mut file| {
-            file.write_all(self.to_html().as_bytes())?;
-            file.sync_all()
-        });
-        if let Err(error) = written.and_then(|()| std::fs::rename(&partial, path)) {
-            let _ = std::fs::remove_file(&partial);
-            return Err(failed(error));
-        }
-        Ok(())
+        // A temporary file created exclusively under a random name, then renamed over (a link
+        // at `path` is replaced, never written through).
+        crate::ops::textfile::write_atomically(path, self.to_html().as_bytes()).map_err(failed)
     }
 }
 
@@ -121,6 +111,36 @@ mod tests {
             since: None,
             figures,
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn writing_never_follows_a_link_at_a_guessable_temporary_name() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let victim = dir.path().join("victim.txt");
+        std::fs::write(&victim, "precious").expect("victim");
+        let out = dir.path().join("report.html");
+        // The names a temporary file of this process could be guessed by.
+        let pid = std::process::id();
+        for name in [
+            format!("report.html.{pid}.tmp"),
+            format!(".report.html.{pid}.0.tmp"),
+            "report.html.tmp".to_owned(),
+        ] {
+            std::os::unix::fs::symlink(&victim, dir.path().join(name)).expect("plant a link");
+        }
+        report(Aggregator::new().finish(Vec::new()))
+            .write(&out)
+            .expect("the report is written");
+        assert_eq!(
+            std::fs::read_to_string(&victim).expect("victim"),
+            "precious"
+        );
+        assert!(
+            std::fs::read_to_string(&out)
+                .expect("report")
+                .contains("<html")
+        );
     }
 
     #[test]

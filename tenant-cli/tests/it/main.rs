@@ -5,6 +5,7 @@ mod browser;
 mod commands;
 mod config;
 mod console;
+mod hardening;
 mod helpers;
 mod inbox;
 mod ops;

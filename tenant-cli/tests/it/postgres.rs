@@ -3,7 +3,8 @@
 //! with SIGKILL mid-batch has its leased entries handled by another after the lease, none lost
 //! and none twice; two `reconcile` runs started at once: one runs, the other exits 75. Each
 //! test has a fresh schema of the server `SVC_TEST_POSTGRES_URL` names, and skips loudly
-//! without one.
+//! without one. A replica whose connections the server terminates reconnects and records
+//! again, and its `/readyz` probes the store's own connection as well as the inbox's.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -297,6 +298,127 @@ async fn two_reconcile_runs_on_two_hosts_at_once_one_runs_and_the_other_exits_75
     assert_eq!(runs, 1, "only one run wrote");
 }
 
+/// `store` as a login role of its own (created here, superuser on the throwaway server), so
+/// that the test can end that replica's connections and no other test's.
+async fn as_own_role(store: &str, role: &str) -> String {
+    let db = database(store).await;
+    db.batch_execute(&format!("CREATE ROLE {role} LOGIN SUPERUSER"))
+        .await
+        .expect("create the replica's role");
+    format!("{store}&user={role}")
+}
+
+/// Ends every connection of `role` (as a database restart does), returning how many.
+async fn terminate(db: &tokio_postgres::Client, role: &str) -> i64 {
+    db.query_one(
+        "SELECT COUNT(*) FILTER (WHERE pg_terminate_backend(pid))
+         FROM pg_stat_activity WHERE usename = $1",
+        &[&role],
+    )
+    .await
+    .expect("terminate the role's connections")
+    .get(0)
+}
+
+async fn readyz(client: &reqwest::Client, addr: &str) -> (u16, String) {
+    let response = client
+        .get(format!("http://{addr}/readyz"))
+        .send()
+        .await
+        .expect("GET /readyz");
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_records_again_after_the_server_terminates_its_connections() {
+    let Some(store) = fresh_store("records_after_terminate").await else {
+        return;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    let role = format!("svc_terminated_{}_{nanos}", std::process::id());
+    let replica_store = as_own_role(&store, &role).await;
+    let sandbox = Sandbox::new();
+    let replica = replica(&sandbox, &replica_store, &[]).await;
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let db = database(&store).await;
+    assert_eq!(post(&client, &replica.addr, "svc_call_before").await, 200);
+    wait_until_done(&db, 1, Duration::from_secs(30)).await;
+    assert!(
+        terminate(&db, &role).await >= 2,
+        "the inbox's and the store's connections were ended"
+    );
+    // Both the inbox's pool and the store's connection find theirs closed at the next use. The
+    // inbox's pool may hand out a connection it has not yet seen closed: that delivery gets a
+    // 503, and the sender's retry is accepted.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = post(&client, &replica.addr, "svc_call_after").await;
+        if status == 200 {
+            break;
+        }
+        assert!(
+            status == 503 && Instant::now() < deadline,
+            "the delivery after the restart: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    wait_until_done(&db, 2, Duration::from_secs(30)).await;
+    assert_eq!(
+        ledger_count(&db).await,
+        2,
+        "the delivery after the restart is recorded"
+    );
+    assert_eq!(readyz(&client, &replica.addr).await.0, 200);
+    drop(replica);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn readyz_answers_503_while_the_stores_own_connection_cannot_write() {
+    let Some(store) = fresh_store("readyz_probes_the_store").await else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let replica = replica(&sandbox, &store, &[]).await;
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    assert_eq!(
+        readyz(&client, &replica.addr).await,
+        (200, "ready\n".into())
+    );
+    // Hold the store's write lock (what recording a delivery takes, and not the inbox): the
+    // inbox still takes writes, the ledger does not.
+    let mut holder = database(&store).await;
+    let tx = holder.transaction().await.expect("begin");
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(1937138433, hashtext(current_schema()))",
+        &[],
+    )
+    .await
+    .expect("take the store's write lock");
+    let (status, body) = readyz(&client, &replica.addr).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("not ready"), "{body}");
+    tx.rollback().await.expect("let the lock go");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while readyz(&client, &replica.addr).await.0 != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "ready again once the lock is free"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(replica);
+}
+
 #[tokio::test]
 async fn a_database_url_is_never_shown_with_its_password_and_tls_is_refused_plainly() {
     let sandbox = Sandbox::new();
@@ -304,12 +426,99 @@ async fn a_database_url_is_never_shown_with_its_password_and_tls_is_refused_plai
     let run = sandbox
         .run(&["store", "stats", "--store", unreachable])
         .await;
-    assert_ne!(run.code, 0);
+    assert_eq!(
+        run.code, 75,
+        "an unreachable database is a temporary failure: {run:?}"
+    );
     assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
     assert!(run.stderr.contains("svc:***@"), "{}", run.stderr);
+    // A raw `/`, `?` or `@` in the password, and the query forms, are hidden too.
+    for (url, secret) in [
+        (
+            "postgres://svc:hun/ter2@%2Fnonexistent%2Fsocket/calls",
+            "ter2",
+        ),
+        (
+            "postgres://svc:hun?ter2@%2Fnonexistent%2Fsocket/calls",
+            "ter2",
+        ),
+        (
+            "postgres://svc:hun@ter2@%2Fnonexistent%2Fsocket/calls",
+            "ter2",
+        ),
+        (
+            "postgres://svc@%2Fnonexistent%2Fsocket/calls?password=hunter2",
+            "hunter2",
+        ),
+        (
+            "postgres://svc@%2Fnonexistent%2Fsocket/calls?pass%77ord=hunter2",
+            "hunter2",
+        ),
+    ] {
+        let run = sandbox.run(&["store", "stats", "--store", url]).await;
+        assert_eq!(run.code, 75, "{url}: {run:?}");
+        assert!(!run.stderr.contains(secret), "{url}: {}", run.stderr);
+        assert!(run.stderr.contains("***"), "{url}: {}", run.stderr);
+    }
     let tls = "postgres://svc:hunter2@db.invalid/calls?sslmode=require";
     let run = sandbox.run(&["store", "stats", "--store", tls]).await;
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.contains("TLS"), "{}", run.stderr);
+    assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
+}
+
+#[tokio::test]
+async fn help_never_shows_the_store_url_of_the_environment() {
+    let sandbox = Sandbox::new().env("SVC_STORE", "postgres://svc:hunter2@db.example/calls");
+    for command in [
+        &["store", "stats", "--help"][..],
+        &["store", "export", "--help"],
+        &["store", "report", "--help"],
+        &["reconcile", "--help"],
+        &["webhook", "serve", "--help"],
+        &["inbox", "dead-letters", "--help"],
+    ] {
+        let run = sandbox.run(command).await;
+        assert_eq!(run.code, 0, "{command:?}: {run:?}");
+        assert!(
+            run.stdout.contains("SVC_STORE"),
+            "{command:?}: {}",
+            run.stdout
+        );
+        assert!(
+            !run.stdout.contains("hunter2") && !run.stdout.contains("db.example"),
+            "{command:?}: {}",
+            run.stdout
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_store_database_that_refuses_the_credentials_is_a_temporary_failure() {
+    let Some(store) = fresh_store("refuses_the_credentials").await else {
+        return;
+    };
+    let refused = format!("{store}&user=svc_no_such_role&password=hunter2");
+    let run = Sandbox::new()
+        .run(&["store", "stats", "--store", &refused])
+        .await;
+    assert_eq!(run.code, 75, "{run:?}");
+    assert!(run.stderr.contains("svc_no_such_role"), "{}", run.stderr);
+    assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
+}
+
+#[tokio::test]
+async fn a_store_database_that_cannot_be_reached_stops_reconcile_with_75() {
+    let server = MockServer::start().await;
+    let _calls = Calls::mount(&server).await;
+    let sandbox = Sandbox::for_server(&server);
+    let run = sandbox
+        .run(&[
+            "reconcile",
+            "--store",
+            "postgres://svc:hunter2@%2Fnonexistent%2Fsocket/calls",
+        ])
+        .await;
+    assert_eq!(run.code, 75, "{run:?}");
     assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
 }

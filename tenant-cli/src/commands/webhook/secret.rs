@@ -1,6 +1,7 @@
 //! Reading a signing secret for `webhook serve` and `webhook sign`: from an environment
 //! variable or a file, surrounding whitespace ignored. The secret is never printed; a bad one
-//! is a usage error (exit 2) that names where it came from.
+//! is a usage error (exit 2) that names where it came from. A secret file that group or others
+//! may read or write gets a warning, as the config file does ([`open_to_others`]).
 
 use std::path::Path;
 
@@ -31,6 +32,31 @@ pub(crate) fn from_file(path: &Path) -> anyhow::Result<SigningSecret> {
         ))
     })?;
     parse(&format!("the file {}", path.display()), Some(text))
+}
+
+/// The warning to show when group or others may read or write the secret file at `path`
+/// (its mode is wider than 0600): they could sign deliveries the receiver accepts. Only a
+/// warning: the file still works, and nothing is changed.
+pub(crate) fn open_to_others(path: &Path) -> Option<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+        (mode & 0o077 != 0).then(|| {
+            format!(
+                "svc-cli: warning: the secret file {} has mode {mode:04o}: group or others can \
+                 read or write it, and it holds the webhook signing secret (whoever reads it can \
+                 sign deliveries); run chmod 600 {}",
+                path.display(),
+                path.display()
+            )
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
 }
 
 fn parse(source: &str, value: Option<String>) -> anyhow::Result<SigningSecret> {

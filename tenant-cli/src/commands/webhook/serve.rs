@@ -30,7 +30,7 @@ pub struct ServeArgs {
     listen: SocketAddr,
     /// The local store: a file (created if missing; its directory must exist) or a PostgreSQL
     /// database, postgres://… (shared by receivers on several hosts) [env: SVC_STORE]
-    #[arg(long, env = "SVC_STORE", value_name = "PATH|URL", value_parser = StoreLocation::parse)]
+    #[arg(long, env = "SVC_STORE", hide_env_values = true, value_name = "PATH|URL", value_parser = StoreLocation::parse)]
     store: StoreLocation,
     /// Read the signing secret (whsec_…) from this environment variable
     #[arg(
@@ -122,6 +122,9 @@ impl ServeArgs {
                 Ok(Keys::Fixed(keyring))
             }
             (None, Some(path)) => {
+                if let Some(warning) = secret::open_to_others(path) {
+                    self.log.warn(&warning);
+                }
                 let mut file = SecretFile::open(path)
                     .map_err(|e| CliError::Usage(e.to_string()))?
                     .poll_interval(Duration::from_millis(self.secret_poll_ms));

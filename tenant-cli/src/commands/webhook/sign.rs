@@ -61,7 +61,13 @@ struct Signed {
 pub fn exec(ctx: &Ctx, args: SignArgs) -> anyhow::Result<()> {
     let secret = match (&args.secret_env, &args.secret_file) {
         (Some(var), _) => secret::from_env(var)?,
-        (None, Some(path)) => secret::from_file(path)?,
+        (None, Some(path)) => {
+            let secret = secret::from_file(path)?;
+            if let Some(warning) = secret::open_to_others(path) {
+                ctx.out.note(&warning);
+            }
+            secret
+        }
         (None, None) => {
             return Err(CliError::Usage("give --secret-env or --secret-file".into()).into());
         }
