@@ -425,6 +425,8 @@ mod tests {
                 started_at: chrono::DateTime::UNIX_EPOCH,
                 finished_at: chrono::DateTime::UNIX_EPOCH,
                 duration: std::time::Duration::ZERO,
+                service_time: None,
+                clock_skew_ms: None,
                 outcome: Outcome::Clean,
                 error: None,
                 requests: 0,
