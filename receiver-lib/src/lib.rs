@@ -60,6 +60,8 @@
 //! - `postgres` (feature `postgres`): the same two stores in a PostgreSQL database that
 //!   several replicas share (a queue their workers drain together, leases that another
 //!   replica takes over), migrated on open.
+//! - [`postgres_url`] (every feature set): telling a database URL from a file path, and
+//!   writing one with every credential hidden.
 //! - `exactly_once` (feature `sqlite` or `postgres`): your code's writes and the event's
 //!   "done" in one transaction of your database, so that the effect happens exactly once.
 //! - `handler`: the [`EventHandler`] user code implements (any async closure) and [`Received`].
@@ -82,6 +84,7 @@ pub mod inbox;
 pub mod metrics;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod postgres_url;
 pub mod reload;
 pub mod signature;
 #[cfg(feature = "sqlite")]

@@ -6,8 +6,9 @@
 //! `svc-client`), reads the detail of every call the [`Sink`] does not hold yet (or whose
 //! `scoredAt` moved), and hands them to the sink page by page; once a window is stored, the
 //! source's watermark moves. Implement [`Sink`] over your own tables, or use the ready
-//! [`store::Store`] (one SQLite file, or a PostgreSQL database shared by several machines),
-//! which `svc-cli reconcile` and `svc-cli webhook serve` write.
+//! `store::Store` (feature `sqlite`, on by default: one SQLite file; with the feature
+//! `postgres`, a PostgreSQL database shared by several machines), which `svc-cli reconcile` and
+//! `svc-cli webhook serve` write.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -33,11 +34,12 @@
 //! - [`report`]: the typed report of a run ([`RunReport`]).
 //! - [`window`]: which part of the listing each source's pass reads.
 //! - [`memory`]: [`MemorySink`], a sink in memory (tests, dry runs, examples).
-//! - [`store`]: the SQLite or PostgreSQL store of `svc-cli` (calls, ledger, changes, runs).
+//! - `store` (feature `sqlite`, on by default; PostgreSQL with the feature `postgres`): the
+//!   store of `svc-cli` (calls, ledger, changes, runs), a ready [`Sink`].
 //! - [`time`]: timestamps and durations as the contract and the store write them.
 //!
 //! Receiving webhooks is not here: `svc-cli webhook serve` writes deliveries into the
-//! [`store::Store`] from the command line (with its health and metrics endpoints); a tenant
+//! `store::Store` from the command line (with its health and metrics endpoints); a tenant
 //! embedding a receiver uses `svc-receiver` and writes each event into the same tables its
 //! [`Sink`] reads, so a call lands once whichever path brings it.
 
@@ -52,6 +54,7 @@ pub mod engine;
 pub mod memory;
 pub mod report;
 pub mod sink;
+#[cfg(feature = "sqlite")]
 pub mod store;
 pub mod time;
 pub mod window;

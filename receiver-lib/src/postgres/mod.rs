@@ -30,8 +30,8 @@ mod inbox;
 mod migrate;
 #[cfg(feature = "sqlx-postgres")]
 mod sqlx;
-mod url;
 
+pub use crate::postgres_url::{is_postgres_url, redact_url};
 pub use database::{DEFAULT_MAX_CONNECTIONS, PgDatabase, connect_config};
 pub use dedup::PgDedupStore;
 pub use exactly_once::{PgEffect, PgExactlyOnce};
@@ -39,7 +39,6 @@ pub use inbox::PgInbox;
 pub use migrate::SCHEMA_VERSION;
 #[cfg(feature = "sqlx-postgres")]
 pub use sqlx::{SqlxPgEffect, SqlxPgExactlyOnce};
-pub use url::{is_postgres_url, redact_url};
 
 use crate::dedup::StoreError;
 

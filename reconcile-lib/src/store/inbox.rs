@@ -8,6 +8,7 @@ use svc_receiver::dedup::{StoreError as InboxError, WebhookId};
 use svc_receiver::inbox::{
     Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, InboxStats, Settled,
 };
+#[cfg(feature = "postgres")]
 use svc_receiver::postgres::{PgDatabase, PgInbox};
 use svc_receiver::sqlite::SqliteInbox;
 
@@ -19,11 +20,13 @@ pub enum StoreInbox {
     /// In the store's SQLite file.
     Sqlite(SqliteInbox),
     /// In the store's PostgreSQL database.
+    #[cfg(feature = "postgres")]
     Postgres(PgInbox),
 }
 
 /// Connections the receiver's PostgreSQL inbox opens at most: one per request in flight,
 /// beyond which requests wait a little.
+#[cfg(feature = "postgres")]
 const MAX_CONNECTIONS: usize = 16;
 
 impl StoreInbox {
@@ -34,15 +37,22 @@ impl StoreInbox {
     pub async fn open(location: &StoreLocation, policy: InboxPolicy) -> Result<Self, InboxError> {
         match location {
             StoreLocation::File(path) => SqliteInbox::open(path, policy).map(Self::Sqlite),
+            #[cfg(feature = "postgres")]
             StoreLocation::Postgres(url) => {
                 let database = PgDatabase::connect_with(url.expose(), MAX_CONNECTIONS).await?;
                 Ok(Self::Postgres(PgInbox::new(database, policy)))
             }
+            #[cfg(not(feature = "postgres"))]
+            StoreLocation::Postgres(_) => Err(InboxError::Config(format!(
+                "{location} is a PostgreSQL store, and this build has no PostgreSQL support \
+                 (svc-reconcile's feature `postgres`)"
+            ))),
         }
     }
 }
 
 /// Calls the same method on whichever inbox this is.
+#[cfg(feature = "postgres")]
 macro_rules! each {
     ($self:ident, $inbox:ident => $call:expr) => {
         match $self {
@@ -52,10 +62,21 @@ macro_rules! each {
     };
 }
 
+/// Calls the method on the inbox (SQLite is the only one without the feature `postgres`).
+#[cfg(not(feature = "postgres"))]
+macro_rules! each {
+    ($self:ident, $inbox:ident => $call:expr) => {
+        match $self {
+            StoreInbox::Sqlite($inbox) => $call,
+        }
+    };
+}
+
 impl Inbox for StoreInbox {
     fn policy(&self) -> InboxPolicy {
         match self {
             Self::Sqlite(inbox) => Inbox::policy(inbox),
+            #[cfg(feature = "postgres")]
             Self::Postgres(inbox) => inbox.policy(),
         }
     }

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use svc_receiver::postgres::{is_postgres_url, redact_url};
+use svc_receiver::postgres_url::{is_postgres_url, redact_url};
 
 /// A store's location, parsed from `--store` (or `SVC_STORE`).
 #[derive(Clone, PartialEq, Eq)]

@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::StoreLocation;
+#[cfg(feature = "postgres")]
 use super::postgres::{PgConnection, RUN_LOCK, STORE_KEY};
+#[cfg(feature = "postgres")]
 use super::sql::{Value, params};
 
 /// How often a waiting run tries the lock again.
@@ -74,6 +76,7 @@ enum Held {
     File(FileLock),
     /// The advisory lock of a PostgreSQL store, held by this connection's session (closing
     /// it lets the lock go).
+    #[cfg(feature = "postgres")]
     Postgres { _session: PgConnection },
 }
 
@@ -82,6 +85,7 @@ impl RunLock {
     pub fn file(&self) -> Option<&Path> {
         match &self.0 {
             Held::File(lock) => Some(lock.path()),
+            #[cfg(feature = "postgres")]
             Held::Postgres { .. } => None,
         }
     }
@@ -106,6 +110,12 @@ impl RunLock {
             StoreLocation::File(path) => FileLock::acquire(path, wait)
                 .await
                 .map(|lock| Self(Held::File(lock))),
+            #[cfg(not(feature = "postgres"))]
+            StoreLocation::Postgres(_) => Err(LockError::Database {
+                location: location.clone(),
+                source: super::no_postgres(location),
+            }),
+            #[cfg(feature = "postgres")]
             StoreLocation::Postgres(url) => {
                 let url = url.clone();
                 let location = location.clone();
@@ -154,6 +164,7 @@ impl RunLock {
 
 /// " (svc-cli reconcile on host H, process N)": the `application_name` of the connection
 /// holding the run lock, when it can be seen.
+#[cfg(feature = "postgres")]
 fn pg_holder(connection: &PgConnection) -> String {
     let name = connection.transaction(false, |db| {
         let sql = format!(
@@ -174,6 +185,7 @@ fn pg_holder(connection: &PgConnection) -> String {
 }
 
 /// This machine's name, for the holder's `application_name`.
+#[cfg(feature = "postgres")]
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .or_else(|_| std::fs::read_to_string("/etc/hostname"))

@@ -42,6 +42,7 @@ pub mod runs;
 mod sink;
 pub mod stats;
 
+#[cfg(feature = "postgres")]
 mod postgres;
 mod schema;
 pub(crate) mod sql;
@@ -169,6 +170,7 @@ struct Inner {
 /// The database a store is in.
 enum Backend {
     Sqlite(Mutex<Connection>),
+    #[cfg(feature = "postgres")]
     Postgres(postgres::PgConnection),
 }
 
@@ -196,7 +198,10 @@ impl Store {
                 check_directory(&path)?;
                 Self::open_with(&path, true)
             }
+            #[cfg(feature = "postgres")]
             location @ StoreLocation::Postgres(_) => Self::open_postgres(location, true),
+            #[cfg(not(feature = "postgres"))]
+            location @ StoreLocation::Postgres(_) => Err(no_postgres(&location)),
         }
     }
 
@@ -213,7 +218,10 @@ impl Store {
                 }
                 Self::open_with(&path, false)
             }
+            #[cfg(feature = "postgres")]
             location @ StoreLocation::Postgres(_) => Self::open_postgres(location, false),
+            #[cfg(not(feature = "postgres"))]
+            location @ StoreLocation::Postgres(_) => Err(no_postgres(&location)),
         }
     }
 
@@ -227,12 +235,15 @@ impl Store {
         match &location {
             StoreLocation::File(path) if path.exists() => return Self::open(path.clone()),
             StoreLocation::File(path) => check_directory(path)?,
+            #[cfg(feature = "postgres")]
             StoreLocation::Postgres(url) => {
                 let connection = postgres::PgConnection::connect(url, "svc-cli")?;
                 if connection.has_store(&location)? {
                     return Self::open_postgres(location, false);
                 }
             }
+            #[cfg(not(feature = "postgres"))]
+            StoreLocation::Postgres(_) => return Err(no_postgres(&location)),
         }
         let mut conn = Connection::open_in_memory()?;
         migrate(&mut conn, &location, SCHEMA_VERSION)?;
@@ -245,6 +256,7 @@ impl Store {
         }
     }
 
+    #[cfg(feature = "postgres")]
     fn open_postgres(location: StoreLocation, create: bool) -> Result<Self, StoreError> {
         let StoreLocation::Postgres(url) = &location else {
             return Err(StoreError::Corrupt("not a PostgreSQL store".into()));
@@ -299,9 +311,12 @@ impl Store {
                 let mut conn = Connection::open(path)?;
                 migrate(&mut conn, &location, version)
             }
+            #[cfg(feature = "postgres")]
             StoreLocation::Postgres(url) => {
                 postgres::PgConnection::connect(url, "svc-cli")?.migrate(&location, version)
             }
+            #[cfg(not(feature = "postgres"))]
+            StoreLocation::Postgres(_) => Err(no_postgres(&location)),
         }
     }
 
@@ -318,6 +333,7 @@ impl Store {
     ) -> Result<T, StoreError> {
         match &self.inner.backend {
             Backend::Sqlite(conn) => work(&mut SqliteSql(&lock(conn))),
+            #[cfg(feature = "postgres")]
             Backend::Postgres(connection) => connection.transaction(false, work),
         }
     }
@@ -337,6 +353,7 @@ impl Store {
                 tx.commit()?;
                 Ok(value)
             }
+            #[cfg(feature = "postgres")]
             Backend::Postgres(connection) => connection.transaction(true, work),
         }
     }
@@ -383,6 +400,15 @@ impl Store {
                 .map_err(|_| StoreError::Corrupt(format!("schema version {text:?}")))
         })
     }
+}
+
+/// The error for a PostgreSQL store in a build without the feature `postgres`.
+#[cfg(not(feature = "postgres"))]
+fn no_postgres(location: &StoreLocation) -> StoreError {
+    StoreError::Config(format!(
+        "{location} is a PostgreSQL store, and this build has no PostgreSQL support (svc-reconcile's \
+         feature `postgres`)"
+    ))
 }
 
 /// The SQLite connection, for one operation at a time.

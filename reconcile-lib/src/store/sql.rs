@@ -180,6 +180,7 @@ pub(crate) trait Sql {
     fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, StoreError>;
 
     /// Runs several statements with no parameters (a migration).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     fn batch(&mut self, sql: &str) -> Result<(), StoreError>;
 
     /// Runs a query; returns every row.

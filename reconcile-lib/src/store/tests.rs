@@ -4,10 +4,12 @@
 use serde_json::{Value, json};
 use svc_receiver::{CallScored, CallSource};
 
+#[cfg(feature = "postgres")]
+use super::StoreLocation;
 use super::calls::{Delivery, Stored, Writer};
 use super::deliveries::NewDelivery;
 use super::export::ExportFormat;
-use super::{SCHEMA_VERSION, Store, StoreError, StoreLocation};
+use super::{SCHEMA_VERSION, Store, StoreError};
 use svc_client::raw::{self, RawCallDetail};
 use svc_client::{RawCallRow, types::CallRow};
 
@@ -68,6 +70,14 @@ fn store() -> (tempfile::TempDir, Store) {
 fn on_each_backend(test: &str, check: impl Fn(&Store)) {
     let (_dir, store) = store();
     check(&store);
+    #[cfg(feature = "postgres")]
+    on_postgres(test, check);
+    #[cfg(not(feature = "postgres"))]
+    let _ = test;
+}
+
+#[cfg(feature = "postgres")]
+fn on_postgres(test: &str, check: impl Fn(&Store)) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

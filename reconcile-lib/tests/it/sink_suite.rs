@@ -8,7 +8,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use svc_client::{CallId, CallSource, RawCallDetail, RawCallRow};
-use svc_reconcile::store::{Store, StoreLocation};
+#[cfg(feature = "sqlite")]
+use svc_reconcile::store::Store;
+#[cfg(feature = "postgres")]
+use svc_reconcile::store::StoreLocation;
 use svc_reconcile::{
     Batch, BatchContext, CallFailure, Delivery, FetchedCall, LockError, MemorySink, Sink, Stored,
     WindowEnd,
@@ -389,6 +392,7 @@ async fn memory(_: &str) -> Option<MemorySink> {
     Some(MemorySink::default())
 }
 
+#[cfg(feature = "sqlite")]
 async fn sqlite(_: &str) -> Option<Store> {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.keep().join("store.db");
@@ -399,6 +403,7 @@ async fn sqlite(_: &str) -> Option<Store> {
     Some(store)
 }
 
+#[cfg(feature = "postgres")]
 async fn postgres(test: &str) -> Option<Store> {
     let url = svc_fixtures::postgres::fresh_schema_url(test).await?;
     let location = StoreLocation::parse(&url).expect("a PostgreSQL URL");
@@ -410,5 +415,7 @@ async fn postgres(test: &str) -> Option<Store> {
 }
 
 suite!(on_memory, memory);
+#[cfg(feature = "sqlite")]
 suite!(on_sqlite, sqlite);
+#[cfg(feature = "postgres")]
 suite!(on_postgres, postgres);
