@@ -46,7 +46,8 @@ impl SourceArg {
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Exit codes:
-  0   clean: every listed call is stored, nothing was missed or changed
+  0   clean: every listed call is stored, nothing was missed or changed (calls scored within
+      the delivery grace are not missed yet: the report's awaiting count says how many)
   3   the run succeeded but recovered calls whose webhook never arrived, or found calls whose
       score changed with no webhook (alert on it: webhooks are being lost)
   1   a listed call's detail could not be stored (recorded; the next runs read it again)
