@@ -65,7 +65,8 @@ pub struct GlobalArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub insecure_http: bool,
-    /// Machine output: JSON data only on stdout, messages on stderr
+    /// Machine output: JSON data only on stdout (indented on a terminal, one object per line
+    /// into a pipe or a file: a cron log is JSON Lines), messages on stderr
     #[arg(long, global = true)]
     pub json: bool,
     /// Per-request timeout in seconds

@@ -92,8 +92,9 @@ pub struct ReconcileArgs {
     #[arg(long, default_value = "30m", value_parser = parse_duration, value_name = "DUR")]
     delivery_grace: Duration,
     /// After the run, write its figures here in the Prometheus text format, atomically (for
-    /// node_exporter's textfile collector: a path ending in .prom in its directory)
-    #[arg(long, value_name = "PATH", conflicts_with = "dry_run")]
+    /// node_exporter's textfile collector: a path ending in .prom in its directory); a dry
+    /// run leaves it as it is
+    #[arg(long, value_name = "PATH")]
     metrics_file: Option<PathBuf>,
     #[command(flatten)]
     log: LogArgs,
@@ -170,6 +171,13 @@ impl ReconcileArgs {
         progress.finish_and_clear();
         if ctx.out.json {
             ctx.out.json_data(&report)?;
+            // Data on stdout, logs on stderr: with JSON logs the run's notes stay, one event
+            // each (as plain text they would only repeat the JSON report).
+            if self.log.log_format == LogFormat::Json {
+                for note in report.table().1 {
+                    self.log.note(&ctx.out, &note);
+                }
+            }
         } else {
             let (table, notes) = report.table();
             ctx.out.table(&table)?;
@@ -179,6 +187,16 @@ impl ReconcileArgs {
         }
         let mut exit_code = report.exit_code;
         if let Some(path) = &self.metrics_file
+            && self.dry_run
+        {
+            self.log.note(
+                &ctx.out,
+                &format!(
+                    "dry run: the metrics file {} is not written",
+                    path.display()
+                ),
+            );
+        } else if let Some(path) = &self.metrics_file
             && let Err(e) = write_figures(path, &store, &options, &report).await
         {
             self.log.error(&format!(
