@@ -32,8 +32,8 @@ pub enum InboxCommand {
 /// The store flag every inbox command takes.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// The local store `webhook serve` writes: a file or postgres://… [env: SVC_STORE]
-    #[arg(long, env = "SVC_STORE", value_name = "PATH|URL", value_parser = StoreLocation::parse)]
+    /// The local store `webhook serve` writes: a file or postgres://…
+    #[arg(long, env = "SVC_STORE", hide_env_values = true, value_name = "PATH|URL", value_parser = StoreLocation::parse)]
     store: StoreLocation,
 }
 

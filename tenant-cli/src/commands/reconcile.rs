@@ -57,8 +57,8 @@ Exit codes:
       connection errors) after retries; the watermark did not move, run again later")]
 pub struct ReconcileArgs {
     /// The local store: a file (created on the first run; its directory must exist) or a
-    /// PostgreSQL database, postgres://… (shared by runs on several hosts) [env: SVC_STORE]
-    #[arg(long, env = "SVC_STORE", value_name = "PATH|URL", value_parser = StoreLocation::parse)]
+    /// PostgreSQL database, postgres://… (shared by runs on several hosts)
+    #[arg(long, env = "SVC_STORE", hide_env_values = true, value_name = "PATH|URL", value_parser = StoreLocation::parse)]
     store: StoreLocation,
     /// Which calls to reconcile
     #[arg(long, value_enum, default_value = "all")]

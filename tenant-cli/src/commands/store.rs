@@ -49,8 +49,8 @@ pub enum StoreCommand {
 /// Flags of `store report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The local store: a file or postgres://… [env: SVC_STORE]
-    #[arg(long, env = "SVC_STORE", value_name = "PATH|URL", value_parser = StoreLocation::parse)]
+    /// The local store: a file or postgres://…
+    #[arg(long, env = "SVC_STORE", hide_env_values = true, value_name = "PATH|URL", value_parser = StoreLocation::parse)]
     store: StoreLocation,
     /// The HTML file to write (replaced whole when it exists)
     #[arg(long, value_name = "FILE")]
@@ -64,16 +64,16 @@ pub struct ReportArgs {
 /// Flags of `store stats`.
 #[derive(Debug, Args)]
 pub struct StatsArgs {
-    /// The local store: a file or postgres://… [env: SVC_STORE]
-    #[arg(long, env = "SVC_STORE", value_name = "PATH|URL", value_parser = StoreLocation::parse)]
+    /// The local store: a file or postgres://…
+    #[arg(long, env = "SVC_STORE", hide_env_values = true, value_name = "PATH|URL", value_parser = StoreLocation::parse)]
     store: StoreLocation,
 }
 
 /// Flags of `store export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// The local store: a file or postgres://… [env: SVC_STORE]
-    #[arg(long, env = "SVC_STORE", value_name = "PATH|URL", value_parser = StoreLocation::parse)]
+    /// The local store: a file or postgres://…
+    #[arg(long, env = "SVC_STORE", hide_env_values = true, value_name = "PATH|URL", value_parser = StoreLocation::parse)]
     store: StoreLocation,
     /// Only this source's calls
     #[arg(long, value_parser = ["roleplay", "real_call"])]
