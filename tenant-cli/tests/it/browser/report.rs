@@ -191,7 +191,7 @@ async fn the_report_fits_a_phone_and_a_laptop_with_long_ids_and_overlapping_agen
     let Some(browser) = chromium::start("report-widths", dir.dir.path()).await else {
         return;
     };
-    dir.write("crowded.html", &crowded_report());
+    dir.write("crowded.html", crowded_report());
     let url = format!("file://{}", dir.path("crowded.html").display());
     browser.client.goto(&url).await.expect("open the report");
     browser.wait_for("#delivery-health").await;
