@@ -285,6 +285,20 @@ impl<S: Sink> Reconciler<S> {
                     error.get_or_insert(StopReason::Sink(e));
                 }
             }
+            if error.is_none() {
+                match self.sink.awaiting(&reported).await {
+                    Ok(counts) => {
+                        for (source, n) in counts {
+                            if let Some(i) = sources.iter().position(|s| s.source == source) {
+                                tallies[i].counts.awaiting = n;
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        error.get_or_insert(StopReason::Sink(e));
+                    }
+                }
+            }
         }
         let mut total = Tally::default();
         for (report, tally) in sources.iter_mut().zip(tallies) {

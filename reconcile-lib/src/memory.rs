@@ -256,4 +256,24 @@ impl Sink for MemorySink {
         }
         Ok(recovered)
     }
+
+    async fn awaiting(
+        &self,
+        sources: &[CallSource],
+    ) -> Result<Vec<(CallSource, u64)>, MemoryError> {
+        let state = self.state();
+        Ok(sources
+            .iter()
+            .map(|source| {
+                let n = state
+                    .calls
+                    .values()
+                    .filter(|c| {
+                        c.delivery == Delivery::Awaiting && c.detail.detail.row.source == *source
+                    })
+                    .count();
+                (source.clone(), n as u64)
+            })
+            .collect())
+    }
 }

@@ -23,7 +23,9 @@ pub struct Counts {
     pub pages: u64,
     /// Distinct calls listed.
     pub listed: u64,
-    /// Calls stored for the first time (recovered and backfilled ones included).
+    /// Calls stored for the first time (those recovered or backfilled as they are stored
+    /// included). A call stored by an earlier run while awaiting its webhook and recovered by
+    /// this one counts in `recovered` only: `recovered` can exceed `new`.
     pub new: u64,
     /// Listed calls already stored, unchanged.
     pub known: u64,
@@ -40,6 +42,11 @@ pub struct Counts {
     pub failed: u64,
     /// Call details read.
     pub details_fetched: u64,
+    /// Calls of the source stored and still awaiting their webhook when the run ended: scored
+    /// within the delivery grace, so neither delivered nor yet counted as missed. A later run
+    /// settles each (delivered, or recovered if its webhook never comes). Not a count of this
+    /// run's work; 0 in a dry run.
+    pub awaiting: u64,
 }
 
 impl Counts {
@@ -55,6 +62,7 @@ impl Counts {
         self.changed_silently += other.changed_silently;
         self.failed += other.failed;
         self.details_fetched += other.details_fetched;
+        self.awaiting += other.awaiting;
     }
 }
 

@@ -261,6 +261,16 @@ pub trait Sink: Send + Sync + 'static {
         let _ = (missed_before, run_id, now, sources);
         async { Ok(Vec::new()) }
     }
+
+    /// How many stored calls of each of `sources` are still [`Delivery::Awaiting`] their
+    /// webhook (after [`Sink::settle_awaiting`]); a source with none may be left out.
+    fn awaiting(
+        &self,
+        sources: &[CallSource],
+    ) -> impl Future<Output = Result<Vec<(CallSource, u64)>, Self::Error>> + Send {
+        let _ = sources;
+        async { Ok(Vec::new()) }
+    }
 }
 
 /// What a sink compares to tell a changed call from an unchanged one, and an older detail

@@ -43,11 +43,14 @@ pub mod sandbox;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::FromArgMatches as _;
 
 /// Parses the command line, runs the command and returns the documented exit code.
 pub fn main_entry() -> ExitCode {
-    let cli = match commands::Cli::try_parse() {
+    let parsed = commands::command()
+        .try_get_matches()
+        .and_then(|matches| commands::Cli::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             // clap prints help/version on stdout (exit 0) and usage errors on stderr (exit 2).

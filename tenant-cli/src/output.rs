@@ -1,4 +1,5 @@
-//! Output: data on stdout (a comfy-table by default, JSON with `--json`), messages and progress on
+//! Output: data on stdout (a comfy-table by default, JSON with `--json`: indented on a
+//! terminal, one object per line when stdout is a pipe or a file), messages and progress on
 //! stderr; progress bars only on a terminal, never with `--json` or `NO_COLOR`. A reader that went
 //! away (`svc-cli … | head -0`, stderr closed too) is not an error: what it would have read is
 //! dropped and the command ends with its usual exit code, never a panic.
@@ -24,6 +25,9 @@ pub struct Output {
     pub json: bool,
     /// Whether progress bars may be drawn.
     pub progress: bool,
+    /// Whether `--json` is indented for a person (stdout is a terminal); otherwise each
+    /// object is one line, so that a log of runs (cron's `>> file`) is JSON Lines.
+    pub pretty: bool,
 }
 
 impl Output {
@@ -33,15 +37,20 @@ impl Output {
         Self {
             json,
             progress: !json && !no_color && std::io::stderr().is_terminal(),
+            pretty: std::io::stdout().is_terminal(),
         }
     }
 
-    /// Writes `value` as pretty JSON on stdout.
+    /// Writes `value` as JSON on stdout: indented on a terminal, else on one line.
     ///
     /// # Errors
     /// When stdout is closed.
     pub fn json_data<T: Serialize>(&self, value: &T) -> anyhow::Result<()> {
-        let text = serde_json::to_string_pretty(value)?;
+        let text = if self.pretty {
+            serde_json::to_string_pretty(value)?
+        } else {
+            serde_json::to_string(value)?
+        };
         stdout_line(&text)
     }
 

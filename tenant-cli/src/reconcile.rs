@@ -25,6 +25,9 @@ pub struct Report {
     pub run: RunReport,
     /// The process's exit code.
     pub exit_code: u8,
+    /// The run's delivery grace (for the note on awaiting calls).
+    #[serde(skip)]
+    pub delivery_grace: std::time::Duration,
 }
 
 impl Deref for Report {
@@ -70,11 +73,16 @@ pub async fn run(
                 Outcome::CallsFailed => exit::FAILURE,
                 _ => exit::FAILURE,
             };
-            Report { run, exit_code }
+            Report {
+                run,
+                exit_code,
+                delivery_grace: options.delivery_grace,
+            }
         }
         Err(RunError { reason, report }) => Report {
             exit_code: stop_code(&reason),
             run: *report,
+            delivery_grace: options.delivery_grace,
         },
     };
     if let Some(run_id) = report.run_id
@@ -91,6 +99,28 @@ pub async fn run(
         }
     }
     report
+}
+
+/// What the calls still awaiting their webhook mean, for the run's notes: not missed (yet),
+/// and not delivered either, so that a clean run right after lost webhooks does not read as
+/// "nothing missed".
+pub fn awaiting_note(awaiting: u64, grace: std::time::Duration) -> String {
+    format!(
+        "{awaiting} stored call(s) awaiting their webhook: scored within the last {} (the \
+         delivery grace), so not counted as missed yet; a later run reports each as delivered, \
+         or recovered if its webhook never comes",
+        humantime_secs(grace)
+    )
+}
+
+/// `grace` as the flag takes it (`30m`, `90s`, `2h`).
+fn humantime_secs(grace: std::time::Duration) -> String {
+    let secs = grace.as_secs();
+    match secs {
+        s if s > 0 && s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s > 0 && s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
 }
 
 /// The exit code of a run that stopped for `reason`.
@@ -118,6 +148,7 @@ impl Report {
             "backfilled",
             "changed",
             "failed",
+            "awaiting",
             "watermark",
         ]);
         let row = |name: &str, from: &str, to: &str, c: &Counts, watermark: &str| {
@@ -133,6 +164,7 @@ impl Report {
                 c.backfilled.to_string(),
                 c.changed_silently.to_string(),
                 c.failed.to_string(),
+                c.awaiting.to_string(),
                 watermark.to_owned(),
             ]
         };
@@ -195,6 +227,9 @@ impl Report {
                     self.totals.changed_silently
                 )
             ));
+        }
+        if self.totals.awaiting > 0 {
+            notes.push(awaiting_note(self.totals.awaiting, self.delivery_grace));
         }
         for failed in &self.failed_calls {
             notes.push(format!(

@@ -228,6 +228,28 @@ impl Store {
         })
     }
 
+    /// How many stored calls of each of `sources` are still awaiting their webhook.
+    ///
+    /// # Errors
+    /// A database error.
+    pub fn awaiting(&self, sources: &[impl AsRef<str>]) -> Result<Vec<(String, u64)>, StoreError> {
+        self.read(|db| {
+            let mut counts = Vec::new();
+            for source in sources {
+                let rows = db.query(
+                    "SELECT COUNT(*) FROM calls WHERE delivery = 'awaiting' AND source = $1",
+                    params![source.as_ref()],
+                )?;
+                let n = match rows.first() {
+                    Some(row) => row.count(0)?,
+                    None => 0,
+                };
+                counts.push((source.as_ref().to_owned(), n));
+            }
+            Ok(counts)
+        })
+    }
+
     /// Records that a listed call's detail could not be stored (retried by later runs).
     ///
     /// # Errors

@@ -180,4 +180,13 @@ impl Sink for Store {
             .map(|(id, source)| (CallId::from_service(id), CallSource::from(source.as_str())))
             .collect())
     }
+
+    async fn awaiting(&self, sources: &[CallSource]) -> Result<Vec<(CallSource, u64)>, StoreError> {
+        let names: Vec<String> = sources.iter().map(|s| s.as_str().to_owned()).collect();
+        let counts = self.blocking(move |s| s.awaiting(&names)).await?;
+        Ok(counts
+            .into_iter()
+            .map(|(source, n)| (CallSource::from(source.as_str()), n))
+            .collect())
+    }
 }

@@ -329,6 +329,13 @@ async fn with_a_ledger_a_call_without_webhook_awaits_then_is_recovered<S: Sink>(
             Stored::New(Delivery::Awaiting),
         ]
     );
+    let counts = |n: u64| vec![(CallSource::Roleplay, n), (CallSource::RealCall, 0)];
+    let both = [CallSource::Roleplay, CallSource::RealCall];
+    assert_eq!(
+        sink.awaiting(&both).await.expect("awaiting"),
+        counts(1),
+        "the recent call awaits its webhook"
+    );
     let later = at("2026-01-21T00:00:00Z");
     let recovered = sink
         .settle_awaiting(later, run.context.run_id, later, &[CallSource::RealCall])
@@ -348,6 +355,11 @@ async fn with_a_ledger_a_call_without_webhook_awaits_then_is_recovered<S: Sink>(
         .await
         .expect("settle again");
     assert!(again.is_empty(), "recovered once");
+    assert_eq!(
+        sink.awaiting(&both).await.expect("awaiting"),
+        counts(0),
+        "settled: nothing awaits"
+    );
 }
 
 async fn a_second_run_cannot_take_the_lock_while_the_first_holds_it<S: Sink>(sink: S) {

@@ -32,7 +32,7 @@ pub enum InboxCommand {
 /// The store flag every inbox command takes.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
-    /// The local store `webhook serve` writes: a file or postgres://… [env: SVC_STORE]
+    /// The local store `webhook serve` writes: a file or postgres://…
     #[arg(long, env = "SVC_STORE", hide_env_values = true, value_name = "PATH|URL", value_parser = StoreLocation::parse)]
     store: StoreLocation,
 }

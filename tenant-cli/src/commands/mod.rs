@@ -65,7 +65,8 @@ pub struct GlobalArgs {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub insecure_http: bool,
-    /// Machine output: JSON data only on stdout, messages on stderr
+    /// Machine output: JSON data only on stdout (indented on a terminal, one object per line
+    /// into a pipe or a file: a cron log is JSON Lines), messages on stderr
     #[arg(long, global = true)]
     pub json: bool,
     /// Per-request timeout in seconds
@@ -83,6 +84,41 @@ pub struct GlobalArgs {
         hide = true
     )]
     pub retry_base_ms: u64,
+}
+
+/// The global flags that only matter to a command calling the service.
+const SERVICE_FLAGS: [&str; 7] = [
+    "base_url",
+    "api_key",
+    "profile",
+    "config",
+    "insecure_http",
+    "timeout",
+    "retries",
+];
+
+/// The commands that never call the service, by path: their help leaves out
+/// [`SERVICE_FLAGS`] (still accepted, as every global flag is, so that a shared alias or
+/// environment does not break them).
+const LOCAL_COMMANDS: [[&str; 2]; 3] =
+    [["store", "stats"], ["store", "export"], ["store", "report"]];
+
+/// The command line's definition, as parsed and as `--help` shows it.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory as _;
+    let cli = Cli::command();
+    // A subcommand that already has an argument of a global flag's id keeps it instead of a
+    // copy of the global one: give the local commands hidden copies.
+    let hidden: Vec<clap::Arg> = cli
+        .get_arguments()
+        .filter(|a| SERVICE_FLAGS.contains(&a.get_id().as_str()))
+        .map(|a| a.clone().hide(true))
+        .collect();
+    LOCAL_COMMANDS.iter().fold(cli, |cli, [group, name]| {
+        cli.mut_subcommand(group, |group| {
+            group.mut_subcommand(name, |command| command.args(hidden.iter().cloned()))
+        })
+    })
 }
 
 impl std::fmt::Debug for GlobalArgs {

@@ -46,7 +46,8 @@ impl SourceArg {
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Exit codes:
-  0   clean: every listed call is stored, nothing was missed or changed
+  0   clean: every listed call is stored, nothing was missed or changed (calls scored within
+      the delivery grace are not missed yet: the report's awaiting count says how many)
   3   the run succeeded but recovered calls whose webhook never arrived, or found calls whose
       score changed with no webhook (alert on it: webhooks are being lost)
   1   a listed call's detail could not be stored (recorded; the next runs read it again)
@@ -56,7 +57,7 @@ Exit codes:
       connection errors) after retries; the watermark did not move, run again later")]
 pub struct ReconcileArgs {
     /// The local store: a file (created on the first run; its directory must exist) or a
-    /// PostgreSQL database, postgres://… (shared by runs on several hosts) [env: SVC_STORE]
+    /// PostgreSQL database, postgres://… (shared by runs on several hosts)
     #[arg(long, env = "SVC_STORE", hide_env_values = true, value_name = "PATH|URL", value_parser = StoreLocation::parse)]
     store: StoreLocation,
     /// Which calls to reconcile
@@ -91,8 +92,9 @@ pub struct ReconcileArgs {
     #[arg(long, default_value = "30m", value_parser = parse_duration, value_name = "DUR")]
     delivery_grace: Duration,
     /// After the run, write its figures here in the Prometheus text format, atomically (for
-    /// node_exporter's textfile collector: a path ending in .prom in its directory)
-    #[arg(long, value_name = "PATH", conflicts_with = "dry_run")]
+    /// node_exporter's textfile collector: a path ending in .prom in its directory); a dry
+    /// run leaves it as it is
+    #[arg(long, value_name = "PATH")]
     metrics_file: Option<PathBuf>,
     #[command(flatten)]
     log: LogArgs,
@@ -169,6 +171,13 @@ impl ReconcileArgs {
         progress.finish_and_clear();
         if ctx.out.json {
             ctx.out.json_data(&report)?;
+            // Data on stdout, logs on stderr: with JSON logs the run's notes stay, one event
+            // each (as plain text they would only repeat the JSON report).
+            if self.log.log_format == LogFormat::Json {
+                for note in report.table().1 {
+                    self.log.note(&ctx.out, &note);
+                }
+            }
         } else {
             let (table, notes) = report.table();
             ctx.out.table(&table)?;
@@ -178,6 +187,16 @@ impl ReconcileArgs {
         }
         let mut exit_code = report.exit_code;
         if let Some(path) = &self.metrics_file
+            && self.dry_run
+        {
+            self.log.note(
+                &ctx.out,
+                &format!(
+                    "dry run: the metrics file {} is not written",
+                    path.display()
+                ),
+            );
+        } else if let Some(path) = &self.metrics_file
             && let Err(e) = write_figures(path, &store, &options, &report).await
         {
             self.log.error(&format!(

@@ -2,18 +2,28 @@
 //! real v1 API that sends real signed webhooks and can inject faults ([`crate::sandbox`]).
 //! Prints the `export` lines that point the integration at it, then serves until Ctrl-C; beside
 //! it, on its own address, the rep console ([`crate::console`]).
+//!
+//! Its subcommands are the service operator's real-call steps on the sandbox's database,
+//! running or stopped, for the sandbox's tenant (read from the credentials file beside the
+//! database): switch an agency's real calls on or off, ingest dialer records, re-disposition a
+//! call. They do what `svc-service agency …` and `svc-service calls …` do, without the second
+//! binary or the tenant id.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 
 use super::Ctx;
 use crate::exit::CliError;
 
 /// `sandbox` flags.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct SandboxArgs {
+    /// An operator step on the sandbox's database instead of serving
+    #[command(subcommand)]
+    pub command: Option<SandboxCommand>,
     /// Address to serve the API on
     #[arg(long, default_value = "127.0.0.1:8787")]
     pub listen: SocketAddr,
@@ -49,17 +59,95 @@ pub struct SandboxArgs {
     pub retry_delay: u64,
 }
 
+/// The sandbox's database, for an operator step.
+#[derive(Debug, Args)]
+pub struct SandboxDb {
+    /// The sandbox's database (running or stopped; made by `svc-cli sandbox`)
+    #[arg(long, value_name = "PATH", default_value = "svc-sandbox.db")]
+    pub db: PathBuf,
+}
+
+/// The operator's real-call steps, on the sandbox's tenant.
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Switch an agency on for real calls (its dialer records are then ingested and scored)
+    EnableRealCalls {
+        #[command(flatten)]
+        db: SandboxDb,
+        /// Service agency id (svc_agency_…: the id `svc-cli agencies upsert` prints)
+        #[arg(long, value_name = "ID")]
+        agency_id: String,
+        /// The agency dials through a third-party platform: its dialer's agent ids are never
+        /// matched against platformAgentId
+        #[arg(long)]
+        third_party_dialer: bool,
+        /// How the agency's calls are graded: the service's rubric, or the agency's own
+        /// scorecard
+        #[arg(long, value_parser = ["default", "own"], default_value = "default")]
+        rubric: String,
+    },
+    /// Switch an agency off for real calls (later records are dropped: agency_not_enabled)
+    DisableRealCalls {
+        #[command(flatten)]
+        db: SandboxDb,
+        /// Service agency id (svc_agency_…)
+        #[arg(long, value_name = "ID")]
+        agency_id: String,
+    },
+    /// Ingest dialer records as real calls (a JSON array or JSON lines; `-` reads stdin): one
+    /// result per record, then a summary; a running sandbox sends their webhooks. Exit 1 when
+    /// a record was invalid
+    IngestReal {
+        #[command(flatten)]
+        db: SandboxDb,
+        /// The records; relative recording paths are read from this file's directory
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// Change a real call's disposition and score it again, as a dialer's correction does: no
+    /// webhook is sent (reconcile's --refresh-real finds it)
+    Redisposition {
+        #[command(flatten)]
+        db: SandboxDb,
+        /// The real call (svc_call_…)
+        #[arg(long, value_name = "ID")]
+        call_id: String,
+        /// The new disposition
+        #[arg(long, value_parser = ["sale", "no_sale", "callback", "not_interested"])]
+        disposition: String,
+    },
+}
+
+impl SandboxCommand {
+    #[cfg(feature = "sandbox")]
+    fn db(&self) -> &std::path::Path {
+        match self {
+            Self::EnableRealCalls { db, .. }
+            | Self::DisableRealCalls { db, .. }
+            | Self::IngestReal { db, .. }
+            | Self::Redisposition { db, .. } => &db.db,
+        }
+    }
+}
+
 impl SandboxArgs {
-    /// Starts the sandbox and serves until Ctrl-C (or SIGTERM).
+    /// Starts the sandbox and serves until Ctrl-C (or SIGTERM), or runs an operator step on
+    /// its database.
     ///
     /// # Errors
     /// A bad fault spec or roster file (exit 2), an address in use or a database that cannot
-    /// be opened (exit 1).
+    /// be opened (exit 1); for a step, no sandbox at `--db` (exit 2), or what the step fails
+    /// with.
     pub async fn exec(self, ctx: &Ctx) -> anyhow::Result<()> {
         #[cfg(feature = "sandbox")]
         {
-            check_console_address(&self, ctx)?;
-            run(self, ctx).await
+            match self.command {
+                Some(command) => operate(command, ctx).await,
+                None => {
+                    check_console_address(&self, ctx)?;
+                    run(self, ctx).await
+                }
+            }
         }
         #[cfg(not(feature = "sandbox"))]
         {
@@ -93,6 +181,92 @@ fn check_console_address(args: &SandboxArgs, ctx: &Ctx) -> Result<(), CliError> 
          with the sandbox's API key (--console-allow-remote)"
     ));
     Ok(())
+}
+
+/// Runs an operator step on the sandbox's database, for its tenant.
+#[cfg(feature = "sandbox")]
+async fn operate(command: SandboxCommand, ctx: &Ctx) -> anyhow::Result<()> {
+    use svc_service::operator::agency::{AgencyArgs, AgencyCommand, RubricArg};
+    use svc_service::operator::calls::{CallsArgs, CallsCommand};
+    use svc_service::operator::{Reported, Usage};
+
+    let db = command.db().to_path_buf();
+    if !db.is_file() {
+        return Err(CliError::Usage(format!(
+            "no sandbox database at {} (`svc-cli sandbox --db {}` creates one)",
+            db.display(),
+            db.display()
+        ))
+        .into());
+    }
+    let tenant = crate::sandbox::read_credentials(&db)
+        .map_err(|e| CliError::Usage(format!("{e:#}")))?
+        .tenant_id;
+    let json = ctx.out.json;
+    let calls = |command| CallsArgs {
+        db: db.clone(),
+        audio_dir: None,
+        json,
+        command,
+    };
+    let agency = |command| AgencyArgs {
+        db: db.clone(),
+        json,
+        command,
+    };
+    let done = match command {
+        SandboxCommand::EnableRealCalls {
+            agency_id,
+            third_party_dialer,
+            rubric,
+            ..
+        } => {
+            agency(AgencyCommand::EnableRealCalls {
+                tenant,
+                agency_id,
+                third_party_dialer,
+                rubric: if rubric == "own" {
+                    RubricArg::Own
+                } else {
+                    RubricArg::Default
+                },
+            })
+            .exec()
+            .await
+        }
+        SandboxCommand::DisableRealCalls { agency_id, .. } => {
+            agency(AgencyCommand::DisableRealCalls { tenant, agency_id })
+                .exec()
+                .await
+        }
+        SandboxCommand::IngestReal { file, .. } => {
+            calls(CallsCommand::IngestReal { tenant, file })
+                .exec()
+                .await
+        }
+        SandboxCommand::Redisposition {
+            call_id,
+            disposition,
+            ..
+        } => {
+            calls(CallsCommand::Redisposition {
+                tenant,
+                call_id,
+                disposition,
+            })
+            .exec()
+            .await
+        }
+    };
+    done.map_err(|e| {
+        if let Some(Usage(message)) = e.downcast_ref::<Usage>() {
+            CliError::Usage(message.clone()).into()
+        } else if let Some(Reported(code)) = e.downcast_ref::<Reported>() {
+            CliError::Reported(*code).into()
+        } else {
+            e
+        }
+    })
 }
 
 #[cfg(feature = "sandbox")]

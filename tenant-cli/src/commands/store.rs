@@ -49,7 +49,7 @@ pub enum StoreCommand {
 /// Flags of `store report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The local store: a file or postgres://… [env: SVC_STORE]
+    /// The local store: a file or postgres://…
     #[arg(long, env = "SVC_STORE", hide_env_values = true, value_name = "PATH|URL", value_parser = StoreLocation::parse)]
     store: StoreLocation,
     /// The HTML file to write (replaced whole when it exists)
@@ -64,7 +64,7 @@ pub struct ReportArgs {
 /// Flags of `store stats`.
 #[derive(Debug, Args)]
 pub struct StatsArgs {
-    /// The local store: a file or postgres://… [env: SVC_STORE]
+    /// The local store: a file or postgres://…
     #[arg(long, env = "SVC_STORE", hide_env_values = true, value_name = "PATH|URL", value_parser = StoreLocation::parse)]
     store: StoreLocation,
 }
@@ -72,7 +72,7 @@ pub struct StatsArgs {
 /// Flags of `store export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// The local store: a file or postgres://… [env: SVC_STORE]
+    /// The local store: a file or postgres://…
     #[arg(long, env = "SVC_STORE", hide_env_values = true, value_name = "PATH|URL", value_parser = StoreLocation::parse)]
     store: StoreLocation,
     /// Only this source's calls

@@ -172,8 +172,13 @@ impl RunFigures<'_> {
             ),
             per_source(
                 "svc_cli_reconcile_run_new_calls",
-                "Calls the last run stored for the first time (recovered and backfilled included).",
+                "Calls the last run stored for the first time. A call stored by an earlier run while awaiting its webhook and recovered by this one counts in svc_cli_reconcile_run_recovered_calls only, so recovered can exceed new.",
                 |c| c.new,
+            ),
+            per_source(
+                "svc_cli_reconcile_run_awaiting_calls",
+                "Stored calls still awaiting their webhook after the last run: scored within the delivery grace, not missed yet (a later run settles them).",
+                |c| c.awaiting,
             ),
             per_source(
                 "svc_cli_reconcile_run_recovered_calls",

@@ -229,8 +229,31 @@ pub fn grouped_bars(
     frame.finish()
 }
 
+/// Dash patterns of the lines, one per series in turn (solid first): two series that run
+/// together stay told apart by their pattern, not only by their colour.
+pub const DASHES: [&str; 4] = ["", "7 4", "2 3", "10 3 2 3"];
+
+/// The dash pattern of series `n`.
+pub fn dash(n: usize) -> &'static str {
+    DASHES[n % DASHES.len()]
+}
+
+/// How far (in the chart's units) series `n` of `count` is drawn from its category's centre:
+/// series fan out across the slot, so that equal values stand side by side instead of one
+/// covering the other. A point's radius is 3.5, so 8 apart never overlap while the slot has
+/// room.
+fn fan_out(n: usize, count: usize, slot: f64) -> f64 {
+    if count < 2 {
+        return 0.0;
+    }
+    let spread = (slot * 0.7 / count as f64).min(8.0);
+    (n as f64 - (count - 1) as f64 / 2.0) * spread
+}
+
 /// One line per series over an even axis of `categories`; a series' points are
-/// `(category index, value, how many calls)`; values run from 0 to 100.
+/// `(category index, value, how many calls)`; values run from 0 to 100. Series are drawn
+/// side by side within each category and each with its own dash pattern ([`dash`]), so lines
+/// with equal values all show.
 pub fn score_lines(
     id: &str,
     label: &str,
@@ -244,25 +267,34 @@ pub fn score_lines(
     }
     let (width, left) = slots(categories.len());
     let x_of = |i: usize| left(i) + width / 2.0;
-    for s in series {
+    // Every line first, then every point: no line runs over another series' point.
+    for (n, s) in series.iter().enumerate() {
+        let dx = fan_out(n, series.len(), width);
         let points: Vec<String> = s
             .values
             .iter()
-            .map(|(i, v, _)| format!("{:.1},{:.1}", x_of(*i), frame.y(*v)))
+            .map(|(i, v, _)| format!("{:.1},{:.1}", x_of(*i) + dx, frame.y(*v)))
             .collect();
         if points.len() > 1 {
+            let dashes = match dash(n) {
+                "" => String::new(),
+                d => format!(r#" stroke-dasharray="{d}""#),
+            };
             let _ = write!(
                 frame.out,
-                r#"<polyline class="line" fill="none" stroke="{color}" stroke-width="2" points="{p}"/>"#,
+                r#"<polyline class="line" data-series="{n}" fill="none" stroke="{color}" stroke-width="2"{dashes} points="{p}"/>"#,
                 color = escape(s.color),
                 p = points.join(" "),
             );
         }
+    }
+    for (n, s) in series.iter().enumerate() {
+        let dx = fan_out(n, series.len(), width);
         for (i, value, calls) in s.values.iter() {
             let _ = write!(
                 frame.out,
-                r#"<circle class="point" cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{color}"><title>{t}</title></circle>"#,
-                x = x_of(*i),
+                r##"<circle class="point" data-series="{n}" cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{color}" stroke="#fff" stroke-width="1"><title>{t}</title></circle>"##,
+                x = x_of(*i) + dx,
                 y = frame.y(*value),
                 color = escape(s.color),
                 t = escape(&format!(
@@ -280,6 +312,25 @@ pub fn score_lines(
         }
     }
     frame.finish()
+}
+
+/// A legend of lines: a sample of each series' line (its colour and dash pattern) and its name.
+pub fn line_legend<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let mut out = String::from(r#"<ul class="legend">"#);
+    for (n, (label, color)) in entries.into_iter().enumerate() {
+        let dashes = match dash(n) {
+            "" => String::new(),
+            d => format!(r#" stroke-dasharray="{d}""#),
+        };
+        let _ = write!(
+            out,
+            r#"<li><svg width="28" height="12" aria-hidden="true"><line x1="1" x2="27" y1="6" y2="6" stroke="{c}" stroke-width="2"{dashes}/><circle cx="14" cy="6" r="3.5" fill="{c}"/></svg>{l}</li>"#,
+            c = escape(color),
+            l = escape(label),
+        );
+    }
+    out.push_str("</ul>");
+    out
 }
 
 /// A legend: one swatch and name per series.
@@ -349,5 +400,47 @@ mod tests {
         let svg = score_lines("t", "Scores", &[], &[], "No scored calls");
         assert!(svg.contains("No scored calls"));
         assert!(!svg.contains("polyline"));
+    }
+
+    /// The `cx` of every point of series `n`.
+    fn xs(svg: &str, n: usize) -> Vec<String> {
+        svg.split(&format!(r#"<circle class="point" data-series="{n}" cx=""#))
+            .skip(1)
+            .map(|rest| rest.split('"').next().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn two_series_with_equal_values_are_drawn_side_by_side_with_their_own_dashes() {
+        let points: Vec<Point> = vec![(0, 75.0, 2), (1, 75.0, 2)];
+        let categories = vec!["2026-03-01".to_owned(), "2026-03-02".to_owned()];
+        let series = [
+            Series {
+                label: "agency-1",
+                color: PALETTE[0],
+                values: points.as_slice(),
+            },
+            Series {
+                label: "agency-2",
+                color: PALETTE[1],
+                values: points.as_slice(),
+            },
+        ];
+        let svg = score_lines("t", "Scores", &categories, &series, "none");
+        let (first, second) = (xs(&svg, 0), xs(&svg, 1));
+        assert_eq!((first.len(), second.len()), (2, 2), "{svg}");
+        for (a, b) in first.iter().zip(&second) {
+            let (a, b): (f64, f64) = (a.parse().unwrap_or(0.0), b.parse().unwrap_or(0.0));
+            assert!(
+                (a - b).abs() >= 7.0,
+                "points 3.5 in radius do not cover each other: {svg}"
+            );
+        }
+        assert!(
+            svg.contains(r##"data-series="1" fill="none" stroke="#e07a1f" stroke-width="2" stroke-dasharray="7 4""##),
+            "{svg}"
+        );
+        let legend = line_legend(series.iter().map(|s| (s.label, s.color)));
+        assert!(legend.contains(r#"stroke-dasharray="7 4""#), "{legend}");
     }
 }

@@ -1,13 +1,18 @@
 //! The report as one self-contained HTML page: inline CSS and SVG, no script, no external
 //! resource (its Content-Security-Policy forbids any), so it opens offline and prints. Every
 //! value from the store is escaped.
+//!
+//! It reads at any width: the charts scale with their `viewBox` (no minimum width, no sideways
+//! scrolling), long ids wrap anywhere rather than widen their table, and on a narrow screen
+//! (640 px and less) each table row stacks into a card whose cells name their column
+//! (`data-label`).
 
 use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
 
 use super::Report;
-use super::chart::{self, PALETTE, Series, legend, meter};
+use super::chart::{self, PALETTE, Series, legend, line_legend, meter};
 use super::model::{BINS, Figures, Point};
 use svc_reconcile::store::report::DayCounts;
 
@@ -234,7 +239,7 @@ fn over_time(page: &mut String, f: &Figures) {
         page,
         r#"<section id="scores-over-time"><h2>Scores over time, per agency</h2><figure><div class="chart-wrap">{svg}</div><figcaption>Average headline score per {bucket} (UTC), one line per agency.</figcaption></figure>{legend}</section>"#,
         bucket = over.bucket.name(),
-        legend = legend(series.iter().map(|s| (s.label, s.color))),
+        legend = line_legend(series.iter().map(|s| (s.label, s.color))),
     );
 }
 
@@ -265,7 +270,7 @@ fn agents(page: &mut String, f: &Figures) {
         );
         let _ = write!(
             page,
-            r#"<tr><td>{label}{id}</td><td>{agency}</td><td class="num">{calls}</td><td class="num">{practice}</td><td class="num">{real}</td><td class="score">{score}</td><td class="num">{compliance}</td></tr>"#,
+            r#"<tr><td data-label="Agent" class="id">{label}{id}</td><td data-label="Agency" class="id">{agency}</td><td data-label="Calls" class="num">{calls}</td><td data-label="Practice" class="num">{practice}</td><td data-label="Real" class="num">{real}</td><td data-label="Average score" class="score">{score}</td><td data-label="Compliance" class="num">{compliance}</td></tr>"#,
             label = escape(&agent.label),
             agency = escape(&agent.agency),
             calls = agent.calls,
@@ -306,7 +311,7 @@ fn delivery_health(page: &mut String, f: &Figures) {
     for (day, d) in f.days.iter().rev() {
         let _ = write!(
             page,
-            r#"<tr><td>{day}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
+            r#"<tr><td data-label="Day">{day}</td><td data-label="Webhooks received" class="num">{}</td><td data-label="Recovered by reconcile" class="num">{}</td><td data-label="Failure events" class="num">{}</td><td data-label="Silent changes" class="num">{}</td></tr>"#,
             d.scored_webhooks,
             d.recovered,
             d.failure_events,

@@ -100,6 +100,23 @@ pub fn credentials_path(db: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The credentials of the sandbox at `db`, from the file beside it.
+///
+/// # Errors
+/// No credentials file (the database was not made by `svc-cli sandbox`), or one that does not
+/// read.
+pub fn read_credentials(db: &Path) -> anyhow::Result<Credentials> {
+    let path = credentials_path(db);
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "reading {} (a database made by `svc-cli sandbox` has it beside it)",
+            path.display()
+        )
+    })?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a sandbox credentials file", path.display()))
+}
+
 /// The address a client on this machine reaches the API at: loopback when the sandbox listens
 /// on every interface (`0.0.0.0`, `::`), since `svc-cli` sends a key over plain HTTP to a
 /// loopback host only (without `--insecure-http`).

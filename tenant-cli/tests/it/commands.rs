@@ -651,3 +651,54 @@ async fn the_api_key_never_appears_in_trace_logs() {
         "the key leaked into logs"
     );
 }
+
+#[tokio::test]
+async fn help_names_the_store_variable_once_and_local_commands_list_no_service_flags() {
+    let sandbox = Sandbox::new();
+    for command in [
+        &["reconcile", "--help"][..],
+        &["store", "stats", "--help"],
+        &["store", "export", "--help"],
+        &["store", "report", "--help"],
+        &["inbox", "dead-letters", "--help"],
+        &["webhook", "serve", "--help"],
+    ] {
+        let run = sandbox.run(command).await;
+        assert_eq!(run.code, 0, "{command:?}: {run:?}");
+        assert_eq!(
+            run.stdout.matches("SVC_STORE").count(),
+            1,
+            "{command:?}: {}",
+            run.stdout
+        );
+    }
+    for command in ["stats", "export", "report"] {
+        let run = sandbox.run(&["store", command, "--help"]).await;
+        for flag in [
+            "--base-url",
+            "--api-key",
+            "--retries",
+            "--timeout",
+            "--profile",
+            "--insecure-http",
+        ] {
+            assert!(
+                !run.stdout.contains(flag),
+                "store {command} does not use {flag}: {}",
+                run.stdout
+            );
+        }
+        assert!(run.stdout.contains("--json"), "{}", run.stdout);
+    }
+    // Still accepted, as every global flag is, and still listed where they matter.
+    let run = sandbox
+        .run(&["--retries", "1", "store", "stats", "--store", "none.db"])
+        .await;
+    assert!(run.stderr.contains("no store at none.db"), "{run:?}");
+    let run = sandbox.run(&["calls", "list", "--help"]).await;
+    assert!(
+        run.stdout.contains("--base-url") && run.stdout.contains("--retries"),
+        "{}",
+        run.stdout
+    );
+}

@@ -15,6 +15,7 @@ mod practice;
 mod reconcile;
 mod roster;
 mod sandbox;
+mod skips;
 mod store_report;
 mod transport;
 mod webhook_serve;

@@ -282,3 +282,157 @@ async fn a_sandbox_on_every_interface_hands_out_a_loopback_base_url() {
         .expect("the sandbox answers its own client");
     sandbox.stop().await.expect("stop");
 }
+
+/// A dialer record of the roster's agency and rep, recorded in `call.wav`.
+fn dialer_record(dialer_call_id: &str, agency_id: &str) -> Value {
+    let lines = [
+        ("customer", "Hello?"),
+        (
+            "agent",
+            "Hi, my name is Ada, I'm a licensed insurance agent. This call is recorded.",
+        ),
+        ("customer", "Okay, I'm listening."),
+        (
+            "agent",
+            "The plan covers your doctors and the premium is forty dollars a month.",
+        ),
+        ("customer", "That sounds good, let's enroll."),
+    ];
+    let transcript: Vec<Value> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, (role, content))| {
+            let start = 4.5 * i as f64;
+            serde_json::json!({ "role": role, "content": content, "startTime": start, "endTime": start + 3.25 })
+        })
+        .collect();
+    serde_json::json!({
+        "dialerCallId": dialer_call_id,
+        "agencyId": agency_id,
+        "rep": { "agentId": "rep-ada", "name": "Ada Lovelace" },
+        "startedAt": "2026-01-15T10:00:00.000Z",
+        "durationSec": 312,
+        "recording": "call.wav",
+        "transcript": transcript,
+        "disposition": "sale",
+        "productLine": "health_plan_enrollment",
+    })
+}
+
+#[tokio::test]
+async fn sandbox_subcommands_enable_real_calls_ingest_a_record_and_re_disposition_it_on_a_running_sandbox()
+ {
+    let dir = TestDir::new();
+    let sandbox = crate::browser::RunningSandbox::start(&dir).await;
+    // The roster's agency, by its service id (POST /agencies of the same name is a no-op 200).
+    let answer = reqwest::Client::new()
+        .post(format!("{}/agencies", sandbox.base_url))
+        .bearer_auth(&sandbox.api_key)
+        .json(&serde_json::json!({ "platformAgencyId": "agency-1", "name": "First Agency" }))
+        .send()
+        .await
+        .expect("the API answers");
+    assert_eq!(answer.status().as_u16(), 200);
+    let agency: Value = answer.json().await.expect("an agency");
+    let agency = agency["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the roster's agency: {agency:#}"))
+        .to_owned();
+
+    let enabled = dir
+        .run(&[
+            "--json",
+            "sandbox",
+            "enable-real-calls",
+            "--db",
+            "sandbox.db",
+            "--agency-id",
+            &agency,
+        ])
+        .await;
+    assert_eq!(enabled.code, 0, "{enabled:?}");
+    assert_eq!(enabled.json()["realCalls"], true, "{enabled:?}");
+
+    dir.write("call.wav", b"RIFF\x1c\x00\x00\x00WAVEfmt fake-pcm");
+    dir.write(
+        "records.jsonl",
+        format!("{}\n", dialer_record("d-1", &agency)),
+    );
+    let ingested = dir
+        .run(&[
+            "--json",
+            "sandbox",
+            "ingest-real",
+            "--db",
+            "sandbox.db",
+            "--file",
+            "records.jsonl",
+        ])
+        .await;
+    assert_eq!(ingested.code, 0, "{ingested:?}");
+    let first: Value = serde_json::from_str(ingested.stdout.lines().next().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {ingested:?}"));
+    let call_id = first["callId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a call: {ingested:?}"))
+        .to_owned();
+    let (status, call) = sandbox.api_get(&format!("/calls/{call_id}")).await;
+    assert_eq!(status, 200, "the running sandbox serves it: {call}");
+    assert_eq!(call["source"], "real_call", "{call:#}");
+
+    let changed = dir
+        .run(&[
+            "--json",
+            "sandbox",
+            "redisposition",
+            "--call-id",
+            &call_id,
+            "--disposition",
+            "no_sale",
+            "--db",
+            "sandbox.db",
+        ])
+        .await;
+    assert_eq!(changed.code, 0, "{changed:?}");
+    assert_eq!(
+        changed.json()["disposition"]["after"],
+        "no_sale",
+        "{changed:?}"
+    );
+    let (_, after) = sandbox.api_get(&format!("/calls/{call_id}")).await;
+    assert_ne!(
+        (&after["score"], &after["scoredAt"]),
+        (&call["score"], &call["scoredAt"]),
+        "the API serves the call scored again: {after:#}"
+    );
+
+    // An invalid record exits 1; no sandbox at --db is a usage error.
+    dir.write("bad.jsonl", "{\"dialerCallId\": \"d-2\"}\n");
+    let bad = dir
+        .run(&[
+            "sandbox",
+            "ingest-real",
+            "--db",
+            "sandbox.db",
+            "--file",
+            "bad.jsonl",
+        ])
+        .await;
+    assert_eq!(bad.code, 1, "{bad:?}");
+    let missing = dir
+        .run(&[
+            "sandbox",
+            "ingest-real",
+            "--db",
+            "none.db",
+            "--file",
+            "records.jsonl",
+        ])
+        .await;
+    assert_eq!(missing.code, 2, "{missing:?}");
+    assert!(
+        missing.stderr.contains("no sandbox database at none.db"),
+        "{missing:?}"
+    );
+    assert!(!dir.path("none.db").exists(), "nothing created");
+}

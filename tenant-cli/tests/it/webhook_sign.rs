@@ -102,7 +102,10 @@ async fn the_curl_command_delivers_the_body_to_a_receiver() {
         .output()
         .is_err()
     {
-        eprintln!("curl is not installed; skipped");
+        svc_fixtures::skip::announce(
+            "the_curl_command_delivers_the_body_to_a_receiver",
+            "curl is not installed",
+        );
         return;
     }
     let (tx, mut events) = mpsc::unbounded_channel();

@@ -29,7 +29,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     listen: SocketAddr,
     /// The local store: a file (created if missing; its directory must exist) or a PostgreSQL
-    /// database, postgres://… (shared by receivers on several hosts) [env: SVC_STORE]
+    /// database, postgres://… (shared by receivers on several hosts)
     #[arg(long, env = "SVC_STORE", hide_env_values = true, value_name = "PATH|URL", value_parser = StoreLocation::parse)]
     store: StoreLocation,
     /// Read the signing secret (whsec_…) from this environment variable

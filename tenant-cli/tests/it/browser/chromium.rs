@@ -6,7 +6,6 @@
 //! Screenshots go to `<test dir>/screenshots/<name>.png`; with `SVC_SCREENSHOT_DIR` set they
 //! are also copied there (as `<test>-<name>.png`) to look at after the run.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -98,11 +97,12 @@ pub(crate) async fn start(test: &str, dir: &Path) -> Option<Browser> {
             );
             // Straight to the process's stderr: the test harness captures `eprintln!` of a
             // passing test, and this line must be seen.
-            let _ = writeln!(
-                std::io::stderr(),
-                "\n############ SKIPPED browser test {test}: {missing} not found. Install \
-                 Debian's `chromium` and `chromium-driver` to run it; {REQUIRE}=1 makes this a \
-                 failure. ############\n"
+            svc_fixtures::skip::announce(
+                &format!("browser test {test}"),
+                &format!(
+                    "{missing} not found. Install Debian's `chromium` and `chromium-driver` to \
+                     run it; {REQUIRE}=1 makes this a failure"
+                ),
             );
             return None;
         }

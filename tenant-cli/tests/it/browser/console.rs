@@ -323,3 +323,58 @@ async fn an_api_key_endpoint_called_from_the_console_page_is_refused_by_the_brow
     );
     browser.close().await;
 }
+
+#[tokio::test]
+async fn every_control_of_the_console_has_an_accessible_name_in_chromiums_accessibility_tree() {
+    let dir = TestDir::new();
+    let Some(browser) = chromium::start("console-names", dir.dir.path()).await else {
+        return;
+    };
+    let sandbox = RunningSandbox::start(&dir).await;
+    open_console(&browser, &sandbox).await;
+    // What a screen reader announces: Chromium's own computed names, not our reading of the
+    // markup (a placeholder alone is not a label, though Chromium falls back to it).
+    browser.cdp("Accessibility.enable", json!({})).await;
+    let tree = browser.cdp("Accessibility.getFullAXTree", json!({})).await;
+    let nodes = tree["nodes"].as_array().expect("the accessibility tree");
+    let controls: Vec<(String, String, String)> = nodes
+        .iter()
+        .filter(|n| n["ignored"] != json!(true))
+        .filter_map(|n| {
+            let role = n["role"]["value"].as_str()?;
+            matches!(
+                role,
+                "button" | "textbox" | "combobox" | "checkbox" | "radio" | "link" | "slider"
+            )
+            .then(|| {
+                let name = n["name"]["value"].as_str().unwrap_or_default().trim();
+                let from = n["name"]["sources"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|s| s["value"]["value"].as_str().is_some_and(|v| !v.is_empty()))
+                    .and_then(|s| s["attribute"].as_str().or(s["type"].as_str()))
+                    .unwrap_or_default();
+                (role.to_owned(), name.to_owned(), from.to_owned())
+            })
+        })
+        .collect();
+    assert!(
+        controls.len() >= 8,
+        "the console's controls are in the tree: {controls:#?}"
+    );
+    for (role, name, from) in &controls {
+        assert!(!name.is_empty(), "a {role} has no name: {controls:#?}");
+        assert_ne!(
+            from, "placeholder",
+            "a {role} is named by its placeholder only ({name}): {controls:#?}"
+        );
+    }
+    assert!(
+        controls
+            .iter()
+            .any(|(role, name, _)| role == "textbox" && name == "Message to the persona"),
+        "the chat input is labelled: {controls:#?}"
+    );
+    browser.close().await;
+}

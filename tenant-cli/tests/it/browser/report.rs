@@ -96,3 +96,123 @@ async fn the_demo_report_renders_its_charts_offline_with_no_console_errors() {
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await;
 }
+
+/// A report of two agencies with equal averages hour by hour, one of them with an id as long
+/// as a UUID, and half the calls in the 80–89 band.
+fn crowded_report() -> String {
+    use svc_cli::report::Report;
+    use svc_cli::report::model::Aggregator;
+    use svc_reconcile::store::report::{DayCounts, ReportCall};
+
+    let long_agency = "agency-0f8fad5b-d9cb-469f-a165-70867728950e-with-a-suffix".to_owned();
+    let long_agent = "agent-7c9e6679-7425-40de-944b-e07fc1f90ae7-of-the-north".to_owned();
+    let start = 1_772_323_200_000_i64; // 2026-03-01T00:00:00Z
+    let mut aggregator = Aggregator::new();
+    for hour in 0..6_i64 {
+        for (agency, agent) in [
+            ("agency-1", "rep-ada"),
+            (long_agency.as_str(), long_agent.as_str()),
+        ] {
+            for score in [84.0, 62.0] {
+                aggregator.add(ReportCall {
+                    source: "roleplay".to_owned(),
+                    agent_id: Some(format!("ag_{agent}")),
+                    agency_id: Some(format!("agy_{agency}")),
+                    platform_agent_id: Some(agent.to_owned()),
+                    platform_agency_id: Some(agency.to_owned()),
+                    listed_ms: Some(start + hour * 3_600_000),
+                    overall_score: Some(score),
+                    compliance_percent: Some(90.0),
+                });
+            }
+        }
+    }
+    let day = DayCounts {
+        scored_webhooks: 20,
+        failure_events: 1,
+        recovered: 4,
+        silent_changes: 0,
+    };
+    let report = Report {
+        store: "calls.db".to_owned(),
+        generated_at: chrono::Utc::now(),
+        since: None,
+        figures: aggregator.finish(vec![("2026-03-01".to_owned(), day)]),
+    };
+    report.to_html()
+}
+
+/// What overflows at the current width: the page sideways, each chart, the 80–89 bar, each
+/// table and the agents' Compliance column against their card; and which of the
+/// scores-over-time points are covered by another.
+const LAYOUT: &str = r#"
+const width = document.documentElement.clientWidth;
+const inside = (el, box) => {
+  const r = el.getBoundingClientRect();
+  return r.left >= box.left - 0.5 && r.right <= box.right + 0.5;
+};
+const card = (el) => el.closest('section').getBoundingClientRect();
+const out = [];
+if (document.documentElement.scrollWidth > width) out.push('page is ' + document.documentElement.scrollWidth + ' wide');
+for (const svg of document.querySelectorAll('svg.chart')) {
+  if (!inside(svg, card(svg))) out.push(svg.id + ' leaves its card');
+  if (svg.getBoundingClientRect().right > width + 0.5) out.push(svg.id + ' leaves the screen');
+}
+const band = [...document.querySelectorAll('#score-distribution-chart rect.bar')]
+  .filter((r) => r.querySelector('title').textContent.includes('80–89'));
+if (band.length === 0) out.push('no 80–89 bar');
+for (const bar of band) {
+  const r = bar.getBoundingClientRect();
+  if (r.right > width + 0.5 || !inside(bar, card(bar))) out.push('the 80–89 bar is cut off');
+}
+for (const table of document.querySelectorAll('table')) {
+  if (!inside(table, card(table))) out.push('a table leaves its card: ' + table.closest('section').id);
+  for (const cell of table.querySelectorAll('td, th')) {
+    if (cell.getClientRects().length && !inside(cell, card(cell))) {
+      out.push('a cell leaves its card: ' + cell.textContent.slice(0, 40));
+      break;
+    }
+  }
+}
+const covered = [];
+for (const point of document.querySelectorAll('#scores-over-time-chart circle.point')) {
+  point.scrollIntoView({ block: 'center', inline: 'center' });
+  const r = point.getBoundingClientRect();
+  const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+  const mark = hit && hit.closest('circle.point');
+  if (mark !== point) covered.push(point.querySelector('title').textContent);
+}
+return { out, covered, points: document.querySelectorAll('#scores-over-time-chart circle.point').length };
+"#;
+
+#[tokio::test]
+async fn the_report_fits_a_phone_and_a_laptop_with_long_ids_and_overlapping_agencies_all_visible() {
+    let dir = TestDir::new();
+    let Some(browser) = chromium::start("report-widths", dir.dir.path()).await else {
+        return;
+    };
+    dir.write("crowded.html", crowded_report());
+    let url = format!("file://{}", dir.path("crowded.html").display());
+    browser.client.goto(&url).await.expect("open the report");
+    browser.wait_for("#delivery-health").await;
+    for (name, size, mobile) in [("laptop", (1280, 800), false), ("phone", PHONE, true)] {
+        browser.viewport(size, mobile).await;
+        browser
+            .run("window.scrollTo(0, 0); return null;", vec![])
+            .await;
+        let layout = browser.run(LAYOUT, vec![]).await;
+        browser.screenshot(&format!("crowded-{name}")).await;
+        assert_eq!(layout["out"], json!([]), "at {name} width: {layout:#}");
+        assert_eq!(
+            layout["points"],
+            json!(12),
+            "two agencies, six hours, a point an hour each: {layout:#}"
+        );
+        assert_eq!(
+            layout["covered"],
+            json!([]),
+            "at {name} width, every point of the two equal agencies shows: {layout:#}"
+        );
+    }
+    browser.close().await;
+}

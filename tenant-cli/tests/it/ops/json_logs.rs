@@ -135,3 +135,52 @@ async fn reconcile_writes_its_notes_and_errors_as_json_lines() {
     let failed = find(&logs, "svc-cli: error: ");
     assert_eq!(failed["level"], "ERROR");
 }
+
+#[tokio::test]
+async fn reconcile_json_into_a_pipe_is_one_line_per_report_with_its_notes_as_json_logs() {
+    let fake = fake().await;
+    let ids = fake.calls.add_many(ROLEPLAY, [hours_ago(2), hours_ago(3)]);
+    record_webhook(
+        &fake.store,
+        "svc_call_older",
+        CallSource::Roleplay,
+        days_ago(3),
+    );
+    record_webhook(&fake.store, &ids[0], CallSource::Roleplay, hours_ago(2));
+    let store = fake.store.to_str().expect("utf-8");
+    let args = [
+        "--json",
+        "reconcile",
+        "--store",
+        store,
+        "--source",
+        "roleplay",
+        "--delivery-grace",
+        "0s",
+        "--retry-base-ms",
+        "1",
+        "--log-format",
+        "json",
+    ];
+    // Twice, appended as cron's `>> log` would: the log is JSON Lines, a report per line.
+    let mut log = String::new();
+    for expected in [3, 0] {
+        let run = fake.sandbox.run(&args).await;
+        assert_eq!(run.code, expected, "{run:?}");
+        assert_eq!(run.stdout.lines().count(), 1, "one line: {}", run.stdout);
+        log.push_str(&run.stdout);
+        if expected == 3 {
+            // The notes are not lost under --json: JSON log events on stderr.
+            let lines: Vec<String> = run.stderr.lines().map(str::to_owned).collect();
+            let logs = parse_lines(&lines);
+            find(&logs, "recovered 1 call(s) whose webhook never arrived");
+        }
+    }
+    let reports: Vec<Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is a report"))
+        .collect();
+    assert_eq!(reports.len(), 2);
+    assert_eq!(reports[0]["totals"]["recovered"], 1);
+    assert_eq!(reports[1]["exitCode"], 0);
+}

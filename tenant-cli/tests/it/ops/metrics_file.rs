@@ -158,3 +158,43 @@ async fn after_a_run_that_recovered_deliveries_the_file_holds_its_figures() {
     );
     assert_eq!(figures["svc_cli_reconcile_run_exit_code"], 0.0);
 }
+
+#[tokio::test]
+async fn a_dry_run_with_a_metrics_file_leaves_the_file_as_it_is_and_says_so() {
+    let fake = fake().await;
+    fake.calls.add_many(ROLEPLAY, [hours_ago(2)]);
+    let metrics = fake.sandbox.path("svc.prom");
+    let metrics_arg = metrics.to_str().expect("utf-8").to_owned();
+    let dry = fake
+        .reconcile(&["--dry-run", "--metrics-file", &metrics_arg])
+        .await;
+    assert_eq!(dry.code, 0, "not a usage error: {dry:?}");
+    assert!(!metrics.exists(), "nothing written by a dry run");
+    assert!(
+        dry.stderr.contains("dry run: the metrics file") && dry.stderr.contains("not written"),
+        "{dry:?}"
+    );
+
+    let run = fake.reconcile(&["--metrics-file", &metrics_arg]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let written = std::fs::read_to_string(&metrics).expect("the metrics file");
+    let dry = fake
+        .reconcile(&["--dry-run", "--metrics-file", &metrics_arg])
+        .await;
+    assert_eq!(dry.code, 0, "{dry:?}");
+    assert_eq!(
+        std::fs::read_to_string(&metrics).expect("the metrics file"),
+        written,
+        "the last real run's figures stay"
+    );
+    // The HELP of new calls says what the figures showed: recovered can exceed new.
+    let help = written
+        .lines()
+        .find(|l| l.starts_with("# HELP svc_cli_reconcile_run_new_calls "))
+        .expect("a HELP line");
+    assert!(
+        !help.contains("recovered and backfilled included"),
+        "{help}"
+    );
+    assert!(help.contains("recovered can exceed new"), "{help}");
+}

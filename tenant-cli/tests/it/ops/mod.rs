@@ -2,6 +2,7 @@
 //! ([`endpoints`], [`readiness`]), `reconcile --metrics-file` ([`metrics_file`]) and
 //! `--log-format json` ([`json_logs`]), each run as the real binary.
 
+mod cron_examples;
 mod endpoints;
 mod json_logs;
 mod metrics_file;

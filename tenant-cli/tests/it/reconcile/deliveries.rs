@@ -97,9 +97,58 @@ async fn with_the_default_grace_fresh_calls_alone_leave_the_run_clean() {
         days_ago(10),
     );
     fake.calls.add_many(ROLEPLAY, [mins_ago(5), mins_ago(8)]);
-    let run = fake.reconcile(&["--source", "roleplay"]).await;
+    let metrics = fake.sandbox.path("reconcile.prom");
+    let run = fake
+        .reconcile(&[
+            "--source",
+            "roleplay",
+            "--metrics-file",
+            metrics.to_str().expect("utf-8 path"),
+        ])
+        .await;
     assert_eq!(run.code, 0, "nothing missed yet: {run:?}");
     let out = report(&run);
     assert_eq!(out["totals"]["new"], json!(2));
     assert_eq!(out["totals"]["recovered"], json!(0));
+    // Clean, but not "nothing missed" for sure: two calls still wait for their webhook.
+    assert_eq!(out["totals"]["awaiting"], json!(2), "{out:#}");
+    assert_eq!(out["sources"][0]["awaiting"], json!(2), "{out:#}");
+    let figures = std::fs::read_to_string(&metrics).expect("the metrics file");
+    assert!(
+        figures.contains(r#"svc_cli_reconcile_run_awaiting_calls{source="roleplay"} 2"#),
+        "{figures}"
+    );
+
+    // The table says it too, with what it means.
+    let store = fake.store.to_str().expect("utf-8 path");
+    let table = fake
+        .sandbox
+        .run(&[
+            "reconcile",
+            "--store",
+            store,
+            "--source",
+            "roleplay",
+            "--retry-base-ms",
+            "1",
+        ])
+        .await;
+    assert_eq!(table.code, 0, "{table:?}");
+    assert!(table.stdout.contains("awaiting"), "{}", table.stdout);
+    assert!(
+        table
+            .stderr
+            .contains("2 stored call(s) awaiting their webhook: scored within the last 30m"),
+        "{table:?}"
+    );
+
+    // Once their grace has passed, they are settled and nothing awaits any more.
+    let settled = fake
+        .reconcile(&["--source", "roleplay", "--delivery-grace", "0s"])
+        .await;
+    assert_eq!(settled.code, 3, "{settled:?}");
+    let out = report(&settled);
+    assert_eq!(out["totals"]["recovered"], json!(2));
+    assert_eq!(out["totals"]["new"], json!(0));
+    assert_eq!(out["totals"]["awaiting"], json!(0));
 }
