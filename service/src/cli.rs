@@ -78,5 +78,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     let stop = svc_ops::shutdown::signal().context("cannot install the signal handlers")?;
+    let stop = async {
+        stop.await;
+        tracing::info!("shutting down");
+    };
     crate::run(config, listener, stop).await
 }
