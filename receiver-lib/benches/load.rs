@@ -734,7 +734,8 @@ fn main() {
         rusqlite::Connection::open(&effects_path).expect("open").execute_batch(SQLITE_EFFECTS).expect("effects table");
         let effects_inbox = SqliteInbox::open(&effects_path, InboxPolicy::default()).expect("inbox");
         let exactly_once = SqliteExactlyOnce::new(effects_inbox, sqlite_effect);
-        #[allow(unused_mut)]
+        // Without the feature `postgres` nothing is added to it.
+        #[cfg_attr(not(feature = "postgres"), allow(unused_mut, clippy::useless_vec))]
         let mut targets = vec![
             ("verify only", Target::Http(serve(verify_only).await)),
             ("inbox (SQLite FULL, group commit)", Target::Http(serve(Router::new().route("/webhooks", inbox_route(InboxReceiver::new(verifier(), inbox)))).await)),
@@ -824,7 +825,7 @@ fn main() {
             use svc_receiver::postgres::PgExactlyOnce;
             let inbox = &postgres.inbox;
             settle("no-op handler (PostgreSQL)", inbox, no_op, 8).await;
-            #[allow(unused_mut)]
+            #[cfg_attr(not(feature = "sqlx-postgres"), allow(unused_mut))]
             let mut settled = settle("exactly once (tokio-postgres)", inbox, PgExactlyOnce::new(inbox.clone(), EffectRow), 8).await;
             #[cfg(feature = "sqlx-postgres")]
             {
