@@ -16,27 +16,50 @@
 //!    so where the log-file row misses the target, no durable design can meet it on that
 //!    machine, and where the SQLite row misses it, no design on SQLite with
 //!    `synchronous=FULL` can.
+//! 7. exactly-once direct mode on SQLite (`SqliteExactlyOnce` through `exactly_once_route`,
+//!    issue 24): verify, then on the inbox's writer thread, inside its group transaction,
+//!    record the delivery as a done entry and run the tenant's effect (one row inserted into
+//!    a small `effects` table in the inbox's file) under a savepoint; the 200 goes out once
+//!    the batch committed.
 //!
-//! With the feature `postgres` and `SVC_TEST_POSTGRES_URL` set (a fresh schema of that server
-//! is used), two more rows: inbox mode and direct mode on PostgreSQL (client-side group commit:
-//! concurrent accepts, or claims and completions, are batched into one transaction), through
-//! the same harness, with the server's own durable settings (`synchronous_commit=on`); the
-//! pool's size is `SVC_BENCH_PG_CONNECTIONS` (16 by default).
+//! With the feature `postgres` and `SVC_TEST_POSTGRES_URL` set (fresh schemas of that server
+//! are used), more rows, through the same harness, with the server's own durable settings
+//! (`synchronous_commit=on`):
+//! - inbox mode and direct mode on PostgreSQL (client-side group commit: concurrent accepts,
+//!   or claims and completions, are batched into one transaction);
+//! - exactly-once direct mode through `tokio-postgres` (`PgExactlyOnce`) and, with the feature
+//!   `sqlx-postgres` too, through `sqlx` (`SqlxPgExactlyOnce`, on a `sqlx::PgPool` of the
+//!   tenant's): per delivery one transaction that takes the id's and signature's locks,
+//!   records the delivery and runs the effect (one row into the tenant's `effects` table),
+//!   not batched with others. Each driver has a tenant schema of its own (where `effects`
+//!   is) with the crate's tables in a schema beside it (`PgDatabase::connect_in_schema`).
+//!
+//! Every pool (the crate's, and the tenant's sqlx pool) has `SVC_BENCH_PG_CONNECTIONS`
+//! connections (16 by default); they stay open for the whole run, so the server needs
+//! `max_connections` of several times that.
 //!
 //! The servers take turns, in three rounds, so that a noisy neighbour slows each of them alike.
-//! Prints deliveries/s and latency percentiles per server, the ratio to verify-only, the CPU
-//! time per delivery (the whole process: server and load generator), the share of the
-//! machine's CPU time left idle and stolen by the hypervisor while each server ran, the size of
-//! the inbox's files and how fast inbox workers settle stored entries (1 and 8 in hand), and
-//! checks that every acknowledged delivery is in the inbox afterwards
-//! (read back through a fresh connection). Target: inbox mode at least 0.6 x verify-only with
-//! a p99 at most 3 x verify-only's. With 64 connections in a closed loop the mean latency is
-//! 64 / throughput, so latency and throughput move together; the ceiling rows show whether
-//! the machine can get there at all.
+//! Prints deliveries/s and latency percentiles per server, the ratio to verify-only and (column
+//! `x PGin`, with PostgreSQL) to the PostgreSQL inbox row, the CPU time per delivery (the whole
+//! process: server and load generator), the share of the machine's CPU time left idle and
+//! stolen by the hypervisor while each server ran, the size of the inbox's files and how fast
+//! inbox workers settle stored entries (the inbox rows' backlogs: a handler that returns at
+//! once, 1 and 8 in hand, and each exactly-once driver in inbox mode, whose HTTP side is the
+//! inbox row's). It checks that every acknowledged delivery is in the inbox afterwards (read
+//! back through a fresh connection), and for every exactly-once row or worker run that each
+//! acknowledged delivery or settled entry has its effect row, none twice.
+//!
+//! Targets: inbox mode at least 0.6 x verify-only with a p99 at most 3 x verify-only's (issue
+//! 13); each exactly-once direct row at least 0.8 x the PostgreSQL inbox row with a p99 under
+//! 10 ms (issue 24: the tenant's write is one extra row in the same transaction), printed as a
+//! line per row after the table ("met" or "missed"). With 64 connections in a closed loop the
+//! mean latency is 64 / throughput, so latency and throughput move together; the ceiling rows
+//! show whether the machine can get there at all.
 //!
 //! Run: `cargo bench -p svc-receiver --bench load` (optionally `-- <seconds per server>`); with
-//! PostgreSQL: `SVC_TEST_POSTGRES_URL=… cargo bench -p svc-receiver --features postgres --bench
-//! load`.
+//! PostgreSQL, every driver: `SVC_TEST_POSTGRES_URL=… cargo bench -p svc-receiver --features
+//! sqlx-postgres --bench load` (`.ci/postgres start DIR` starts a throwaway server and prints
+//! its URL; `--features postgres` leaves the sqlx row out).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -47,15 +70,85 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use hdrhistogram::Histogram;
-use svc_receiver::axum::{InboxReceiver, WebhookReceiver, inbox_route, webhook_route};
+use svc_receiver::axum::{
+    ExactlyOnceReceiver, InboxReceiver, WebhookReceiver, exactly_once_route, inbox_route,
+    webhook_route,
+};
 use svc_receiver::dedup::{DedupPolicy, WebhookId};
-use svc_receiver::sqlite::{InboxPolicy, SqliteDedupStore, SqliteInbox, run_inbox_workers};
-use svc_receiver::{Clock, Keyring, Received, SigningSecret, SystemClock, Verifier, sign};
+use svc_receiver::inbox::Inbox;
+use svc_receiver::sqlite::{
+    InboxPolicy, SqliteDedupStore, SqliteExactlyOnce, SqliteInbox, run_inbox_workers,
+};
+use svc_receiver::{
+    Clock, EventHandler, Keyring, Received, SigningSecret, SystemClock, Verifier, sign,
+};
 
 const SECRET: &str = "whsec_3kX9pQ2vR7mT1wY8zB4nL6cF0hJ5sD";
 const CONNECTIONS: usize = 64;
 /// Each server runs this many times, taking turns with the others.
 const ROUNDS: u32 = 3;
+
+/// The exactly-once rows' tenant table: one row per event, written by the effect in the
+/// transaction that records the delivery.
+const SQLITE_EFFECTS: &str =
+    "CREATE TABLE effects (n INTEGER PRIMARY KEY, webhook_id TEXT NOT NULL,
+                                                    call_id TEXT NOT NULL)";
+
+/// The exactly-once effect on SQLite: one row in `effects`.
+fn sqlite_effect(received: &Received, conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    conn.prepare_cached("INSERT INTO effects (webhook_id, call_id) VALUES (?1, ?2)")?
+        .execute((received.webhook_id.as_str(), &received.event.call_id))
+        .map(drop)
+}
+
+/// The webhook ids of the rows of `path`'s `effects` table, read through a fresh connection.
+fn sqlite_effects(path: &std::path::Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(path).expect("open");
+    let mut select = conn
+        .prepare("SELECT webhook_id FROM effects")
+        .expect("prepare");
+    select
+        .query_map([], |row| row.get(0))
+        .expect("select effects")
+        .collect::<Result<_, _>>()
+        .expect("read effects")
+}
+
+/// Prints and asserts an exactly-once row's check against the webhook ids of its `effects`
+/// rows: every acknowledged delivery's effect is there, and no id's effect twice (a delivery
+/// whose answer timed out may still have committed: effects without an acknowledgement are
+/// allowed, duplicates are not).
+fn check_effects(name: &str, acknowledged: &[String], effects: Vec<String>) {
+    let rows = effects.len();
+    let ids: std::collections::HashSet<String> = effects.into_iter().collect();
+    let missing = acknowledged.iter().filter(|id| !ids.contains(*id)).count();
+    println!(
+        "{name} check: {} acknowledged, {rows} effects for {} ids, {missing} missing",
+        acknowledged.len(),
+        ids.len()
+    );
+    assert_eq!(
+        missing, 0,
+        "{name}: acknowledged deliveries without their effect"
+    );
+    assert_eq!(rows, ids.len(), "{name}: an effect applied twice");
+}
+
+/// Prints and asserts the check of exactly-once inbox workers that settled `settled` entries
+/// of an inbox whose `effects` table was empty: one effect per settled entry, none twice.
+fn check_settled(name: &str, settled: u64, effects: Vec<String>) {
+    let rows = effects.len();
+    let ids = effects
+        .into_iter()
+        .collect::<std::collections::HashSet<_>>()
+        .len();
+    println!("{name} check: {settled} entries settled, {rows} effects for {ids} ids");
+    assert_eq!(
+        rows as u64, settled,
+        "{name}: effects and settled entries differ"
+    );
+    assert_eq!(rows, ids, "{name}: an effect applied twice");
+}
 
 fn verifier() -> Verifier {
     Verifier::new(Keyring::single(SigningSecret::new(SECRET).expect("secret")))
@@ -285,16 +378,55 @@ async fn store_only(inbox: &SqliteInbox, run: &str, duration: Duration) -> RunRe
     result
 }
 
+/// Runs `workers` inbox workers on `inbox`'s stored entries with `handler` (`label` names
+/// it) for 2 s, prints how many entries they settled per second, and returns how many. Where
+/// the backlog ran out meanwhile, the rate is a lower bound, and the line says so.
+async fn settle<I: Inbox, H: EventHandler>(
+    label: &str,
+    inbox: &I,
+    handler: H,
+    workers: usize,
+) -> u64 {
+    let before = inbox.counts().await.expect("counts").1;
+    let started = Instant::now();
+    run_inbox_workers(
+        inbox.clone(),
+        handler,
+        SystemClock,
+        workers,
+        tokio::time::sleep(Duration::from_secs(2)),
+    )
+    .await;
+    let (pending, done, _) = inbox.counts().await.expect("counts");
+    let settled = done - before;
+    let note = if pending == 0 {
+        " (backlog ran out: at least that)"
+    } else {
+        ""
+    };
+    println!(
+        "inbox workers, {label}: {workers} in hand, {:.0} entries settled/s{note}",
+        settled as f64 / started.elapsed().as_secs_f64()
+    );
+    settled
+}
+
 fn rate(result: &RunResult) -> f64 {
     result.acknowledged.len() as f64 / result.elapsed.as_secs_f64()
 }
 
-fn row(name: &str, result: &RunResult, baseline: f64) {
+/// Width of the table's first column.
+const NAME: usize = 40;
+
+/// One line of the table: `baseline` is verify-only's rate, `pg_inbox` the PostgreSQL inbox
+/// row's (the exactly-once target's reference) when there is one.
+fn row(name: &str, result: &RunResult, baseline: f64, pg_inbox: Option<f64>) {
     let h = &result.latency_us;
     let [idle, steal, total] = result.machine;
     let share = |ticks: u64| 100.0 * ticks as f64 / total.max(1) as f64;
+    let to_pg = pg_inbox.map_or_else(|| "-".to_owned(), |pg| format!("{:.2}", rate(result) / pg));
     println!(
-        "{name:<34} {:>9} {:>6} {:>10.0} {:>6.2} {:>8.2} {:>8.2} {:>8.2} {:>7.1} {:>6.0} {:>6.0}",
+        "{name:<NAME$} {:>9} {:>6} {:>10.0} {:>6.2} {to_pg:>6} {:>8.2} {:>8.2} {:>8.2} {:>7.1} {:>6.0} {:>6.0}",
         result.acknowledged.len(),
         result.failed,
         rate(result),
@@ -590,11 +722,20 @@ fn main() {
             }),
         );
         let inbox_path = dir.path().join("inbox.db");
+        // The tenant's table too, for exactly-once inbox workers on this inbox's backlog.
+        rusqlite::Connection::open(&inbox_path).expect("open").execute_batch(SQLITE_EFFECTS).expect("effects table");
         let inbox = SqliteInbox::open(&inbox_path, InboxPolicy::default()).expect("inbox");
+        let inbox_backlog = inbox.clone();
         let store = SqliteDedupStore::open(dir.path().join("dedup.db"), DedupPolicy::default()).expect("store");
         let handler = |_: Received| async { Ok::<(), String>(()) };
         let raw = SqliteInbox::open(dir.path().join("raw.db"), InboxPolicy::default()).expect("inbox");
-        #[allow(unused_mut)]
+        // Exactly once on SQLite: the tenant's table and the inbox in one file.
+        let effects_path = dir.path().join("effects.db");
+        rusqlite::Connection::open(&effects_path).expect("open").execute_batch(SQLITE_EFFECTS).expect("effects table");
+        let effects_inbox = SqliteInbox::open(&effects_path, InboxPolicy::default()).expect("inbox");
+        let exactly_once = SqliteExactlyOnce::new(effects_inbox, sqlite_effect);
+        // Without the feature `postgres` nothing is added to it.
+        #[cfg_attr(not(feature = "postgres"), allow(unused_mut, clippy::useless_vec))]
         let mut targets = vec![
             ("verify only", Target::Http(serve(verify_only).await)),
             ("inbox (SQLite FULL, group commit)", Target::Http(serve(Router::new().route("/webhooks", inbox_route(InboxReceiver::new(verifier(), inbox)))).await)),
@@ -603,13 +744,15 @@ fn main() {
             ("ceiling: in-memory SQLite insert", Target::Http(serve(ceiling()).await)),
             ("durable ceiling: log file", Target::Http(serve(durable_ceiling(Sink::file(&dir.path().join("ceiling.log")))).await)),
             ("durable ceiling: SQLite FULL", Target::Http(serve(durable_ceiling(Sink::sqlite(&dir.path().join("ceiling.db")))).await)),
+            (EO_SQLITE, Target::Http(serve(Router::new().route("/webhooks", exactly_once_route(ExactlyOnceReceiver::new(verifier(), exactly_once)))).await)),
         ];
         #[cfg(feature = "postgres")]
         let postgres = postgres_targets().await;
         #[cfg(feature = "postgres")]
-        if let Some((inbox, direct, _)) = &postgres {
-            targets.push(("inbox (PostgreSQL)", Target::Http(*inbox)));
-            targets.push(("direct + PostgreSQL dedup store", Target::Http(*direct)));
+        if let Some(postgres) = &postgres {
+            for (name, addr) in &postgres.servers {
+                targets.push((*name, Target::Http(*addr)));
+            }
         }
         let mut results: Vec<RunResult> = targets.iter().map(|_| RunResult::empty()).collect();
         let per_round = duration / ROUNDS;
@@ -633,12 +776,24 @@ fn main() {
 
         println!("\n{CONNECTIONS} connections, {seconds} s per server in {ROUNDS} rounds, loopback, {} cores", std::thread::available_parallelism().map_or(0, |n| n.get()));
         println!(
-            "{:<34} {:>9} {:>6} {:>10} {:>6} {:>8} {:>8} {:>8} {:>7} {:>6} {:>6}",
-            "server", "acked", "failed", "per sec", "ratio", "p50 ms", "p99 ms", "max ms", "cpu us", "idle%", "steal%"
+            "{:<NAME$} {:>9} {:>6} {:>10} {:>6} {:>6} {:>8} {:>8} {:>8} {:>7} {:>6} {:>6}",
+            "server", "acked", "failed", "per sec", "ratio", "x PGin", "p50 ms", "p99 ms", "max ms", "cpu us", "idle%", "steal%"
         );
+        let result_of = |name: &str| targets.iter().position(|(n, _)| *n == name).map(|k| &results[k]);
         let baseline = rate(&results[0]);
+        let pg_inbox = result_of(PG_INBOX).map(rate);
         for ((name, _), result) in targets.iter().zip(&results) {
-            row(name, result, baseline);
+            row(name, result, baseline, pg_inbox);
+        }
+        // Issue 24's target for the exactly-once rows.
+        if let Some(pg_inbox) = pg_inbox {
+            for name in [EO_SQLITE, EO_PG, EO_SQLX] {
+                let Some(result) = result_of(name) else { continue };
+                let ratio = rate(result) / pg_inbox;
+                let p99 = result.latency_us.value_at_quantile(0.99) as f64 / 1000.0;
+                let met = if ratio >= 0.8 && p99 < 10.0 { "met" } else { "missed" };
+                println!("target (>= 0.8x {PG_INBOX}, p99 < 10 ms): {name}: {ratio:.2}x, p99 {p99:.2} ms: {met}");
+            }
         }
         let inboxed = &results[1];
         let mib = |path: std::path::PathBuf| std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / 1048576.0);
@@ -653,14 +808,31 @@ fn main() {
             Target::Inbox(raw) => raw.clone(),
             Target::Http(_) => unreachable!("the fourth target is the bare inbox"),
         };
+        let no_op = |_: Received| async { Ok::<(), String>(()) };
         for workers in [1, 8] {
-            let done = |counts: (u64, u64, u64)| counts.1;
-            let before = done(raw.counts().await.expect("counts"));
-            let started = Instant::now();
-            let handler = |_: Received| async { Ok::<(), String>(()) };
-            run_inbox_workers(raw.clone(), handler, SystemClock, workers, tokio::time::sleep(Duration::from_secs(2))).await;
-            let settled = done(raw.counts().await.expect("counts")) - before;
-            println!("inbox workers: {workers} in hand, {:.0} entries settled/s", settled as f64 / started.elapsed().as_secs_f64());
+            settle("no-op handler (SQLite)", &raw, no_op, workers).await;
+        }
+        // Exactly once in inbox mode: the inbox row's backlog, each entry's effect and "done"
+        // mark in one transaction (the HTTP side is the inbox row's: accept, then 200).
+        let mut settled = 0;
+        for workers in [1, 8] {
+            let handler = SqliteExactlyOnce::new(inbox_backlog.clone(), sqlite_effect);
+            settled += settle("exactly once (SQLite)", &inbox_backlog, handler, workers).await;
+        }
+        check_settled("exactly once, inbox mode (SQLite)", settled, sqlite_effects(&inbox_path));
+        #[cfg(feature = "postgres")]
+        if let Some(postgres) = &postgres {
+            use svc_receiver::postgres::PgExactlyOnce;
+            let inbox = &postgres.inbox;
+            settle("no-op handler (PostgreSQL)", inbox, no_op, 8).await;
+            #[cfg_attr(not(feature = "sqlx-postgres"), allow(unused_mut))]
+            let mut settled = settle("exactly once (tokio-postgres)", inbox, PgExactlyOnce::new(inbox.clone(), EffectRow), 8).await;
+            #[cfg(feature = "sqlx-postgres")]
+            {
+                let handler = svc_receiver::postgres::SqlxPgExactlyOnce::new(inbox.clone(), postgres.inbox_pool.clone(), EffectRow);
+                settled += settle("exactly once (sqlx PostgreSQL)", inbox, handler, 8).await;
+            }
+            check_settled("exactly once, inbox mode (PostgreSQL)", settled, pg_effects(&postgres.inbox_effects).await);
         }
 
         // Durability check through a fresh connection: nothing acknowledged may be missing.
@@ -688,35 +860,159 @@ fn main() {
         println!("dedup check: {acked} acknowledged, {done} completed claims stored");
         assert!(done >= acked, "acknowledged deliveries missing from the dedup store");
 
+        // Exactly once: every acknowledged delivery's effect, once.
+        let acked = |name: &str| result_of(name).map_or(&[][..], |result| &result.acknowledged[..]);
+        check_effects(EO_SQLITE, acked(EO_SQLITE), sqlite_effects(&effects_path));
+
         #[cfg(feature = "postgres")]
-        if let Some((_, _, (inbox, store))) = &postgres {
-            use svc_receiver::inbox::Inbox;
-            let (pending, done, dead) = inbox.counts().await.expect("counts");
-            let acked = results[targets.len() - 2].acknowledged.len() as u64;
-            println!("PostgreSQL inbox check: {acked} acknowledged, {} stored", pending + done + dead);
-            assert!(pending + done + dead >= acked, "acknowledged deliveries missing from the PostgreSQL inbox");
-            let done = store.completed_count().await.expect("count");
-            let acked = results[targets.len() - 1].acknowledged.len() as u64;
-            println!("PostgreSQL dedup check: {acked} acknowledged, {done} completed claims stored");
-            assert!(done >= acked, "acknowledged deliveries missing from the PostgreSQL dedup store");
+        if let Some(postgres) = &postgres {
+            let (pending, done, dead) = postgres.inbox.counts().await.expect("counts");
+            let acked_inbox = acked(PG_INBOX).len() as u64;
+            println!("PostgreSQL inbox check: {acked_inbox} acknowledged, {} stored", pending + done + dead);
+            assert!(pending + done + dead >= acked_inbox, "acknowledged deliveries missing from the PostgreSQL inbox");
+            let done = postgres.store.completed_count().await.expect("count");
+            let acked_direct = acked(PG_DIRECT).len() as u64;
+            println!("PostgreSQL dedup check: {acked_direct} acknowledged, {done} completed claims stored");
+            assert!(done >= acked_direct, "acknowledged deliveries missing from the PostgreSQL dedup store");
+            for (name, tenant) in &postgres.effects {
+                check_effects(name, acked(name), pg_effects(tenant).await);
+            }
         }
     });
 }
 
-/// The PostgreSQL servers (inbox mode and direct mode) on a fresh schema of the server
-/// `SVC_TEST_POSTGRES_URL` names, and their stores for the checks; `None` without it.
+/// The PostgreSQL rows' names.
+const PG_INBOX: &str = "inbox (PostgreSQL)";
 #[cfg(feature = "postgres")]
-async fn postgres_targets() -> Option<(
-    SocketAddr,
-    SocketAddr,
-    (
-        svc_receiver::postgres::PgInbox,
-        svc_receiver::postgres::PgDedupStore,
-    ),
-)> {
-    use svc_receiver::postgres::{DEFAULT_MAX_CONNECTIONS, PgDatabase, PgDedupStore, PgInbox};
+const PG_DIRECT: &str = "direct + PostgreSQL dedup store";
+/// The exactly-once rows' names (direct mode: the effect commits before the 200).
+const EO_SQLITE: &str = "exactly once, direct: SQLite";
+const EO_PG: &str = "exactly once, direct: tokio-postgres";
+const EO_SQLX: &str = "exactly once, direct: sqlx PostgreSQL";
+
+/// The exactly-once effect on PostgreSQL, for either driver: one row in the tenant's
+/// `effects`, in the transaction it is given.
+#[cfg(feature = "postgres")]
+struct EffectRow;
+
+#[cfg(feature = "postgres")]
+impl svc_receiver::postgres::PgEffect for EffectRow {
+    type Error = tokio_postgres::Error;
+
+    async fn apply(
+        &self,
+        received: &Received,
+        tx: &tokio_postgres::Transaction<'_>,
+    ) -> Result<(), Self::Error> {
+        tx.execute(
+            "INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)",
+            &[&received.webhook_id.as_str(), &received.event.call_id],
+        )
+        .await
+        .map(drop)
+    }
+}
+
+#[cfg(feature = "sqlx-postgres")]
+impl svc_receiver::postgres::SqlxPgEffect for EffectRow {
+    type Error = sqlx::Error;
+
+    async fn apply(
+        &self,
+        received: &Received,
+        conn: &mut sqlx::PgConnection,
+    ) -> Result<(), Self::Error> {
+        sqlx::query("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
+            .bind(received.webhook_id.as_str())
+            .bind(&received.event.call_id)
+            .execute(&mut *conn)
+            .await
+            .map(drop)
+    }
+}
+
+/// The webhook ids of the rows of the `effects` table `tenant` sees.
+#[cfg(feature = "postgres")]
+async fn pg_effects(tenant: &tokio_postgres::Client) -> Vec<String> {
+    tenant
+        .query("SELECT webhook_id FROM effects", &[])
+        .await
+        .expect("read effects")
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
+/// The PostgreSQL rows' servers, and what their checks read.
+#[cfg(feature = "postgres")]
+struct Postgres {
+    /// The servers, by row name, in the table's order.
+    servers: Vec<(&'static str, SocketAddr)>,
+    /// The plain inbox row's inbox (its backlog then goes to the inbox workers).
+    inbox: svc_receiver::postgres::PgInbox,
+    /// A connection to the plain inbox's schema, whose `effects` the exactly-once inbox workers
+    /// fill.
+    inbox_effects: tokio_postgres::Client,
+    /// A sqlx pool on that schema, for the sqlx driver's inbox workers.
+    #[cfg(feature = "sqlx-postgres")]
+    inbox_pool: sqlx::PgPool,
+    /// The plain direct row's dedup store.
+    store: svc_receiver::postgres::PgDedupStore,
+    /// Per exactly-once row, a connection to its tenant's schema (where `effects` is).
+    effects: Vec<(&'static str, tokio_postgres::Client)>,
+}
+
+/// A tenant for an exactly-once row: a fresh schema of the test server holding the `effects`
+/// table, the URL whose `search_path` is it, the name of the crate's schema beside it, and a
+/// connection to read the effects back.
+#[cfg(feature = "postgres")]
+async fn pg_tenant(label: &str) -> Option<(String, String, tokio_postgres::Client)> {
+    let url = svc_fixtures::postgres::fresh_schema_url(label).await?;
+    let tenant_schema = url.rsplit("search_path%3D").next()?.to_owned();
+    let client = effects_table(&url).await;
+    Some((url, format!("{tenant_schema}_svc"), client))
+}
+
+/// Creates the tenant's `effects` table in the `search_path` schema of `url`; a connection
+/// there.
+#[cfg(feature = "postgres")]
+async fn effects_table(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "CREATE TABLE effects (n BIGSERIAL PRIMARY KEY, webhook_id TEXT NOT NULL,
+                                   call_id TEXT NOT NULL)",
+        )
+        .await
+        .expect("effects table");
+    client
+}
+
+/// The tenant's own sqlx pool on `url`, of `connections` connections.
+#[cfg(feature = "sqlx-postgres")]
+async fn sqlx_pool(url: &str, connections: usize) -> sqlx::PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(u32::try_from(connections).unwrap_or(u32::MAX))
+        .connect(url)
+        .await
+        .expect("sqlx pool")
+}
+
+/// The PostgreSQL servers on fresh schemas of the server `SVC_TEST_POSTGRES_URL` names: inbox
+/// mode and direct mode, and exactly-once direct mode per driver (each in a tenant schema of
+/// its own with the crate's tables in a schema beside it, as
+/// `PgDatabase::connect_in_schema` sets up); `None` without it.
+#[cfg(feature = "postgres")]
+async fn postgres_targets() -> Option<Postgres> {
+    use svc_receiver::postgres::{
+        DEFAULT_MAX_CONNECTIONS, PgDatabase, PgDedupStore, PgExactlyOnce, PgInbox,
+    };
     std::env::var(svc_fixtures::postgres::URL_VAR).ok()?;
     let url = svc_fixtures::postgres::fresh_schema_url("load_bench").await?;
+    let inbox_effects = effects_table(&url).await;
     let connections = std::env::var("SVC_BENCH_PG_CONNECTIONS")
         .ok()
         .and_then(|n| n.parse().ok())
@@ -741,5 +1037,51 @@ async fn postgres_targets() -> Option<(
         webhook_route(WebhookReceiver::new(verifier(), store.clone(), handler)),
     ))
     .await;
-    Some((inbox_server, direct_server, (inbox, store)))
+    #[cfg(feature = "sqlx-postgres")]
+    let inbox_pool = sqlx_pool(&url, connections).await;
+    let mut servers = vec![(PG_INBOX, inbox_server), (PG_DIRECT, direct_server)];
+    let mut effects = Vec::new();
+
+    let (url, schema, tenant) = pg_tenant("load_bench_eo_pg").await?;
+    let database = PgDatabase::connect_in_schema(&url, &schema, connections)
+        .await
+        .expect("connect");
+    let driver = PgExactlyOnce::new(PgInbox::new(database, InboxPolicy::default()), EffectRow);
+    let server = serve(Router::new().route(
+        "/webhooks",
+        exactly_once_route(ExactlyOnceReceiver::new(verifier(), driver)),
+    ))
+    .await;
+    servers.push((EO_PG, server));
+    effects.push((EO_PG, tenant));
+
+    #[cfg(feature = "sqlx-postgres")]
+    {
+        let (url, schema, tenant) = pg_tenant("load_bench_eo_sqlx").await?;
+        let database = PgDatabase::connect_in_schema(&url, &schema, connections)
+            .await
+            .expect("connect");
+        let pool = sqlx_pool(&url, connections).await;
+        let driver = svc_receiver::postgres::SqlxPgExactlyOnce::new(
+            PgInbox::new(database, InboxPolicy::default()),
+            pool,
+            EffectRow,
+        );
+        let server = serve(Router::new().route(
+            "/webhooks",
+            exactly_once_route(ExactlyOnceReceiver::new(verifier(), driver)),
+        ))
+        .await;
+        servers.push((EO_SQLX, server));
+        effects.push((EO_SQLX, tenant));
+    }
+    Some(Postgres {
+        servers,
+        inbox,
+        inbox_effects,
+        #[cfg(feature = "sqlx-postgres")]
+        inbox_pool,
+        store,
+        effects,
+    })
 }
