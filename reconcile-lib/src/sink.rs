@@ -12,9 +12,9 @@
 //! - the ledger of received webhooks ([`Sink::ledger_since`], [`Sink::settle_awaiting`]): none,
 //!   so every new call is [`Delivery::Backfill`] and nothing is reported as recovered.
 //!
-//! Implementations here: [`crate::store::Store`] (SQLite or PostgreSQL, what `svc-cli` uses)
-//! and [`crate::memory::MemorySink`] (tests). All of them pass the conformance suite in the
-//! crate's tests (`tests/it/sink_suite.rs`).
+//! Implementations here: `store::Store` (feature `sqlite`: SQLite, or PostgreSQL with the
+//! feature `postgres`; what `svc-cli` uses) and [`crate::memory::MemorySink`] (tests). All of
+//! them pass the conformance suite in the crate's tests (`tests/it/sink_suite.rs`).
 
 use std::collections::HashMap;
 use std::future::Future;
