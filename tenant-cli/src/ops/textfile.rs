@@ -170,6 +170,15 @@ impl RunFigures<'_> {
                 "How long the last reconcile run took.",
                 report.duration.as_secs_f64(),
             ),
+            Family {
+                name: "svc_cli_reconcile_clock_skew_seconds",
+                help: "How far this host's clock was ahead of the service's (negative: behind) when the last run's first page was answered, by the service's Date header (whole seconds). Watermarks follow the service's clock; beyond 300 s webhook signatures are refused too.",
+                samples: report
+                    .clock_skew_ms
+                    .map(|ms| (Vec::new(), ms as f64 / 1000.0))
+                    .into_iter()
+                    .collect(),
+            },
             per_source(
                 "svc_cli_reconcile_run_new_calls",
                 "Calls the last run stored for the first time. A call stored by an earlier run while awaiting its webhook and recovered by this one counts in svc_cli_reconcile_run_recovered_calls only, so recovered can exceed new.",

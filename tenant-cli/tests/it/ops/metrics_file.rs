@@ -127,6 +127,9 @@ async fn after_a_run_that_recovered_deliveries_the_file_holds_its_figures() {
     assert_eq!(value("svc_cli_reconcile_run_success"), 1.0);
     assert_eq!(value("svc_cli_reconcile_run_exit_code"), 3.0);
     assert!(value("svc_cli_reconcile_run_duration_seconds") >= 0.0);
+    // The fake answers with this host's clock: no skew beyond the Date header's second.
+    let skew = value("svc_cli_reconcile_clock_skew_seconds");
+    assert!(skew.abs() < 2.0, "clock skew {skew} s");
     let finished = value("svc_cli_reconcile_run_timestamp_seconds");
     let success = value(r#"svc_cli_reconcile_last_success_timestamp_seconds{source="roleplay"}"#);
     let after = chrono::Utc::now().timestamp() as f64;
