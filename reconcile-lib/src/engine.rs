@@ -47,7 +47,9 @@ use svc_client::{
     CallId, CallQuery, CallSource, Client, ClientError, ErrorClass, RawCallDetail, RawCallRow,
 };
 
-use crate::report::{Counts, FailedCall, LISTED_IDS, Outcome, RunReport, SourceReport};
+use crate::report::{
+    Counts, FailedCall, LISTED_IDS, Outcome, RunReport, ServiceClock, SourceReport,
+};
 use crate::sink::{
     Batch, BatchContext, CallFailure, Delivery, FetchedCall, KnownCall, LockError, RunId, Sink,
     Stored, WindowEnd,
@@ -365,28 +367,12 @@ impl<S: Sink> Reconciler<S> {
 /// signature tolerance (5 minutes), past which deliveries are refused too.
 pub const CLOCK_SKEW_WARNING: Duration = Duration::from_secs(5 * 60);
 
-/// The service's clock as one of its responses said (`Date`), and the local clock then.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServiceClock {
-    /// The service's time (whole seconds).
-    pub at: DateTime<Utc>,
-    /// The local time when the answer was read.
-    pub local: DateTime<Utc>,
-}
-
-impl ServiceClock {
-    /// The client's latest `Date`, with the local time now.
-    fn read(client: &Client) -> Option<Self> {
-        Some(Self {
-            at: client.service_date()?,
-            local: Utc::now(),
-        })
-    }
-
-    /// How far the local clock is ahead of the service's (negative: behind), to the second.
-    pub fn skew(&self) -> chrono::Duration {
-        self.local - self.at
-    }
+/// The client's latest `Date`, with the local time now.
+fn service_clock(client: &Client) -> Option<ServiceClock> {
+    Some(ServiceClock {
+        at: client.service_date()?,
+        local: Utc::now(),
+    })
 }
 
 /// Counts and the ids behind them, for a batch, a source or the run.
@@ -556,7 +542,7 @@ async fn list_window<S: Sink>(
         while let Some(page) = stream.next().await {
             // The service's clock when it answered the first page, read at once: no other
             // request of this source is in flight yet.
-            let clock = first.then(|| ServiceClock::read(&client)).flatten();
+            let clock = first.then(|| service_clock(&client)).flatten();
             first = false;
             let failed = page.is_err();
             if pages_tx.send((page, clock)).await.is_err() || failed {

@@ -61,10 +61,10 @@ pub mod window;
 
 pub use engine::{
     CLOCK_SKEW_WARNING, DEFAULT_CONCURRENCY, DEFAULT_DELIVERY_GRACE, MAX_FAILURE_ATTEMPTS, Options,
-    Progress, Reconciler, RunError, RunGuard, ServiceClock, StopReason,
+    Progress, Reconciler, RunError, RunGuard, StopReason,
 };
 pub use memory::MemorySink;
-pub use report::{Counts, FailedCall, Outcome, RunReport, SourceReport};
+pub use report::{Counts, FailedCall, Outcome, RunReport, ServiceClock, SourceReport};
 pub use sink::{
     Batch, BatchContext, CallFailure, Delivery, FetchedCall, KnownCall, LockError, RunId, Sink,
     Stored, Version, WindowEnd, first_scored,

@@ -88,7 +88,7 @@ pub struct SourceReport {
     /// The service's clock when it answered the window's first page (the watermark never
     /// passes it).
     #[serde(skip)]
-    pub service_clock: Option<crate::engine::ServiceClock>,
+    pub service_clock: Option<ServiceClock>,
     /// The counts.
     #[serde(flatten)]
     pub counts: Counts,
@@ -192,4 +192,20 @@ fn opt_timestamp<S: Serializer>(at: &Option<DateTime<Utc>>, s: S) -> Result<S::O
 
 fn millis<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The service's clock as one of its responses said (`Date`), and the local clock then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceClock {
+    /// The service's time (whole seconds).
+    pub at: DateTime<Utc>,
+    /// The local time when the answer was read.
+    pub local: DateTime<Utc>,
+}
+
+impl ServiceClock {
+    /// How far the local clock is ahead of the service's (negative: behind), to the second.
+    pub fn skew(&self) -> chrono::Duration {
+        self.local - self.at
+    }
 }

@@ -139,7 +139,7 @@ impl ConfigFile {
         // A sibling temp file with the final mode (created exclusively under a random name,
         // never through a link), then renamed over: never a moment where the key sits in a
         // world-readable file, and a link at the path is replaced, not written through.
-        crate::ops::textfile::write_atomically_as(path, text.as_bytes(), 0o600).map_err(io)
+        crate::files::write_atomically_as(path, text.as_bytes(), 0o600).map_err(io)
     }
 }
 

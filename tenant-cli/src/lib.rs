@@ -16,6 +16,7 @@
 //!   address): a practice call through the service's browser SDK, tokens minted server-side.
 //! - [`demo`] (feature `sandbox`): the whole loop in one command (`svc-cli demo`).
 //! - [`exit`]: the documented exit codes and the mapping from errors to them.
+//! - [`files`]: files written whole, atomically and without following links.
 //! - [`ops`]: what operators run the long-lived commands with: `--log-format`, the
 //!   Prometheus recorder, `webhook serve`'s health and metrics endpoints, `reconcile
 //!   --metrics-file`.
@@ -33,6 +34,7 @@ pub mod console;
 #[cfg(feature = "sandbox")]
 pub mod demo;
 pub mod exit;
+pub mod files;
 pub mod ops;
 pub mod output;
 pub mod receiver;

@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::Ctx;
 use crate::exit::{self, CliError};
 use crate::ops::logs::{LogArgs, LogFormat};
-use crate::ops::textfile::{self, RunFigures};
+use crate::ops::textfile::RunFigures;
 use crate::reconcile::{self, Report};
 use std::sync::Arc;
 use svc_client::CallSource;
@@ -252,7 +252,7 @@ async fn write_figures(
     }
     .render();
     let path = path.to_owned();
-    tokio::task::spawn_blocking(move || textfile::write_atomically(&path, text.as_bytes()))
+    tokio::task::spawn_blocking(move || crate::files::write_atomically(&path, text.as_bytes()))
         .await??;
     Ok(())
 }

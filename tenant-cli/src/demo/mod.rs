@@ -31,7 +31,7 @@ use svc_service::scoring::real_call::Disposition;
 use tokio::net::TcpListener;
 
 use crate::commands::roster::{plan, run as roster_run};
-use crate::ops::textfile::write_atomically;
+use crate::files::write_atomically;
 use crate::output::Output;
 use crate::receiver::{self, ReceiverConfig};
 use crate::reconcile;

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::html::escape;
+use super::escape::escape;
 use super::model::Point;
 
 /// Series colours, told apart by people with the common colour-vision deficiencies.

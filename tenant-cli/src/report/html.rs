@@ -16,21 +16,7 @@ use super::chart::{self, PALETTE, Series, legend, line_legend, meter};
 use super::model::{BINS, Figures, Point};
 use svc_reconcile::store::report::DayCounts;
 
-/// `text` safe inside HTML text and double-quoted attributes.
-pub fn escape(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&#39;"),
-            c => escaped.push(c),
-        }
-    }
-    escaped
-}
+use super::escape::escape;
 
 const STYLE: &str = include_str!("report.css");
 

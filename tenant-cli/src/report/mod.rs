@@ -8,8 +8,10 @@
 //!   ([`svc_reconcile::store::report`] reads them).
 //! - [`chart`]: the inline SVG charts.
 //! - [`html`]: the page.
+//! - [`escape`]: HTML escaping (the console's page uses it too).
 
 pub mod chart;
+pub mod escape;
 pub mod html;
 pub mod model;
 
@@ -94,7 +96,7 @@ impl Report {
         };
         // A temporary file created exclusively under a random name, then renamed over (a link
         // at `path` is replaced, never written through).
-        crate::ops::textfile::write_atomically(path, self.to_html().as_bytes()).map_err(failed)
+        crate::files::write_atomically(path, self.to_html().as_bytes()).map_err(failed)
     }
 }
 

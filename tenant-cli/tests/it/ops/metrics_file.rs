@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use svc_cli::ops::textfile::write_atomically;
+use svc_cli::files::write_atomically;
 use svc_fixtures::calls::ROLEPLAY;
 use svc_receiver::CallSource;
 
