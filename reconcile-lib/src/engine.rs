@@ -461,6 +461,22 @@ async fn source_pass<S: Sink>(
     let mut tally = Tally::default();
     let mut clock = None;
     let mut stopped = list_window(run, source, &window, &mut tally, progress, &mut clock).await;
+    // A service whose clock runs ahead of this host's has scored calls after the window's end
+    // (the host's "now"): list up to the service's own time too, so they are not left for a
+    // run hours later. Only then is a second listing made.
+    if stopped.is_none()
+        && run.options.until.is_none()
+        && let Some(ahead) = clock.filter(|c| c.at - window.to > chrono::Duration::seconds(2))
+    {
+        let beyond = Window {
+            from: window.to,
+            to: ahead.at + chrono::Duration::seconds(1),
+            ..window
+        };
+        let mut ignored = None;
+        stopped = list_window(run, source, &beyond, &mut tally, progress, &mut ignored).await;
+        report.to = beyond.to;
+    }
     // The watermark never passes the service's own clock when it answered the first page (its
     // `Date`, to the second, rounded up: the window's overlap covers that second): a host clock
     // ahead of the service's would otherwise move it past calls not scored yet.
