@@ -461,12 +461,13 @@ async fn source_pass<S: Sink>(
     let mut tally = Tally::default();
     let mut clock = None;
     let mut stopped = list_window(run, source, &window, &mut tally, progress, &mut clock).await;
-    // A service whose clock runs ahead of this host's has scored calls after the window's end
-    // (the host's "now"): list up to the service's own time too, so they are not left for a
-    // run hours later. Only then is a second listing made.
+    // A service whose clock runs ahead of this host's (by its `Date` against the host's clock
+    // at the same moment, not against the window's end: a slow first page is no skew) has
+    // scored calls after the window's end, the host's "now": list up to the service's own time
+    // too, so they are not left for a run hours later. Only then is a second listing made.
     if stopped.is_none()
         && run.options.until.is_none()
-        && let Some(ahead) = clock.filter(|c| c.at - window.to > chrono::Duration::seconds(2))
+        && let Some(ahead) = clock.filter(|c| -c.skew() > chrono::Duration::seconds(2))
     {
         let beyond = Window {
             from: window.to,
