@@ -183,6 +183,11 @@ impl<S: Sink> Reconciler<S> {
         &self.sink
     }
 
+    /// What a run does.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
     /// Takes the sink's run lock, waiting up to `wait` for another run to release it.
     ///
     /// # Errors

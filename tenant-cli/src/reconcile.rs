@@ -2,15 +2,14 @@
 //! documented exit code of a run, its report as a table, and the spinner that shows progress.
 
 use std::ops::Deref;
-use std::sync::Arc;
 
 use comfy_table::Table;
 use indicatif::ProgressBar;
 use serde::Serialize;
-use svc_client::{CallSource, Client};
-use svc_reconcile::store::{Store, StoreError};
+use svc_client::CallSource;
+use svc_reconcile::store::{RunLock, Store, StoreError};
 use svc_reconcile::{
-    Counts, Options, Outcome, Progress, Reconciler, RunError, RunReport, StopReason,
+    Counts, Outcome, Progress, Reconciler, RunError, RunGuard, RunReport, StopReason,
 };
 
 use crate::exit;
@@ -50,39 +49,29 @@ impl Progress for Spinner<'_> {
     }
 }
 
-/// Runs one reconcile of `store` (a dry run when `dry_run`: nothing written, no lock needed);
-/// the caller holds the store's run lock otherwise, through `guard`.
+/// Runs one reconcile with `reconciler` (over the store): a run under `guard`, which its
+/// [`Reconciler::lock`] gave, or a dry run without one (nothing written, no lock needed).
 pub async fn run(
-    client: &Client,
-    store: &Store,
-    options: &Options,
-    guard: Option<&svc_reconcile::RunGuard<svc_reconcile::store::RunLock>>,
+    reconciler: &Reconciler<Store>,
+    guard: Option<&RunGuard<RunLock>>,
     progress: &ProgressBar,
 ) -> Report {
-    let reconciler = Reconciler::new(client.clone(), Arc::new(store.clone()), options.clone());
     let spinner = Spinner(progress);
     let result = match guard {
         Some(guard) => reconciler.run(guard, &spinner).await,
         None => reconciler.dry_run(&spinner).await,
     };
+    let delivery_grace = reconciler.options().delivery_grace;
     let report = match result {
-        Ok(run) => {
-            let exit_code = match run.outcome {
-                Outcome::Clean | Outcome::Stopped => exit::OK,
-                Outcome::Found => exit::FOUND,
-                Outcome::CallsFailed => exit::FAILURE,
-                _ => exit::FAILURE,
-            };
-            Report {
-                run,
-                exit_code,
-                delivery_grace: options.delivery_grace,
-            }
-        }
+        Ok(run) => Report {
+            exit_code: outcome_code(run.outcome),
+            run,
+            delivery_grace,
+        },
         Err(RunError { reason, report }) => Report {
             exit_code: stop_code(&reason),
             run: *report,
-            delivery_grace: options.delivery_grace,
+            delivery_grace,
         },
     };
     if let Some(run_id) = report.run_id
@@ -91,7 +80,8 @@ pub async fn run(
     {
         // The store records 1 for a stopped run; the command line knows the precise code.
         let code = report.exit_code;
-        if let Err(e) = store
+        if let Err(e) = reconciler
+            .sink()
             .blocking(move |s| s.record_exit_code(run_id.0, code))
             .await
         {
@@ -120,6 +110,16 @@ fn humantime_secs(grace: std::time::Duration) -> String {
         s if s > 0 && s % 3600 == 0 => format!("{}h", s / 3600),
         s if s > 0 && s % 60 == 0 => format!("{}m", s / 60),
         s => format!("{s}s"),
+    }
+}
+
+/// The exit code of a run that finished: 3 when it found something to alert on, 1 when some
+/// listed calls could not be stored. (A run that stopped comes as an error: [`stop_code`].)
+fn outcome_code(outcome: Outcome) -> u8 {
+    match outcome {
+        Outcome::Clean => exit::OK,
+        Outcome::Found => exit::FOUND,
+        _ => exit::FAILURE,
     }
 }
 

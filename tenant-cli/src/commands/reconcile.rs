@@ -138,12 +138,11 @@ impl ReconcileArgs {
         } else {
             Store::open_or_create(self.store.clone())?
         };
+        let reconciler = Reconciler::new(client, Arc::new(store.clone()), options.clone());
         let guard = if self.dry_run {
             None
         } else {
             let wait = self.wait.unwrap_or(Duration::ZERO);
-            let reconciler =
-                Reconciler::new(client.clone(), Arc::new(store.clone()), options.clone());
             match reconciler.lock(wait).await {
                 Ok(guard) => Some(guard),
                 Err(LockError::Busy(e)) => {
@@ -167,7 +166,7 @@ impl ReconcileArgs {
         } else {
             ProgressBar::hidden()
         };
-        let report = reconcile::run(&client, &store, &options, guard.as_ref(), &progress).await;
+        let report = reconcile::run(&reconciler, guard.as_ref(), &progress).await;
         progress.finish_and_clear();
         if ctx.out.json {
             ctx.out.json_data(&report)?;

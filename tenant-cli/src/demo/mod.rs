@@ -209,13 +209,13 @@ pub async fn run(options: &DemoOptions, out: &Output) -> anyhow::Result<Summary>
     let reconciler = svc_reconcile::Reconciler::new(
         client.clone(),
         std::sync::Arc::new(store.clone()),
-        reconcile_options.clone(),
+        reconcile_options,
     );
     let guard = reconciler
         .lock(Duration::ZERO)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let report = reconcile::run(&client, &store, &reconcile_options, Some(&guard), &bar).await;
+    let report = reconcile::run(&reconciler, Some(&guard), &bar).await;
     drop(guard);
     bar.finish_and_clear();
 

@@ -114,7 +114,7 @@ impl Harness {
             .await
             .expect("the run lock");
         let bar = ProgressBar::hidden();
-        svc_cli::reconcile::run(&self.client, &self.store, options, Some(&guard), &bar).await
+        svc_cli::reconcile::run(&reconciler, Some(&guard), &bar).await
     }
 }
 
