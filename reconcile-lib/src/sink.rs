@@ -303,28 +303,56 @@ impl Version {
     /// before the stored one's (either missing or unreadable: not older). An older detail (a
     /// webhook worker's read that lost a race with a re-disposition) must not replace it.
     pub fn is_older_than(&self, stored: &Version) -> bool {
-        let at = |v: &Version| {
-            v.updated_at
-                .as_deref()
-                .or(v.scored_at.as_deref())
-                .and_then(crate::time::parse_ts)
-        };
-        matches!((at(self), at(stored)), (Some(mine), Some(theirs)) if mine < theirs)
+        is_older(
+            (self.updated_at.as_deref(), self.scored_at.as_deref()),
+            (stored.updated_at.as_deref(), stored.scored_at.as_deref()),
+        )
     }
+}
+
+/// Whether a version given as `(updatedAt, scoredAt)` is older than a stored one: its
+/// `updatedAt` (else `scoredAt`) is before the stored one's; either missing or unreadable: not
+/// older. What [`Version::is_older_than`] and the store compare.
+pub(crate) fn is_older(
+    incoming: (Option<&str>, Option<&str>),
+    stored: (Option<&str>, Option<&str>),
+) -> bool {
+    let at = |(updated, scored): (Option<&str>, Option<&str>)| {
+        updated.or(scored).and_then(crate::time::parse_ts)
+    };
+    matches!((at(incoming), at(stored)), (Some(mine), Some(theirs)) if mine < theirs)
+}
+
+/// When a call is listed by `GET /calls`' window: `startedAt` for a real call, `endedAt` (else
+/// `startedAt`) for a practice call.
+pub fn listed_at(detail: &RawCallDetail) -> Option<DateTime<Utc>> {
+    let parse = |t: &Option<String>| t.as_deref().and_then(crate::time::parse_ts);
+    let row = &detail.detail.row;
+    match row.source {
+        CallSource::RealCall => parse(&row.started_at),
+        _ => parse(&row.ended_at).or_else(|| parse(&row.started_at)),
+    }
+}
+
+/// When a call was scored: `scoredAt`, else when it is listed.
+pub fn scored_at(detail: &RawCallDetail) -> Option<DateTime<Utc>> {
+    let scored = detail.detail.row.scored_at.as_deref();
+    scored
+        .and_then(crate::time::parse_ts)
+        .or_else(|| listed_at(detail))
 }
 
 /// When a call was first scored, which is when its `call.scored` went out: `scoredAt`, except
 /// for a real call re-dispositioned since (its `scoredAt` moved, with no new delivery), whose
 /// first scoring is its `createdAt` (what [`BatchContext::delivery_of`] takes).
 pub fn first_scored(detail: &RawCallDetail) -> Option<DateTime<Utc>> {
-    let parse = |t: &Option<String>| t.as_deref().and_then(crate::time::parse_ts);
-    let row = &detail.detail.row;
-    let listed = match row.source {
-        CallSource::RealCall => parse(&row.started_at),
-        _ => parse(&row.ended_at).or_else(|| parse(&row.started_at)),
-    };
-    let scored = parse(&row.scored_at).or(listed);
-    match (&row.source, parse(&detail.detail.created_at)) {
+    let scored = scored_at(detail);
+    let created = detail
+        .detail
+        .created_at
+        .as_deref()
+        .and_then(crate::time::parse_ts);
+    match (&detail.detail.row.source, created) {
         (CallSource::RealCall, Some(created)) => Some(scored.map_or(created, |s| s.min(created))),
         _ => scored,
     }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::sql::{Sql, params};
 use super::{Store, StoreError};
-use crate::time::ms;
+use crate::sink;
 use svc_client::{CallSource, RawCallDetail, RawCallRow};
 
 pub use crate::sink::{Delivery, KnownCall, Stored};
@@ -73,17 +73,10 @@ impl Columns {
     fn of(detail: &RawCallDetail) -> Self {
         let d = &detail.detail;
         let r = &d.row;
-        let listed_ms = match r.source {
-            CallSource::RealCall => ms(r.started_at.as_deref()),
-            _ => ms(r.ended_at.as_deref()).or_else(|| ms(r.started_at.as_deref())),
-        };
-        let scored_ms = ms(r.scored_at.as_deref()).or(listed_ms);
-        let first_scored_ms = match (&r.source, ms(d.created_at.as_deref())) {
-            (CallSource::RealCall, Some(created)) => {
-                Some(scored_ms.map_or(created, |scored| scored.min(created)))
-            }
-            _ => scored_ms,
-        };
+        let ms = |at: Option<chrono::DateTime<chrono::Utc>>| at.map(|t| t.timestamp_millis());
+        let listed_ms = ms(sink::listed_at(detail));
+        let scored_ms = ms(sink::scored_at(detail));
+        let first_scored_ms = ms(sink::first_scored(detail));
         // The typed reading succeeded, so the text is a JSON object with a score.
         let score = serde_json::from_str::<ScoreText<'_>>(&detail.json)
             .map_or_else(|_| "null".to_owned(), |t| t.score.get().to_owned());
@@ -368,7 +361,10 @@ fn store_call(
     let stored = match before {
         None => Stored::New(insert_call(tx, row, detail, &columns, writer)?),
         Some((_, scored_at, updated_at))
-            if is_older(&columns, updated_at.as_deref(), scored_at.as_deref()) =>
+            if sink::is_older(
+                (columns.updated_at.as_deref(), columns.scored_at.as_deref()),
+                (updated_at.as_deref(), scored_at.as_deref()),
+            ) =>
         {
             // A detail read before the stored one (the webhook worker's, read before a
             // reconcile run stored a re-disposition): the newer version stays.
@@ -403,20 +399,6 @@ fn store_call(
     };
     tx.execute("DELETE FROM call_failures WHERE call_id = $1", params![id])?;
     Ok(stored)
-}
-
-/// Whether the detail being stored is an older version of the stored call: its `updatedAt`
-/// (else `scoredAt`) is before the stored one's. Either missing or unreadable: not older.
-fn is_older(incoming: &Columns, updated_at: Option<&str>, scored_at: Option<&str>) -> bool {
-    let version = |updated: Option<&str>, scored: Option<&str>| {
-        updated.or(scored).and_then(crate::time::parse_ts)
-    };
-    let stored = version(updated_at, scored_at);
-    let incoming = version(
-        incoming.updated_at.as_deref(),
-        incoming.scored_at.as_deref(),
-    );
-    matches!((incoming, stored), (Some(incoming), Some(stored)) if incoming < stored)
 }
 
 fn insert_call(
