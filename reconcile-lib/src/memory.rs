@@ -239,13 +239,15 @@ impl Sink for MemorySink {
         sources: &[CallSource],
     ) -> Result<Vec<(CallId, CallSource)>, MemoryError> {
         let mut state = self.state();
-        let webhooks: Vec<CallId> = state.webhooks.keys().cloned().collect();
+        let State {
+            calls, webhooks, ..
+        } = &mut *state;
         let mut recovered = Vec::new();
-        for (id, call) in state.calls.iter_mut() {
+        for (id, call) in calls.iter_mut() {
             if call.delivery != Delivery::Awaiting {
                 continue;
             }
-            if webhooks.contains(id) {
+            if webhooks.contains_key(id) {
                 call.delivery = Delivery::Webhook;
             } else if sources.contains(&call.detail.detail.row.source)
                 && first_scored(&call.detail).is_some_and(|at| at <= missed_before)

@@ -75,11 +75,7 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
             return USAGE;
         }
         if let Some(e) = cause.downcast_ref::<StoreError>() {
-            return match e {
-                e if e.is_temporary() => TEMPORARY,
-                e if e.is_usage() => USAGE,
-                _ => FAILURE,
-            };
+            return store_code(e);
         }
         if let Some(e) = cause.downcast_ref::<LockError>() {
             return match e {
@@ -123,6 +119,18 @@ pub fn client_code(error: &ClientError) -> u8 {
         | ClientError::InsecureHttp { .. }
         | ClientError::Redirect { .. } => USAGE,
         _ => class_code(error.class()),
+    }
+}
+
+/// The exit code for a store error: temporary (75) when the database is busy or cannot be
+/// reached, a usage error (2) when the store named is not one, else a failure.
+pub fn store_code(error: &StoreError) -> u8 {
+    if error.is_temporary() {
+        TEMPORARY
+    } else if error.is_usage() {
+        USAGE
+    } else {
+        FAILURE
     }
 }
 

@@ -127,8 +127,7 @@ fn outcome_code(outcome: Outcome) -> u8 {
 fn stop_code(reason: &StopReason<StoreError>) -> u8 {
     match reason {
         StopReason::Client(e) => exit::client_code(e),
-        StopReason::Sink(e) if e.is_temporary() => exit::TEMPORARY,
-        StopReason::Sink(e) if e.is_usage() => exit::USAGE,
+        StopReason::Sink(e) => exit::store_code(e),
         _ => exit::FAILURE,
     }
 }
