@@ -14,7 +14,7 @@
 //! - [`deliveries`]: the ledger of verified webhook deliveries.
 //! - [`runs`]: reconcile runs and the per-source sync state (watermarks).
 //! - [`lock`]: the lock that keeps two reconcile runs from writing at once.
-//! - [`stats`] and [`export`]: what `store stats` and `store export` read; [`report`]: what
+//! - [`stats`] and [`export`]: what `store stats` and `store export` read; [`report_rows`]: what
 //!   `store report` reads.
 //!
 //! # Guarantees
@@ -37,7 +37,7 @@ pub mod export;
 pub mod inbox;
 pub mod location;
 pub mod lock;
-pub mod report;
+pub mod report_rows;
 pub mod runs;
 mod sink;
 pub mod stats;

@@ -588,7 +588,7 @@ fn the_report_reads_calls_and_days_on_both_backends() {
             &event("svc_call_r", true),
             "2026-03-01T10:05:31.000Z"
         ));
-        let window = super::report::ReportWindow::default();
+        let window = super::report_rows::ReportWindow::default();
         let mut calls = Vec::new();
         store
             .for_each_report_call(&window, &mut |call| calls.push(call))

@@ -253,7 +253,7 @@ pub async fn run(options: &DemoOptions, out: &Output) -> anyhow::Result<Summary>
 async fn write_report(store: &Store, dir: &Path) -> anyhow::Result<PathBuf> {
     let path = dir.join("report.html");
     let report = store
-        .blocking(|s| crate::report::Report::build(s, None, Utc::now()))
+        .blocking(|s| crate::html_report::HtmlReport::build(s, None, Utc::now()))
         .await?;
     let out = path.clone();
     tokio::task::spawn_blocking(move || report.write(&out))

@@ -100,9 +100,9 @@ async fn the_demo_report_renders_its_charts_offline_with_no_console_errors() {
 /// A report of two agencies with equal averages hour by hour, one of them with an id as long
 /// as a UUID, and half the calls in the 80–89 band.
 fn crowded_report() -> String {
-    use svc_cli::report::Report;
-    use svc_cli::report::model::Aggregator;
-    use svc_reconcile::store::report::{DayCounts, ReportCall};
+    use svc_cli::html_report::HtmlReport;
+    use svc_cli::html_report::model::Aggregator;
+    use svc_reconcile::store::report_rows::{DayCounts, ReportCall};
 
     let long_agency = "agency-0f8fad5b-d9cb-469f-a165-70867728950e-with-a-suffix".to_owned();
     let long_agent = "agent-7c9e6679-7425-40de-944b-e07fc1f90ae7-of-the-north".to_owned();
@@ -133,7 +133,7 @@ fn crowded_report() -> String {
         recovered: 4,
         silent_changes: 0,
     };
-    let report = Report {
+    let report = HtmlReport {
         store: "calls.db".to_owned(),
         generated_at: chrono::Utc::now(),
         since: None,
