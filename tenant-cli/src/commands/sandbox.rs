@@ -186,9 +186,9 @@ fn check_console_address(args: &SandboxArgs, ctx: &Ctx) -> Result<(), CliError> 
 /// Runs an operator step on the sandbox's database, for its tenant.
 #[cfg(feature = "sandbox")]
 async fn operate(command: SandboxCommand, ctx: &Ctx) -> anyhow::Result<()> {
-    use svc_service::operator::agency::{AgencyArgs, AgencyCommand, RubricArg};
-    use svc_service::operator::calls::{CallsArgs, CallsCommand};
-    use svc_service::operator::{Reported, Usage};
+    use svc_service::sandbox::{
+        AgencyArgs, AgencyCommand, CallsArgs, CallsCommand, Reported, RubricArg, Usage,
+    };
 
     let db = command.db().to_path_buf();
     if !db.is_file() {
@@ -276,7 +276,7 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
     use anyhow::Context;
 
     use crate::sandbox::{Sandbox, SandboxOptions, credentials_path};
-    use svc_service::faults::Faults;
+    use svc_service::sandbox::Faults;
 
     let faults = match args.faults.as_deref().map(str::trim) {
         None => None,

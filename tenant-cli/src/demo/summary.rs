@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Serialize;
-use svc_service::db::DeliveryRow;
-use svc_service::faults::Faults;
+use svc_service::sandbox::DeliveryRow;
+use svc_service::sandbox::Faults;
 
 use super::Rep;
 use crate::output::Output;
