@@ -42,10 +42,7 @@
 // The module docs describe the internal layout for whoever maintains the service: read them
 // with `cargo doc --document-private-items` (or the feature `internals`), where every link
 // resolves.
-#![cfg_attr(
-    not(feature = "internals"),
-    allow(rustdoc::private_intra_doc_links)
-)]
+#![cfg_attr(not(feature = "internals"), allow(rustdoc::private_intra_doc_links))]
 
 pub mod cli;
 pub mod sandbox;
