@@ -1,13 +1,11 @@
-//! One sink over a tenant's own tables, fed by both paths: a `Sink` over one `scored_calls`
-//! table (with a `rep_scores` count and a small table of watermarks) in the tenant's SQLite
-//! database, with rusqlite. `reconcile` runs it on cron; `serve` receives the webhooks
-//! (`svc-receiver`'s SQLite inbox, in its own file) and hands each event to
-//! `svc_reconcile::SinkHandler` over the same tables.
+//! Reconciling into a tenant's own tables: a `Sink` over one `scored_calls` table (with a
+//! `rep_scores` count and a small table of watermarks) in the tenant's SQLite database, with
+//! rusqlite. It needs `svc-client` and `svc-reconcile` alone (no server, no command line);
+//! `own_table_webhooks.rs` feeds the same tables from the webhooks.
 //!
 //! ```sh
-//! svc-cli sandbox --webhook-url http://127.0.0.1:8080/webhooks &   # prints the lines to export
-//! cargo run -p svc-reconcile --example own_table -- serve tenant.db &
-//! cargo run -p svc-reconcile --example own_table -- reconcile tenant.db
+//! svc-cli sandbox &                      # prints SVC_BASE_URL and SVC_API_KEY to export
+//! cargo run -p svc-reconcile --example own_table -- tenant.db
 //! ```
 //!
 //! Each scored call lands in `scored_calls` once, whichever path brings it first, and its rep's
@@ -25,12 +23,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 use svc_client::{ApiKey, CallId, CallSource, Client, RawCallDetail};
-use svc_receiver::axum::{InboxReceiver, Server, inbox_route};
-use svc_receiver::sqlite::{InboxPolicy, SqliteInbox};
-use svc_receiver::{Keyring, SigningSecret, Verifier};
 use svc_reconcile::{
     Batch, Delivered, Delivery, KnownCall, LockError, Options, Reconciler, RunId, RunReport, Sink,
-    SinkHandler, Stored, Version, WindowEnd,
+    Stored, Version, WindowEnd,
 };
 
 /// The tenant's tables.
@@ -249,28 +244,6 @@ pub fn store_call(
     Ok(outcome)
 }
 
-/// Receives the service's webhooks on `listener` (at `/webhooks`) until `shutdown`: each
-/// verified delivery is committed to the inbox at `inbox_path` before its `200`, then a
-/// worker reads the call and stores it in `tables` through [`SinkHandler`].
-pub async fn serve_webhooks(
-    tables: TenantTables,
-    client: Client,
-    secret: SigningSecret,
-    inbox_path: std::path::PathBuf,
-    listener: tokio::net::TcpListener,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let inbox = SqliteInbox::open(inbox_path, InboxPolicy::default())?;
-    let receiver = InboxReceiver::new(Verifier::new(Keyring::single(secret)), inbox.clone());
-    let app = axum::Router::new().route("/webhooks", inbox_route(receiver));
-    let handler = SinkHandler::new(client, Arc::new(tables));
-    Server::new(app)
-        .with_inbox_workers(inbox, handler, 4)
-        .run(listener, shutdown)
-        .await?;
-    Ok(())
-}
-
 /// One reconcile of the service behind `client` into the tenant's tables.
 pub async fn reconcile_into(
     tables: TenantTables,
@@ -283,33 +256,22 @@ pub async fn reconcile_into(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let mut args = std::env::args().skip(1);
-    let command = args.next().unwrap_or_else(|| "reconcile".to_owned());
-    let path = args.next().unwrap_or_else(|| "tenant.db".to_owned());
-    let base_url = std::env::var("SVC_BASE_URL")?;
-    let client = Client::builder(base_url)
+    let path = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "tenant.db".to_owned());
+    let tables = TenantTables::open(std::path::Path::new(&path))?;
+    let report = reconcile_into(tables, client_from_env()?).await?;
+    println!(
+        "{} calls listed, {} new, {} changed with no webhook",
+        report.totals.listed, report.totals.new, report.totals.changed_silently
+    );
+    Ok(())
+}
+
+/// The client of the service `SVC_BASE_URL` names, with the key `SVC_API_KEY` holds.
+pub fn client_from_env() -> Result<Client, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(Client::builder(std::env::var("SVC_BASE_URL")?)
         .api_key(ApiKey::new(std::env::var("SVC_API_KEY")?))
         .user_agent_suffix("own-table-example")
-        .build()?;
-    let tables = TenantTables::open(std::path::Path::new(&path))?;
-    match command.as_str() {
-        "reconcile" => {
-            let report = reconcile_into(tables, client).await?;
-            println!(
-                "{} calls listed, {} new, {} changed with no webhook",
-                report.totals.listed, report.totals.new, report.totals.changed_silently
-            );
-        }
-        "serve" => {
-            let secret = SigningSecret::new(&std::env::var("SVC_SIGNING_SECRET")?)?;
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-            let inbox = format!("{path}.inbox");
-            let shutdown = async {
-                let _ = tokio::signal::ctrl_c().await;
-            };
-            serve_webhooks(tables, client, secret, inbox.into(), listener, shutdown).await?;
-        }
-        other => return Err(format!("unknown command {other:?}: reconcile or serve").into()),
-    }
-    Ok(())
+        .build()?)
 }

@@ -17,7 +17,8 @@
 //! stores it, inside the transaction that stores it; an effect keyed to that answer (credit
 //! the rep, enqueue a coaching task, in the same transaction) happens once per call, whether
 //! the webhook or a reconcile run brought the call, and however often either ran. The worked
-//! example `examples/own_table.rs` does exactly that with a `rep_scores` table.
+//! examples `examples/own_table.rs` and `examples/own_table_webhooks.rs` do exactly that with a
+//! `rep_scores` table.
 //!
 //! Why not `svc-receiver`'s exactly-once mode here: that mode marks the *webhook id* done in
 //! the tenant's transaction and runs the effect before any await; storing a call needs its

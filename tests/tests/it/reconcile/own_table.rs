@@ -5,9 +5,12 @@
 //! receive the webhooks through `svc_reconcile::SinkHandler`: whichever path brings a call
 //! first, it lands once and its rep is credited once.
 
+// The webhooks example holds the reconcile example as its module `own_table`: one copy of
+// the tenant's tables for both.
 #[allow(dead_code, unreachable_pub)]
-#[path = "../../../../reconcile-lib/examples/own_table.rs"]
-mod example;
+#[path = "../../../../reconcile-lib/examples/own_table_webhooks.rs"]
+mod webhooks_example;
+use webhooks_example::own_table as example;
 
 use super::helpers::*;
 use super::webhooks::{Proxy, Receiver};
@@ -126,7 +129,7 @@ async fn one_sink_fed_by_webhooks_and_reconcile_holds_each_call_once_and_credits
         .expect("bind");
     let url = format!("http://{}/webhooks", listener.local_addr().expect("addr"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(example::serve_webhooks(
+    let serving = tokio::spawn(webhooks_example::serve_webhooks(
         tables.clone(),
         harness.client.clone(),
         svc_receiver::SigningSecret::new(&secret).expect("the tenant's secret"),
