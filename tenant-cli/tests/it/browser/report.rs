@@ -143,8 +143,8 @@ fn crowded_report() -> String {
 }
 
 /// What overflows at the current width: the page sideways, each chart, the 80–89 bar, each
-/// table and the agents' Compliance column against their card; and which of the
-/// scores-over-time points are covered by another.
+/// table and the agents' Compliance column against their card, and x-axis labels that overlap
+/// one another; and which of the scores-over-time points are covered by another.
 const LAYOUT: &str = r#"
 const width = document.documentElement.clientWidth;
 const inside = (el, box) => {
@@ -171,6 +171,17 @@ for (const table of document.querySelectorAll('table')) {
     if (cell.getClientRects().length && !inside(cell, card(cell))) {
       out.push('a cell leaves its card: ' + cell.textContent.slice(0, 40));
       break;
+    }
+  }
+}
+for (const svg of document.querySelectorAll('svg.chart')) {
+  const labels = [...svg.querySelectorAll('text.label')]
+    .filter((t) => getComputedStyle(t).display !== 'none')
+    .map((t) => ({ text: t.textContent, r: t.getBoundingClientRect() }))
+    .sort((a, b) => a.r.left - b.r.left);
+  for (let i = 1; i < labels.length; i++) {
+    if (labels[i].r.left < labels[i - 1].r.right) {
+      out.push(svg.id + ': x labels ' + labels[i - 1].text + ' and ' + labels[i].text + ' overlap');
     }
   }
 }
