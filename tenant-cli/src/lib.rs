@@ -105,7 +105,7 @@ fn init_tracing(command: &commands::Command) -> ops::logs::LogArgs {
             .with_ansi(false)
             .try_init();
     }
-    let log = ops::logs::of(command);
+    let log = command.log_args();
     // Does nothing when the demo's subscriber is installed.
     ops::logs::init(log.log_format);
     log

@@ -43,6 +43,18 @@ pub enum Outcome {
     Empty,
 }
 
+impl Outcome {
+    /// The `outcome` label of the deliveries metric; `None` for what is not an attempt.
+    pub fn metric_label(self) -> Option<&'static str> {
+        match self {
+            Self::Delivered => Some("delivered"),
+            Self::Retried => Some("retried"),
+            Self::Failed => Some("failed"),
+            Self::Deferred | Self::Empty => None,
+        }
+    }
+}
+
 /// Delivers the outbox. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Outbox {
@@ -178,8 +190,8 @@ impl Outbox {
             error: attempt.error,
         };
         self.db.record_attempt(&claimed.id, log, next).await?;
-        if let Some(metrics) = self.metrics.get() {
-            metrics.delivery(&claimed.tenant_id, outcome);
+        if let (Some(metrics), Some(label)) = (self.metrics.get(), outcome.metric_label()) {
+            metrics.delivery(&claimed.tenant_id, label);
         }
         Ok(outcome)
     }
