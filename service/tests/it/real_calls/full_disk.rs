@@ -3,82 +3,23 @@
 //! record is reported stored unless it is, nothing is half-stored, the database stays intact,
 //! and once space returns the same file stores every call exactly once and every queued
 //! webhook goes out once. Skipped, with a line on stderr, where a tmpfs cannot be mounted
-//! (it needs root or CAP_SYS_ADMIN).
+//! (it needs root or CAP_SYS_ADMIN): `svc_fixtures::tmpfs`.
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use svc_fixtures::tmpfs::Tmpfs;
 use svc_service::db::TenantChange;
 use svc_service::faults::Faults;
 use svc_service::realcall::audio::Archive;
 use svc_service::realcall::ingest::{Ingest, IngestError};
-use tempfile::TempDir;
 
 use super::operator::{array, file, svc};
 use super::support::*;
 use crate::practice_helpers::Received;
-
-/// A tmpfs of a few MiB, unmounted when dropped.
-struct Tmpfs {
-    dir: TempDir,
-    filler: PathBuf,
-}
-
-impl Tmpfs {
-    /// Mounts one, or says on stderr (past the test harness's capture) why `test` is skipped.
-    fn mount(test: &str) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().expect("mount point");
-        let mounted = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success());
-        if !mounted {
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED {test}: cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)"
-            );
-            return None;
-        }
-        let filler = dir.path().join("filler");
-        Some(Tmpfs { dir, filler })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Fills the file system to its last byte.
-    fn fill(&self) {
-        let mut file = std::fs::File::create(&self.filler).expect("filler");
-        for chunk in [64 * 1024, 4096, 1] {
-            let bytes = vec![0u8; chunk];
-            while file.write_all(&bytes).and_then(|()| file.flush()).is_ok() {}
-        }
-        let _ = file.sync_all();
-    }
-
-    /// Gives the space back.
-    fn free(&self) {
-        std::fs::remove_file(&self.filler).expect("remove the filler");
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        // Lazy: the server may still hold the database open.
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
-}
 
 /// `PRAGMA integrity_check` of the database at `path`.
 fn integrity(path: &Path) -> String {
