@@ -249,3 +249,69 @@ async fn a_reconcile_whose_disk_fills_mid_run_exits_75_and_the_next_run_stores_e
         "no run is left running"
     );
 }
+
+#[tokio::test]
+async fn sandbox_ingest_real_on_a_full_disk_exits_75_and_the_same_file_later_stores_the_call() {
+    let Some(fs) = Tmpfs::mount("full-disk sandbox ingest-real") else {
+        return;
+    };
+    let dir = crate::helpers::Sandbox::inside(fs.path());
+    let sandbox = crate::browser::RunningSandbox::start(&dir).await;
+    // The roster's agency, by its service id (POST /agencies of the same name is a no-op 200).
+    let agency: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/agencies", sandbox.base_url))
+        .bearer_auth(&sandbox.api_key)
+        .json(&serde_json::json!({ "platformAgencyId": "agency-1", "name": "First Agency" }))
+        .send()
+        .await
+        .expect("the API answers")
+        .json()
+        .await
+        .expect("an agency");
+    let agency = agency["id"].as_str().expect("the agency's id").to_owned();
+    let db = ["--db", "sandbox.db"];
+    let enable = [
+        &["sandbox", "enable-real-calls", "--agency-id", &agency][..],
+        &db,
+    ]
+    .concat();
+    let enabled = dir.run(&enable).await;
+    assert_eq!(enabled.code, 0, "{enabled:?}");
+    dir.write("call.wav", b"RIFF\x1c\x00\x00\x00WAVEfmt fake-pcm");
+    let record = crate::sandbox::dialer_record("d-full", &agency);
+    dir.write("records.jsonl", format!("{record}\n"));
+    let ingest = [
+        &[
+            "--json",
+            "sandbox",
+            "ingest-real",
+            "--file",
+            "records.jsonl",
+        ][..],
+        &db,
+    ]
+    .concat();
+
+    fs.fill();
+    let full = dir.run(&ingest).await;
+    assert_eq!(full.code, 75, "{full:?}");
+    assert!(
+        full.stderr.contains("ingest the same file again"),
+        "{full:?}"
+    );
+    assert_eq!(full.stdout, "", "nothing reported stored");
+
+    fs.free();
+    let later = dir.run(&ingest).await;
+    assert_eq!(later.code, 0, "{later:?}");
+    let line: serde_json::Value =
+        serde_json::from_str(later.stdout.lines().next().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}: {later:?}"));
+    assert!(line["callId"].is_string(), "stored: {later:?}");
+    assert!(
+        line.get("alreadyIngested").is_none(),
+        "stored now: {later:?}"
+    );
+    drop(sandbox);
+    assert_eq!(integrity(&dir.path("sandbox.db")), "ok");
+}

@@ -21,6 +21,52 @@ use super::operator::{array, file, svc};
 use super::support::*;
 use crate::practice_helpers::Received;
 
+/// Log lines written on this thread while a test runs (a `#[tokio::test]` runtime is
+/// single-threaded, so the service's tasks log here too).
+#[derive(Clone, Default)]
+struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Logs {
+    fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+        // A global subscriber that wants everything keeps every call site enabled, whichever
+        // test hit it first (tracing caches that per call site).
+        static WANT_EVERYTHING: std::sync::Once = std::sync::Once::new();
+        WANT_EVERYTHING.call_once(|| {
+            let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
+        });
+        let logs = Self::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer({
+                let logs = logs.clone();
+                move || logs.clone()
+            })
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .finish();
+        (logs, tracing::subscriber::set_default(subscriber))
+    }
+
+    fn lines_with(&self, needle: &str) -> Vec<String> {
+        let text = self.0.lock().expect("logs").clone();
+        String::from_utf8_lossy(&text)
+            .lines()
+            .filter(|line| line.contains(needle))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("logs").extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// `PRAGMA integrity_check` of the database at `path`.
 fn integrity(path: &Path) -> String {
     let conn = rusqlite::Connection::open(path).expect("open the database");
@@ -61,11 +107,16 @@ async fn an_ingestion_on_a_full_disk_stores_nothing_and_the_same_file_stores_eve
     fs.fill();
     // Where the disk runs out: copying a recording, or the database.
     let full = ["No space left on device", "database or disk is full"];
-    // The operator's command says why and exits 1.
+    // The operator's command says why and exits 75 (temporary: the same file again later).
     let path = file(&world, "records.json", &array(&records));
     let tenant = world.tenant.id.clone();
     let args = ["calls", "ingest-real", "--tenant", &tenant, "--file", &path];
-    let run = svc(&world, &args).await.expect(1);
+    let run = svc(&world, &args).await.expect(75);
+    assert!(
+        run.stderr.contains("ingest the same file again"),
+        "{}",
+        run.stderr
+    );
     assert!(
         full.iter().any(|says| run.stderr.contains(says)),
         "{}",
@@ -168,6 +219,7 @@ async fn the_outbox_on_a_full_disk_sends_every_queued_webhook_when_space_returns
     let Some(fs) = Tmpfs::mount("full-disk outbox") else {
         return;
     };
+    let (logs, _guard) = Logs::capture();
     let db_path = fs.path().join("service.db");
     let mut world = World::with_config(|config| config.db_path = db_path.clone()).await;
     // First attempts put off a minute (of the manual clock): queued, not sent yet.
@@ -201,6 +253,10 @@ async fn the_outbox_on_a_full_disk_sends_every_queued_webhook_when_space_returns
         received.len()
     );
 
+    // Every loop fails each second; the log says so once (then once a minute).
+    let said = logs.lines_with("webhook outbox storage failure");
+    assert_eq!(said.len(), 1, "{said:#?}");
+
     fs.free();
     // Past any lease a claim on the full disk may have taken.
     world.app.clock.advance(chrono::Duration::seconds(61));
@@ -225,5 +281,10 @@ async fn the_outbox_on_a_full_disk_sends_every_queued_webhook_when_space_returns
             .collect();
         assert_eq!(ids.len(), 1, "{call}: {ids:?}");
     }
+    assert_eq!(
+        logs.lines_with("webhook outbox storage works again").len(),
+        1
+    );
+    assert_eq!(logs.lines_with("webhook outbox storage failure").len(), 1);
     assert_eq!(integrity(&db_path), "ok");
 }
