@@ -1,7 +1,7 @@
 //! Bounded logging of a failure that repeats: a store on a full disk fails every checkpoint
 //! and every poll until space returns, and a line per attempt would flood the log (and fill
 //! the very disk that is full when the log is on it). The first failure of a streak is
-//! logged, then at most one line per [`Throttle::every`] saying how many were left out, and
+//! logged, then at most one line per period (a minute) saying how many were left out, and
 //! one line when the failures stop.
 
 use std::sync::Mutex;
