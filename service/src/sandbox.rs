@@ -26,7 +26,7 @@ pub use crate::db::{AttemptLog, DeliveryRow, Rubric};
 pub use crate::faults::Faults;
 pub use crate::operator::agency::{AgencyArgs, AgencyCommand, RubricArg};
 pub use crate::operator::calls::{CallsArgs, CallsCommand};
-pub use crate::operator::{Reported, Usage};
+pub use crate::operator::{Reported, Temporary, Usage};
 pub use crate::realcall::ingest::{Disposal, Dropped, RecordOutcome};
 pub use crate::realcall::redisposition::Redisposed;
 pub use crate::scoring::real_call::Disposition;
