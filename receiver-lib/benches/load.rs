@@ -29,9 +29,10 @@
 //!   or claims and completions, are batched into one transaction);
 //! - exactly-once direct mode through `tokio-postgres` (`PgExactlyOnce`) and, with the feature
 //!   `sqlx-postgres` too, through `sqlx` (`SqlxPgExactlyOnce`, on a `sqlx::PgPool` of the
-//!   tenant's): per delivery one transaction that takes the id's and signature's locks,
-//!   records the delivery and runs the effect (one row into the tenant's `effects` table),
-//!   not batched with others. Each driver has a tenant schema of its own (where `effects`
+//!   tenant's): the deliveries that wait together share one transaction (group commit)
+//!   that takes their ids' and signatures' locks, runs each effect (one row into the
+//!   tenant's `effects` table) under a savepoint of its own, records the deliveries and
+//!   commits once. Each driver has a tenant schema of its own (where `effects`
 //!   is) with the crate's tables in a schema beside it (`PgDatabase::connect_in_schema`).
 //!
 //! Every pool (the crate's, and the tenant's sqlx pool) has `SVC_BENCH_PG_CONNECTIONS`

@@ -7,16 +7,22 @@
 //!   open, no worker of any replica can take the entry (`FOR UPDATE SKIP LOCKED`), and a
 //!   worker that took it anyway (its lease ran out under very slow code) waits for the commit
 //!   and then finds it done. The worker's own settlement never turns a done entry back.
-//! - Direct mode (`svc_receiver::axum::exactly_once_route`): the transaction first takes the
-//!   advisory locks of the delivery's id and signature (the ones inbox batches take, in the
-//!   same order), so concurrent deliveries of one id on any replicas run one after the other,
-//!   and records the delivery as a done inbox entry with its signature: the sender's retry
-//!   after a lost answer is a duplicate, a replay of the signature under another id is refused.
+//! - Direct mode (`svc_receiver::axum::exactly_once_route`): deliveries that wait together
+//!   are group-committed (the `effect_batch` module): one transaction takes the advisory locks
+//!   of every id and signature of the batch (the ones inbox batches take, in the same global
+//!   order), so concurrent deliveries of one id on any replicas run one after the other; it
+//!   runs each fresh delivery's effect under a savepoint of its own, records those that
+//!   succeeded as done inbox entries with their signatures, and commits once before anyone is
+//!   answered: the sender's retry after a lost answer is a duplicate, a replay of the
+//!   signature under another id is refused.
 //!
-//! Your code gets `&tokio_postgres::Transaction` and never commits: the crate commits once it
-//! returns `Ok`, and rolls back when it returns `Err`, panics or is cancelled.
+//! Your code gets `&tokio_postgres::Transaction` and never commits or rolls back (in direct
+//! mode the transaction is the batch's, shared with other deliveries' effects, and your code
+//! runs inside a savepoint of it): the crate commits once it returns `Ok`, and rolls back
+//! (direct mode: to the savepoint) when it returns `Err`, panics or is cancelled.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
@@ -236,6 +242,18 @@ impl<E: PgEffect> Transactional for PgExactlyOnce<E> {
     }
 }
 
+/// A savepoint's release, sent and not yet answered.
+type Pending<'t> = Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send + 't>>;
+
+/// The failure of an effect that returned `Ok` although a statement of it failed (its
+/// savepoint could not be released: the transaction was aborted).
+fn statement_failed(err: &tokio_postgres::Error) -> EffectError {
+    EffectError::Effect(format!(
+        "a statement of the effect failed: {}",
+        describe_error(err)
+    ))
+}
+
 /// A batch's failure from a driver error: transient when running the batch again may
 /// succeed (a deadlock, a serialization failure, or a unique key another transaction took
 /// after this one's snapshot, under `REPEATABLE READ`).
@@ -314,48 +332,67 @@ impl<E: PgEffect> BatchRunner for Core<E> {
                 }
             }
         }
-        for (k, &i) in fresh.iter().enumerate() {
+        let release_sql = format!("RELEASE SAVEPOINT {SAVEPOINT}; SAVEPOINT {SAVEPOINT}");
+        let rollback_sql = format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}");
+        // The last effect that returned Ok, with the release of its savepoint (and the next
+        // one's savepoint) sent: its answer comes back while the next effect runs, so an
+        // effect costs no round trip of the crate's. The effect counts as done only once the
+        // release succeeded.
+        let mut released: Option<(usize, Pending<'_>)> = None;
+        for &i in &fresh {
             let delivery = &batch[i];
             if !delivery.wanted() {
                 // Its request gave up: nothing of it runs or is recorded.
                 continue;
             }
-            let more = k + 1 < fresh.len();
-            let outcome = self.run_effect(&delivery.received, &tx).await;
-            crate::metrics::handler_run("direct", if outcome.is_ok() { "ok" } else { "error" });
-            outcomes[i] = match outcome {
-                Ok(()) => {
-                    let release = if more {
-                        format!("RELEASE SAVEPOINT {SAVEPOINT}; SAVEPOINT {SAVEPOINT}")
-                    } else {
-                        format!("RELEASE SAVEPOINT {SAVEPOINT}")
-                    };
-                    match tx.batch_execute(&release).await {
-                        Ok(()) => {
-                            records.done(delivery);
-                            Ok(Applied::Done)
-                        }
-                        // The effect returned Ok with a statement of it failed (the
-                        // transaction is aborted): it failed, back to its savepoint.
-                        Err(err) => {
-                            tx.batch_execute(&format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}"))
-                                .await
-                                .map_err(failed)?;
-                            Err(EffectError::Effect(format!(
-                                "a statement of the effect failed: {}",
-                                describe_error(&err)
-                            )))
-                        }
+            let outcome = loop {
+                let outcome = self.run_effect(&delivery.received, &tx).await;
+                if let Some((before, release)) = released.take() {
+                    if let Err(err) = release.await {
+                        // The effect before returned Ok with a statement of it failed (the
+                        // transaction is aborted), so this one ran in an aborted transaction:
+                        // back to the savepoint before both, and this one runs again.
+                        tx.batch_execute(&rollback_sql).await.map_err(failed)?;
+                        crate::metrics::handler_run("direct", "error");
+                        outcomes[before] = Err(statement_failed(&err));
+                        continue;
                     }
+                    crate::metrics::handler_run("direct", "ok");
+                    records.done(&batch[before]);
+                    outcomes[before] = Ok(Applied::Done);
+                }
+                break outcome;
+            };
+            match outcome {
+                Ok(()) => {
+                    let mut release: Pending<'_> = Box::pin(tx.batch_execute(&release_sql));
+                    // Polled once: sent, ahead of the next effect's statements.
+                    if let Some(result) = (&mut release).now_or_never() {
+                        release = Box::pin(std::future::ready(result));
+                    }
+                    released = Some((i, release));
                 }
                 Err(err) => {
-                    tx.batch_execute(&format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}"))
-                        .await
-                        .map_err(failed)?;
-                    Err(err)
+                    // Back to its savepoint, which stays for the next effect.
+                    tx.batch_execute(&rollback_sql).await.map_err(failed)?;
+                    crate::metrics::handler_run("direct", "error");
+                    outcomes[i] = Err(err);
                 }
-            };
+            }
         }
+        if let Some((before, release)) = released.take() {
+            if let Err(err) = release.await {
+                tx.batch_execute(&rollback_sql).await.map_err(failed)?;
+                crate::metrics::handler_run("direct", "error");
+                outcomes[before] = Err(statement_failed(&err));
+            } else {
+                crate::metrics::handler_run("direct", "ok");
+                records.done(&batch[before]);
+                outcomes[before] = Ok(Applied::Done);
+            }
+        }
+        // Its borrow of the transaction ends here.
+        drop(released);
         if !records.is_empty() {
             tx.execute(
                 &record,
