@@ -27,8 +27,9 @@
 //! not, if its effect failed), exactly as if they had come one after the other. A delivery
 //! whose caller has gone away (its request's deadline passed) before its effect ran is left
 //! out: nothing of it is recorded, and the sender's retry runs it. A batch that fails as a
-//! whole (a deadlock or serialization failure of the crate's own statements, or of the commit)
-//! is rolled back and run again, up to [`ATTEMPTS`] tries; then each of its callers gets the
+//! whole (a deadlock or serialization failure of the crate's own statements or of the commit,
+//! or, under `REPEATABLE READ`, a unique key another transaction took after the batch's
+//! snapshot) is rolled back and run again, up to [`ATTEMPTS`] tries; then each of its callers gets the
 //! error (`503`). The batch's savepoints stay below PostgreSQL's cache of 64 subtransactions
 //! per transaction ([`MAX_BATCH`]), past which every snapshot of the server gets slower.
 
@@ -306,5 +307,23 @@ async fn execute<R: BatchRunner>(runner: &R, batch: Vec<Delivery>) {
                     ))));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Class;
+
+    #[test]
+    fn a_recorded_id_is_a_duplicate_whoever_owns_its_signature() {
+        assert_eq!(Class::of("wh_a", true, None), Class::Duplicate);
+        assert_eq!(Class::of("wh_a", true, Some("wh_b")), Class::Duplicate);
+    }
+
+    #[test]
+    fn a_signature_remembered_under_another_id_is_a_replay_and_under_its_own_id_is_not() {
+        assert_eq!(Class::of("wh_a", false, Some("wh_b")), Class::Replayed);
+        assert_eq!(Class::of("wh_a", false, Some("wh_a")), Class::Fresh);
+        assert_eq!(Class::of("wh_a", false, None), Class::Fresh);
     }
 }
