@@ -117,6 +117,8 @@ struct Core<E> {
     inbox: PgInbox,
     effect: E,
     sql: Statements,
+    /// Direct mode runs a batch's effects at once (see [`PgExactlyOnce::effects_at_once`]).
+    at_once: std::sync::atomic::AtomicBool,
 }
 
 /// Runs a [`PgEffect`] exactly once per event, in your database's transaction (see the
@@ -154,11 +156,36 @@ impl<E: PgEffect> PgExactlyOnce<E> {
             sql: Statements::new(&inbox),
             inbox,
             effect,
+            at_once: std::sync::atomic::AtomicBool::new(false),
         });
         Self {
             direct: Arc::new(Gatherer::new(Arc::clone(&core))),
             core,
         }
+    }
+
+    /// Direct mode runs the effects of a batch at once instead of one after the other: their
+    /// statements are pipelined on the batch's connection, with no savepoint each, and the
+    /// batch commits after one round trip for all of them instead of one per effect (about
+    /// three times the throughput on the load bench). When any effect fails, the whole
+    /// attempt is rolled back and the batch runs again the careful way, one effect at a time
+    /// under a savepoint of its own, so a failing effect still rolls back alone and nothing
+    /// happens twice.
+    ///
+    /// Turn it on only for effects that do not depend on one another within a transaction:
+    /// each writes rows of its own, or changes shared rows in single statements
+    /// (`UPDATE … SET n = n + 1`, `INSERT … ON CONFLICT DO UPDATE`). Effects that read a row
+    /// and then write what they read (even with `SELECT … FOR UPDATE`, which does not block
+    /// the transaction that holds the lock) interleave in one transaction and can lose an
+    /// update.
+    ///
+    /// It is a setting of the driver and every clone of it.
+    #[must_use]
+    pub fn effects_at_once(self) -> Self {
+        self.core
+            .at_once
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self
     }
 
     /// The inbox it marks events done in.
@@ -264,6 +291,21 @@ fn batch_failed(err: &tokio_postgres::Error) -> BatchFailed {
     }
 }
 
+/// The crate's prepared statements of a batch, on its connection.
+struct Prepared {
+    lock: tokio_postgres::Statement,
+    classify: tokio_postgres::Statement,
+    record: tokio_postgres::Statement,
+}
+
+/// A batch's deliveries sorted out after its locks: each one's outcome so far, what to record,
+/// and which are fresh (their effect runs; until then their outcome is a placeholder).
+struct Sorted<'a> {
+    outcomes: Vec<Result<Applied, EffectError>>,
+    records: Records<'a>,
+    fresh: Vec<usize>,
+}
+
 impl<E: PgEffect> BatchRunner for Core<E> {
     async fn run(
         &self,
@@ -286,19 +328,49 @@ impl<E: PgEffect> BatchRunner for Core<E> {
         )
         .await
         .map_err(failed)?;
+        let prepared = Prepared {
+            lock,
+            classify,
+            record,
+        };
+        if self.at_once.load(std::sync::atomic::Ordering::Relaxed)
+            && let Some(outcomes) = self.run_at_once(&mut client, &prepared, batch).await?
+        {
+            return Ok(outcomes);
+        }
+        self.run_one_by_one(&mut client, &prepared, batch).await
+    }
+}
+
+impl<E: PgEffect> Core<E> {
+    /// Begins the batch's transaction, takes its locks (other batches of these ids or
+    /// signatures, on any replica, wait for this one's end) and sorts its deliveries by what
+    /// is recorded, read after the locks; `savepoint` also opens the first effect's savepoint,
+    /// in the same round trip.
+    async fn begin<'c, 'b>(
+        client: &'c mut tokio_postgres::Client,
+        prepared: &Prepared,
+        batch: &'b [Delivery],
+        savepoint: bool,
+    ) -> Result<(Transaction<'c>, Sorted<'b>), BatchFailed> {
+        let failed = |err: tokio_postgres::Error| batch_failed(&err);
         let ids: Vec<&str> = batch
             .iter()
             .map(|delivery| delivery.received.webhook_id.as_str())
             .collect();
         let signatures: Vec<&[u8]> = batch.iter().map(|d| &d.signature[..]).collect();
         let tx = client.transaction().await.map_err(failed)?;
-        // One round trip: the locks (other batches of these ids or signatures, on any
-        // replica, wait for this one's end), then what is recorded, read after the locks, and
-        // the first effect's savepoint.
+        let open = async {
+            if savepoint {
+                tx.batch_execute(&format!("SAVEPOINT {SAVEPOINT}")).await
+            } else {
+                Ok(())
+            }
+        };
         let (_, rows, ()) = futures_util::future::try_join3(
-            tx.execute(&lock, &[&ids, &signatures]),
-            tx.query(&classify, &[&ids, &signatures]),
-            tx.batch_execute(&format!("SAVEPOINT {SAVEPOINT}")),
+            tx.execute(&prepared.lock, &[&ids, &signatures]),
+            tx.query(&prepared.classify, &[&ids, &signatures]),
+            open,
         )
         .await
         .map_err(failed)?;
@@ -312,26 +384,122 @@ impl<E: PgEffect> BatchRunner for Core<E> {
                 transient: false,
             });
         }
-        let mut outcomes = Vec::with_capacity(batch.len());
-        let mut records = Records::default();
-        let mut fresh = Vec::new();
+        let mut sorted = Sorted {
+            outcomes: Vec::with_capacity(batch.len()),
+            records: Records::default(),
+            fresh: Vec::new(),
+        };
         for (i, (delivery, row)) in batch.iter().zip(&rows).enumerate() {
             let id = delivery.received.webhook_id.as_str();
             let stored: bool = row.try_get(0).map_err(failed)?;
             let owner: Option<&str> = row.try_get(1).map_err(failed)?;
             match Class::of(id, stored, owner) {
                 Class::Duplicate => {
-                    records.signature(delivery, false);
-                    outcomes.push(Ok(Applied::Duplicate));
+                    sorted.records.signature(delivery, false);
+                    sorted.outcomes.push(Ok(Applied::Duplicate));
                 }
-                Class::Replayed => outcomes.push(Ok(Applied::Replayed)),
+                Class::Replayed => sorted.outcomes.push(Ok(Applied::Replayed)),
                 Class::Fresh => {
-                    fresh.push(i);
+                    sorted.fresh.push(i);
                     // Until its effect has run.
-                    outcomes.push(Err(EffectError::Store(StoreError::Unavailable)));
+                    sorted
+                        .outcomes
+                        .push(Err(EffectError::Store(StoreError::Unavailable)));
                 }
             }
         }
+        Ok((tx, sorted))
+    }
+
+    /// Records what is to be recorded, then commits.
+    async fn record_and_commit(
+        tx: Transaction<'_>,
+        prepared: &Prepared,
+        records: &Records<'_>,
+    ) -> Result<(), tokio_postgres::Error> {
+        if !records.is_empty() {
+            tx.execute(
+                &prepared.record,
+                &[
+                    &records.ids,
+                    &records.bodies,
+                    &records.received_ats,
+                    &records.signatures,
+                    &records.signature_ids,
+                    &records.seen_ats,
+                    &records.firsts,
+                ],
+            )
+            .await?;
+        }
+        tx.commit().await
+    }
+
+    /// The fast path: every fresh effect of the batch at once, their statements pipelined on
+    /// the batch's connection, with no savepoint. When every effect returns `Ok` and the
+    /// transaction is still sound, the batch is recorded and committed as it is. When any
+    /// effect fails (or returned `Ok` after a statement of it failed, which aborts the
+    /// transaction), the whole transaction is rolled back and `None` says to run the batch
+    /// again one effect at a time, each under its own savepoint: nothing of this attempt was
+    /// committed, so no effect happens twice.
+    async fn run_at_once(
+        &self,
+        client: &mut tokio_postgres::Client,
+        prepared: &Prepared,
+        batch: &[Delivery],
+    ) -> Result<Option<Vec<Result<Applied, EffectError>>>, BatchFailed> {
+        let failed = |err: tokio_postgres::Error| batch_failed(&err);
+        let (tx, mut sorted) = Self::begin(client, prepared, batch, false).await?;
+        let running: Vec<usize> = sorted
+            .fresh
+            .iter()
+            .copied()
+            .filter(|&i| batch[i].wanted())
+            .collect();
+        let results = futures_util::future::join_all(
+            running
+                .iter()
+                .map(|&i| self.run_effect(&batch[i].received, &tx)),
+        )
+        .await;
+        if results.iter().any(Result::is_err) {
+            tx.rollback().await.map_err(failed)?;
+            return Ok(None);
+        }
+        for &i in &running {
+            sorted.records.done(&batch[i]);
+        }
+        match Self::record_and_commit(tx, prepared, &sorted.records).await {
+            Ok(()) => {}
+            // An effect returned Ok with a statement of it failed: the transaction was aborted
+            // (the rollback happened with the failed commit or the dropped transaction).
+            Err(err) if err.code() == Some(&SqlState::IN_FAILED_SQL_TRANSACTION) => {
+                return Ok(None);
+            }
+            Err(err) => return Err(failed(err)),
+        }
+        for &i in &running {
+            crate::metrics::handler_run("direct", "ok");
+            sorted.outcomes[i] = Ok(Applied::Done);
+        }
+        Ok(Some(sorted.outcomes))
+    }
+
+    /// The careful path, after the fast one failed: one effect at a time, each under a
+    /// savepoint of its own, so that a failing effect rolls back alone.
+    async fn run_one_by_one(
+        &self,
+        client: &mut tokio_postgres::Client,
+        prepared: &Prepared,
+        batch: &[Delivery],
+    ) -> Result<Vec<Result<Applied, EffectError>>, BatchFailed> {
+        let failed = |err: tokio_postgres::Error| batch_failed(&err);
+        let (tx, sorted) = Self::begin(client, prepared, batch, true).await?;
+        let Sorted {
+            mut outcomes,
+            mut records,
+            fresh,
+        } = sorted;
         let release_sql = format!("RELEASE SAVEPOINT {SAVEPOINT}; SAVEPOINT {SAVEPOINT}");
         let rollback_sql = format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}");
         // The last effect that returned Ok, with the release of its savepoint (and the next
@@ -393,23 +561,9 @@ impl<E: PgEffect> BatchRunner for Core<E> {
         }
         // Its borrow of the transaction ends here.
         drop(released);
-        if !records.is_empty() {
-            tx.execute(
-                &record,
-                &[
-                    &records.ids,
-                    &records.bodies,
-                    &records.received_ats,
-                    &records.signatures,
-                    &records.signature_ids,
-                    &records.seen_ats,
-                    &records.firsts,
-                ],
-            )
+        Self::record_and_commit(tx, prepared, &records)
             .await
             .map_err(failed)?;
-        }
-        tx.commit().await.map_err(failed)?;
         Ok(outcomes)
     }
 }

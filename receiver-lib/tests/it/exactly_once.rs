@@ -1113,6 +1113,10 @@ mod pg {
         failing: std::sync::Mutex<std::collections::HashSet<String>>,
         /// Ids whose effect runs a statement that fails, ignores the error and returns `Ok`.
         swallowing: std::sync::Mutex<std::collections::HashSet<String>>,
+        /// Effects running now, per transaction id; and how many effects started while
+        /// another of their transaction was still running.
+        running: std::sync::Mutex<std::collections::HashMap<i64, usize>>,
+        overlapped: std::sync::atomic::AtomicUsize,
     }
 
     impl BatchRecord {
@@ -1129,7 +1133,19 @@ mod pg {
         pub(super) async fn ran(&self, received: &Received, txid: i64) -> Result<(), String> {
             let id = received.webhook_id.as_str().to_owned();
             self.runs.lock().expect("runs").push((id.clone(), txid));
+            {
+                let mut running = self.running.lock().expect("running");
+                let now = running.entry(txid).or_default();
+                if *now > 0 {
+                    self.overlapped
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                *now += 1;
+            }
             tokio::time::sleep(Duration::from_millis(30)).await;
+            if let Some(now) = self.running.lock().expect("running").get_mut(&txid) {
+                *now -= 1;
+            }
             if self.failing.lock().expect("failing").contains(&id) {
                 return Err(format!("planned failure of {id} after its write"));
             }
@@ -1283,6 +1299,82 @@ mod pg {
             },
         );
         batch_effect_runs_alone_in_its_savepoint(driver, &record, &client, "pg").await;
+    }
+
+    #[tokio::test]
+    async fn postgres_effects_at_once_a_failing_effect_rolls_back_alone_and_the_others_commit_once()
+    {
+        let Some((url, schema, client)) = tenant("eo_pg_batch_at_once").await else {
+            return;
+        };
+        let database = PgDatabase::connect_in_schema(&url, &schema, 8)
+            .await
+            .expect("database");
+        let inbox = PgInbox::new(database, quick_policy());
+        let record = Arc::new(BatchRecord::default());
+        let driver = PgExactlyOnce::new(
+            inbox,
+            BatchEffect {
+                record: Arc::clone(&record),
+            },
+        )
+        .effects_at_once();
+        batch_effect_runs_alone_in_its_savepoint(driver, &record, &client, "pg_at_once").await;
+    }
+
+    /// With effects at once and none failing, a batch commits on its first attempt: each
+    /// effect runs once, several share one transaction, and each delivery's effect is there.
+    #[tokio::test]
+    async fn postgres_effects_at_once_commit_a_sound_batch_in_one_attempt() {
+        let Some((url, schema, client)) = tenant("eo_pg_at_once_sound").await else {
+            return;
+        };
+        let database = PgDatabase::connect_in_schema(&url, &schema, 8)
+            .await
+            .expect("database");
+        let inbox = PgInbox::new(database, quick_policy());
+        let record = Arc::new(BatchRecord::default());
+        let driver = PgExactlyOnce::new(
+            inbox,
+            BatchEffect {
+                record: Arc::clone(&record),
+            },
+        )
+        .effects_at_once();
+        let clock = Arc::new(ManualClock::new(T));
+        let addr = spawn(direct_router(driver, Arc::clone(&clock))).await;
+        let http = super::client();
+        let ids: Vec<String> = (0..24).map(|n| format!("wh_sound_{n:02}")).collect();
+        let posts: Vec<_> = ids
+            .iter()
+            .cloned()
+            .map(|id| {
+                let http = http.clone();
+                tokio::spawn(async move {
+                    let (header, body) = delivery(&id, T);
+                    post(&http, addr, Some(&id), Some(&header), body).await.0
+                })
+            })
+            .collect();
+        for posted in posts {
+            assert_eq!(posted.await.expect("post"), 200);
+        }
+        for id in &ids {
+            assert_eq!(effects(&client, id).await, 1, "{id}");
+        }
+        let runs = record.runs.lock().expect("runs").clone();
+        assert_eq!(runs.len(), ids.len(), "no effect ran twice: {runs:?}");
+        let mut txids: Vec<i64> = runs.iter().map(|(_, txid)| *txid).collect();
+        txids.sort_unstable();
+        txids.dedup();
+        assert!(
+            txids.len() < ids.len(),
+            "effects shared their batch's transaction: {runs:?}"
+        );
+        assert!(
+            record.overlapped.load(std::sync::atomic::Ordering::SeqCst) > 0,
+            "the effects of a batch ran at once, not one after the other"
+        );
     }
 
     async fn effects(client: &tokio_postgres::Client, id: &str) -> i64 {
