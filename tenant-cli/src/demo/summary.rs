@@ -437,6 +437,7 @@ mod tests {
                 failed_calls: Vec::new(),
             },
             exit_code: 0,
+            request_bound_ms: 0,
             delivery_grace: std::time::Duration::ZERO,
         }
     }
