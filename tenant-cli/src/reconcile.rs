@@ -24,9 +24,10 @@ pub struct Report {
     pub run: RunReport,
     /// The process's exit code.
     pub exit_code: u8,
-    /// The longest one request may take, retries and waits included (`--timeout` × (`--retries`
-    /// + 1) plus the longest waits between tries): a run that meets a network or service
-    /// fault that does not heal stops within this of meeting it ([`Reconciler::stop_bound`]).
+    /// The longest one request may take, retries and waits included: every attempt cut at
+    /// `--timeout`, every wait between them as long as it can be. A run that meets a network
+    /// or service fault that does not heal stops within this of meeting it
+    /// ([`Reconciler::stop_bound`]).
     pub request_bound_ms: u64,
     /// The run's delivery grace (for the note on awaiting calls).
     #[serde(skip)]
