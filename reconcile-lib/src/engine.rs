@@ -360,6 +360,7 @@ impl<S: Sink> Reconciler<S> {
             started_at: run_start,
             finished_at: Utc::now(),
             duration: started.elapsed(),
+            request_bound: self.stop_bound(),
             outcome,
             error: error.as_ref().map(|e| format!("{e:#}")),
             requests: self.client.requests_sent() - requests_before,

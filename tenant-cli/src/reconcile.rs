@@ -24,11 +24,6 @@ pub struct Report {
     pub run: RunReport,
     /// The process's exit code.
     pub exit_code: u8,
-    /// The longest one request may take, retries and waits included: every attempt cut at
-    /// `--timeout`, every wait between them as long as it can be. A run that meets a network
-    /// or service fault that does not heal stops within this of meeting it
-    /// ([`Reconciler::stop_bound`]).
-    pub request_bound_ms: u64,
     /// The run's delivery grace (for the note on awaiting calls).
     #[serde(skip)]
     pub delivery_grace: std::time::Duration,
@@ -67,18 +62,15 @@ pub async fn run(
         None => reconciler.dry_run(&spinner).await,
     };
     let delivery_grace = reconciler.options().delivery_grace;
-    let request_bound_ms = u64::try_from(reconciler.stop_bound().as_millis()).unwrap_or(u64::MAX);
     let report = match result {
         Ok(run) => Report {
             exit_code: outcome_code(run.outcome),
             run,
-            request_bound_ms,
             delivery_grace,
         },
         Err(RunError { reason, report }) => Report {
             exit_code: stop_code(&reason),
             run: *report,
-            request_bound_ms,
             delivery_grace,
         },
     };

@@ -425,6 +425,7 @@ mod tests {
                 started_at: chrono::DateTime::UNIX_EPOCH,
                 finished_at: chrono::DateTime::UNIX_EPOCH,
                 duration: std::time::Duration::ZERO,
+                request_bound: std::time::Duration::ZERO,
                 service_time: None,
                 clock_skew_ms: None,
                 outcome: Outcome::Clean,
@@ -437,7 +438,6 @@ mod tests {
                 failed_calls: Vec::new(),
             },
             exit_code: 0,
-            request_bound_ms: 0,
             delivery_grace: std::time::Duration::ZERO,
         }
     }
