@@ -29,9 +29,10 @@
 //!   or claims and completions, are batched into one transaction);
 //! - exactly-once direct mode through `tokio-postgres` (`PgExactlyOnce`) and, with the feature
 //!   `sqlx-postgres` too, through `sqlx` (`SqlxPgExactlyOnce`, on a `sqlx::PgPool` of the
-//!   tenant's): per delivery one transaction that takes the id's and signature's locks,
-//!   records the delivery and runs the effect (one row into the tenant's `effects` table),
-//!   not batched with others. Each driver has a tenant schema of its own (where `effects`
+//!   tenant's): the deliveries that wait together share one transaction (group commit)
+//!   that takes their ids' and signatures' locks, runs each effect (one row into the
+//!   tenant's `effects` table) under a savepoint of its own, records the deliveries and
+//!   commits once. Each driver has a tenant schema of its own (where `effects`
 //!   is) with the crate's tables in a schema beside it (`PgDatabase::connect_in_schema`).
 //!
 //! Every pool (the crate's, and the tenant's sqlx pool) has `SVC_BENCH_PG_CONNECTIONS`
@@ -56,7 +57,9 @@
 //! mean latency is 64 / throughput, so latency and throughput move together; the ceiling rows
 //! show whether the machine can get there at all.
 //!
-//! Run: `cargo bench -p svc-receiver --bench load` (optionally `-- <seconds per server>`); with
+//! Run: `cargo bench -p svc-receiver --bench load` (optionally `-- <seconds per server>`, and
+//! words of the rows to run alone beside verify-only, such as `-- 3 postgres`; the inbox
+//! workers' runs only without words or with `workers`); with
 //! PostgreSQL, every driver: `SVC_TEST_POSTGRES_URL=… cargo bench -p svc-receiver --features
 //! sqlx-postgres --bench load` (`.ci/postgres start DIR` starts a throwaway server and prints
 //! its URL; `--features postgres` leaves the sqlx row out).
@@ -702,6 +705,21 @@ fn main() {
         .skip(1)
         .find_map(|arg| arg.parse::<u64>().ok())
         .unwrap_or(6);
+    // Rows to run (words of their names; verify-only always runs, as the baseline): every
+    // other argument that is not a number and not one of cargo's flags.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| arg.parse::<u64>().is_err() && !arg.starts_with("--"))
+        .map(|arg| arg.to_lowercase())
+        .collect();
+    let runs = |name: &str| {
+        only.is_empty()
+            || name == "verify only"
+            || only
+                .iter()
+                .any(|word| name.to_lowercase().contains(word.as_str()))
+    };
+    let workers = only.is_empty() || only.iter().any(|word| word == "workers");
     let duration = Duration::from_secs(seconds);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -757,7 +775,10 @@ fn main() {
         let mut results: Vec<RunResult> = targets.iter().map(|_| RunResult::empty()).collect();
         let per_round = duration / ROUNDS;
         for round in 0..ROUNDS {
-            for (k, (_, target)) in targets.iter().enumerate() {
+            for (k, (name, target)) in targets.iter().enumerate() {
+                if !runs(name) {
+                    continue;
+                }
                 let run = format!("t{k}r{round}");
                 let cpu_before = process_cpu();
                 let machine_before = machine_cpu();
@@ -783,12 +804,14 @@ fn main() {
         let baseline = rate(&results[0]);
         let pg_inbox = result_of(PG_INBOX).map(rate);
         for ((name, _), result) in targets.iter().zip(&results) {
-            row(name, result, baseline, pg_inbox);
+            if runs(name) {
+                row(name, result, baseline, pg_inbox);
+            }
         }
         // Issue 24's target for the exactly-once rows.
         if let Some(pg_inbox) = pg_inbox {
             for name in [EO_SQLITE, EO_PG, EO_SQLX] {
-                let Some(result) = result_of(name) else { continue };
+                let Some(result) = result_of(name).filter(|_| runs(name)) else { continue };
                 let ratio = rate(result) / pg_inbox;
                 let p99 = result.latency_us.value_at_quantile(0.99) as f64 / 1000.0;
                 let met = if ratio >= 0.8 && p99 < 10.0 { "met" } else { "missed" };
@@ -804,6 +827,7 @@ fn main() {
         );
 
         // How fast workers hand stored entries to a handler that returns at once.
+        if workers {
         let raw = match &targets[3].1 {
             Target::Inbox(raw) => raw.clone(),
             Target::Http(_) => unreachable!("the fourth target is the bare inbox"),
@@ -833,6 +857,7 @@ fn main() {
                 settled += settle("exactly once (sqlx PostgreSQL)", inbox, handler, 8).await;
             }
             check_settled("exactly once, inbox mode (PostgreSQL)", settled, pg_effects(&postgres.inbox_effects).await);
+        }
         }
 
         // Durability check through a fresh connection: nothing acknowledged may be missing.

@@ -98,6 +98,8 @@ mod handler;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod pruner;
 mod secret;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod throttle;
 mod verify;
 
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -1,15 +1,20 @@
-//! Reconciling into a tenant's own table: a `Sink` over one `scored_calls` table (and a small
-//! table of watermarks) in the tenant's SQLite database, with rusqlite.
+//! Reconciling into a tenant's own tables: a `Sink` over one `scored_calls` table (with a
+//! `rep_scores` count and a small table of watermarks) in the tenant's SQLite database, with
+//! rusqlite. It needs `svc-client` and `svc-reconcile` alone (no server, no command line);
+//! `own_table_webhooks.rs` feeds the same tables from the webhooks.
 //!
 //! ```sh
 //! svc-cli sandbox &                      # prints SVC_BASE_URL and SVC_API_KEY to export
 //! cargo run -p svc-reconcile --example own_table -- tenant.db
 //! ```
 //!
-//! Each run lists the calls scored since the last one (with an overlap), reads the detail of
-//! each call the table does not hold yet (or whose `scoredAt` moved), and upserts it; a
-//! score that changed with no webhook is counted as a silent change. The run lock is `()`:
-//! this sink is for one process on cron, whose runs never overlap.
+//! Each scored call lands in `scored_calls` once, whichever path brings it first, and its rep's
+//! `rep_scores.calls` goes up once, in the transaction that stores the call: both paths store
+//! through [`store_call`], which looks the call up by id inside that transaction. A run lists
+//! the calls scored since the last one (with an overlap) and reads the detail of each call the
+//! table does not hold yet (or whose `scoredAt` moved); a score that changed with no webhook is
+//! counted as a silent change. The run lock is `()`: one process on cron, whose runs never
+//! overlap.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,10 +22,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
-use svc_client::{ApiKey, CallId, CallSource, Client};
+use svc_client::{ApiKey, CallId, CallSource, Client, RawCallDetail};
 use svc_reconcile::{
-    Batch, Delivery, KnownCall, LockError, Options, Reconciler, RunId, RunReport, Sink, Stored,
-    Version, WindowEnd,
+    Batch, Delivered, Delivery, KnownCall, LockError, Options, Reconciler, RunId, RunReport, Sink,
+    Stored, Version, WindowEnd,
 };
 
 /// The tenant's tables.
@@ -32,7 +37,12 @@ pub const SCHEMA: &str = "
         overall_score REAL NOT NULL,
         scored_at     TEXT,
         updated_at    TEXT,
-        detail        TEXT NOT NULL
+        detail        TEXT NOT NULL,
+        arrived_by    TEXT NOT NULL  -- 'webhook' or 'reconcile': whichever came first
+    );
+    CREATE TABLE IF NOT EXISTS rep_scores (
+        agent_id TEXT PRIMARY KEY,
+        calls    INTEGER NOT NULL  -- scored calls of the rep, each counted once
     );
     CREATE TABLE IF NOT EXISTS reconcile_watermarks (
         source    TEXT PRIMARY KEY,
@@ -135,46 +145,21 @@ impl Sink for TenantTables {
     async fn store_batch(&self, batch: Batch) -> Result<Vec<Stored>, TablesError> {
         self.with(move |conn| {
             let tx = conn.transaction()?;
-            let mut stored = Vec::with_capacity(batch.calls.len());
-            for call in &batch.calls {
-                let detail = &call.detail;
-                let id = detail.detail.row.id.as_str();
-                let held: Option<String> = tx
-                    .query_row(
-                        "SELECT detail FROM scored_calls WHERE call_id = ?1",
-                        [id],
-                        |row| row.get(0),
-                    )
-                    .optional()?;
-                let outcome = match held {
-                    None => Stored::New(Delivery::Backfill),
-                    Some(held) => match svc_client::raw::detail(held.as_bytes()) {
-                        Ok(held) if Version::of(detail).is_older_than(&Version::of(&held)) => {
-                            stored.push(Stored::Unchanged);
-                            continue;
-                        }
-                        Ok(held) if Version::of(&held) == Version::of(detail) => Stored::Unchanged,
-                        _ => Stored::Changed,
-                    },
-                };
-                tx.execute(
-                    "INSERT INTO scored_calls
-                        (call_id, source, agent_id, overall_score, scored_at, updated_at, detail)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                     ON CONFLICT (call_id) DO UPDATE SET overall_score = ?4, scored_at = ?5,
-                        updated_at = ?6, detail = ?7",
-                    params![
-                        id,
-                        detail.detail.row.source.as_str(),
-                        detail.detail.row.agent_id.as_ref().map(|a| a.as_str()),
-                        detail.detail.score.overall_score,
-                        detail.detail.row.scored_at,
-                        detail.detail.updated_at,
-                        detail.json,
-                    ],
-                )?;
-                stored.push(outcome);
-            }
+            let stored = batch
+                .calls
+                .iter()
+                .map(|call| store_call(&tx, &call.detail, "reconcile"))
+                .collect::<Result<Vec<_>, _>>()?;
+            tx.commit()?;
+            Ok(stored)
+        })
+        .await
+    }
+
+    async fn store_delivered(&self, delivered: Delivered) -> Result<Stored, TablesError> {
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            let stored = store_call(&tx, &delivered.detail, "webhook")?;
             tx.commit()?;
             Ok(stored)
         })
@@ -204,6 +189,61 @@ impl Sink for TenantTables {
     }
 }
 
+/// Stores one call's detail inside `tx`, for both paths: inserted (and its rep credited once)
+/// when the table does not hold it, updated when the service's version is newer, left alone
+/// when it is older or the same.
+pub fn store_call(
+    tx: &rusqlite::Transaction<'_>,
+    detail: &RawCallDetail,
+    arrived_by: &str,
+) -> Result<Stored, TablesError> {
+    let row = &detail.detail.row;
+    let id = row.id.as_str();
+    let held: Option<String> = tx
+        .query_row(
+            "SELECT detail FROM scored_calls WHERE call_id = ?1",
+            [id],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let outcome = match held {
+        None => Stored::New(Delivery::Backfill),
+        Some(held) => match svc_client::raw::detail(held.as_bytes()) {
+            Ok(held) if Version::of(detail).is_older_than(&Version::of(&held)) => {
+                return Ok(Stored::Unchanged);
+            }
+            Ok(held) if Version::of(&held) == Version::of(detail) => return Ok(Stored::Unchanged),
+            _ => Stored::Changed,
+        },
+    };
+    let agent_id = row.agent_id.as_ref().map(|a| a.as_str());
+    tx.execute(
+        "INSERT INTO scored_calls
+            (call_id, source, agent_id, overall_score, scored_at, updated_at, detail, arrived_by)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT (call_id) DO UPDATE SET overall_score = ?4, scored_at = ?5,
+            updated_at = ?6, detail = ?7",
+        params![
+            id,
+            row.source.as_str(),
+            agent_id,
+            detail.detail.score.overall_score,
+            row.scored_at,
+            detail.detail.updated_at,
+            detail.json,
+            arrived_by,
+        ],
+    )?;
+    if let (Stored::New(_), Some(agent_id)) = (outcome, agent_id) {
+        tx.execute(
+            "INSERT INTO rep_scores (agent_id, calls) VALUES (?1, 1)
+             ON CONFLICT (agent_id) DO UPDATE SET calls = calls + 1",
+            [agent_id],
+        )?;
+    }
+    Ok(outcome)
+}
+
 /// One reconcile of the service behind `client` into the tenant's tables.
 pub async fn reconcile_into(
     tables: TenantTables,
@@ -219,16 +259,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let path = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "tenant.db".to_owned());
-    let base_url = std::env::var("SVC_BASE_URL")?;
-    let client = Client::builder(base_url)
-        .api_key(ApiKey::new(std::env::var("SVC_API_KEY")?))
-        .user_agent_suffix("own-table-example")
-        .build()?;
     let tables = TenantTables::open(std::path::Path::new(&path))?;
-    let report = reconcile_into(tables, client).await?;
+    let report = reconcile_into(tables, client_from_env()?).await?;
     println!(
         "{} calls listed, {} new, {} changed with no webhook",
         report.totals.listed, report.totals.new, report.totals.changed_silently
     );
     Ok(())
+}
+
+/// The client of the service `SVC_BASE_URL` names, with the key `SVC_API_KEY` holds.
+pub fn client_from_env() -> Result<Client, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(Client::builder(std::env::var("SVC_BASE_URL")?)
+        .api_key(ApiKey::new(std::env::var("SVC_API_KEY")?))
+        .user_agent_suffix("own-table-example")
+        .build()?)
 }

@@ -37,11 +37,13 @@
 //! - `store` (feature `sqlite`, on by default; PostgreSQL with the feature `postgres`): the
 //!   store of `svc-cli` (calls, ledger, changes, runs), a ready [`Sink`].
 //! - [`time`]: timestamps and durations as the contract and the store write them.
+//! - [`webhook`]: [`SinkHandler`], the webhook path into the same [`Sink`]: an
+//!   `svc_receiver::EventHandler` that reads each announced call and stores it, so a call lands
+//!   in the tenant's tables once whichever path brings it.
 //!
-//! Receiving webhooks is not here: `svc-cli webhook serve` writes deliveries into the
-//! `store::Store` from the command line (with its health and metrics endpoints); a tenant
-//! embedding a receiver uses `svc-receiver` and writes each event into the same tables its
-//! [`Sink`] reads, so a call lands once whichever path brings it.
+//! Receiving itself (verification, dedupe, the durable inbox, the HTTP route) is
+//! `svc-receiver`'s: a tenant hands it a [`SinkHandler`] over its sink. `svc-cli webhook serve`
+//! is the same receiver writing into the `store::Store`, with health and metrics endpoints.
 
 #![warn(missing_docs)]
 
@@ -57,6 +59,7 @@ pub mod sink;
 #[cfg(feature = "sqlite")]
 pub mod store;
 pub mod time;
+pub mod webhook;
 pub mod window;
 
 pub use engine::{
@@ -66,6 +69,7 @@ pub use engine::{
 pub use memory::MemorySink;
 pub use report::{Counts, FailedCall, Outcome, RunReport, ServiceClock, SourceReport};
 pub use sink::{
-    Batch, BatchContext, CallFailure, Delivery, FetchedCall, KnownCall, LockError, RunId, Sink,
-    Stored, Version, WindowEnd, first_scored,
+    Batch, BatchContext, CallFailure, Delivered, Delivery, FetchedCall, KnownCall, LockError,
+    RunId, Sink, Stored, Version, WindowEnd, first_scored,
 };
+pub use webhook::{SinkHandler, WebhookError};

@@ -11,7 +11,8 @@ use svc_client::{CallId, CallSource, RawCallDetail, RawCallRow};
 
 use crate::report::RunReport;
 use crate::sink::{
-    Batch, Delivery, KnownCall, LockError, RunId, Sink, Stored, Version, WindowEnd, first_scored,
+    Batch, Delivered, Delivery, KnownCall, LockError, RunId, Sink, Stored, Version, WindowEnd,
+    first_scored,
 };
 
 /// Why the memory sink failed: never, in practice (a poisoned lock is recovered).
@@ -40,6 +41,68 @@ struct State {
     webhooks: HashMap<CallId, usize>,
     ledger_since: Option<DateTime<Utc>>,
     runs: Vec<Option<RunReport>>,
+}
+
+impl State {
+    /// Stores a batch: what [`Sink::store_batch`] does, under the state's lock.
+    fn store(&mut self, batch: Batch) -> Vec<Stored> {
+        let state = self;
+        let mut stored = Vec::with_capacity(batch.calls.len());
+        for call in batch.calls {
+            let id = call.detail.detail.row.id.clone();
+            let webhook = state.webhooks.contains_key(&id);
+            state.failures.remove(&id);
+            let outcome = match state.calls.get_mut(&id) {
+                None => {
+                    let delivery = batch
+                        .context
+                        .delivery_of(first_scored(&call.detail), webhook);
+                    state.calls.insert(
+                        id,
+                        MemoryCall {
+                            detail: call.detail,
+                            row: call.row,
+                            delivery,
+                            changes: 0,
+                        },
+                    );
+                    Stored::New(delivery)
+                }
+                Some(held) => {
+                    let (before, after) = (Version::of(&held.detail), Version::of(&call.detail));
+                    if after.is_older_than(&before) {
+                        Stored::Unchanged
+                    } else {
+                        held.detail = call.detail;
+                        held.row = call.row.or(held.row.take());
+                        if before == after {
+                            Stored::Unchanged
+                        } else {
+                            held.changes += 1;
+                            Stored::Changed
+                        }
+                    }
+                }
+            };
+            stored.push(outcome);
+        }
+        for failure in batch.failures {
+            let id = failure.row.row.id.clone();
+            let entry = state
+                .failures
+                .entry(id)
+                .or_insert((failure.row.clone(), 0, None));
+            entry.0 = failure.row;
+            entry.1 += 1;
+            entry.2 = batch.context.run_id;
+        }
+        for row in batch.rows_to_fill {
+            if let Some(call) = state.calls.get_mut(&row.row.id) {
+                call.row.get_or_insert(row);
+            }
+        }
+        stored
+    }
 }
 
 /// A sink in memory; cheap to clone (clones share the contents).
@@ -110,62 +173,16 @@ impl Sink for MemorySink {
     }
 
     async fn store_batch(&self, batch: Batch) -> Result<Vec<Stored>, MemoryError> {
+        Ok(self.state().store(batch))
+    }
+
+    async fn store_delivered(&self, delivered: Delivered) -> Result<Stored, MemoryError> {
         let mut state = self.state();
-        let mut stored = Vec::with_capacity(batch.calls.len());
-        for call in batch.calls {
-            let id = call.detail.detail.row.id.clone();
-            let webhook = state.webhooks.contains_key(&id);
-            state.failures.remove(&id);
-            let outcome = match state.calls.get_mut(&id) {
-                None => {
-                    let delivery = batch
-                        .context
-                        .delivery_of(first_scored(&call.detail), webhook);
-                    state.calls.insert(
-                        id,
-                        MemoryCall {
-                            detail: call.detail,
-                            row: call.row,
-                            delivery,
-                            changes: 0,
-                        },
-                    );
-                    Stored::New(delivery)
-                }
-                Some(held) => {
-                    let (before, after) = (Version::of(&held.detail), Version::of(&call.detail));
-                    if after.is_older_than(&before) {
-                        Stored::Unchanged
-                    } else {
-                        held.detail = call.detail;
-                        held.row = call.row.or(held.row.take());
-                        if before == after {
-                            Stored::Unchanged
-                        } else {
-                            held.changes += 1;
-                            Stored::Changed
-                        }
-                    }
-                }
-            };
-            stored.push(outcome);
-        }
-        for failure in batch.failures {
-            let id = failure.row.row.id.clone();
-            let entry = state
-                .failures
-                .entry(id)
-                .or_insert((failure.row.clone(), 0, None));
-            entry.0 = failure.row;
-            entry.1 += 1;
-            entry.2 = batch.context.run_id;
-        }
-        for row in batch.rows_to_fill {
-            if let Some(call) = state.calls.get_mut(&row.row.id) {
-                call.row.get_or_insert(row);
-            }
-        }
-        Ok(stored)
+        let id = delivered.detail.detail.row.id.clone();
+        let ledger_since = *state.ledger_since.get_or_insert(delivered.received_at);
+        *state.webhooks.entry(id).or_default() += 1;
+        let batch = Batch::delivered(delivered.detail, Utc::now(), Some(ledger_since));
+        Ok(state.store(batch).pop().unwrap_or(Stored::Unchanged))
     }
 
     async fn record_window(

@@ -10,7 +10,9 @@
 //! - failed details ([`Sink::keeps_failures`]): not kept, so a window with a failed detail
 //!   does not complete and its watermark stays (the next run lists the call again);
 //! - the ledger of received webhooks ([`Sink::ledger_since`], [`Sink::settle_awaiting`]): none,
-//!   so every new call is [`Delivery::Backfill`] and nothing is reported as recovered.
+//!   so every new call is [`Delivery::Backfill`] and nothing is reported as recovered;
+//! - a call its webhook brought ([`Sink::store_delivered`], called by
+//!   [`crate::webhook::SinkHandler`]): stored through [`Sink::store_batch`] like any other.
 //!
 //! Implementations here: `store::Store` (feature `sqlite`: SQLite, or PostgreSQL with the
 //! feature `postgres`; what `svc-cli` uses) and [`crate::memory::MemorySink`] (tests). All of
@@ -134,6 +136,65 @@ pub struct Batch {
     pub context: BatchContext,
 }
 
+/// A call its verified webhook announced, read and handed to [`Sink::store_delivered`] by
+/// [`crate::webhook::SinkHandler`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Delivered {
+    /// The delivery's `X-Service-Webhook-Id`.
+    pub webhook_id: String,
+    /// When the receiver verified the delivery.
+    pub received_at: DateTime<Utc>,
+    /// The decoded event.
+    pub event: svc_receiver::CallScored,
+    /// The body exactly as received and verified (for a ledger or an audit trail).
+    pub body: std::sync::Arc<[u8]>,
+    /// The `GET /calls/{callId}` body, read after the delivery.
+    pub detail: RawCallDetail,
+}
+
+impl Delivered {
+    /// A delivered call: its webhook's id and event, the body as verified, when it was
+    /// verified, and the detail read after it.
+    pub fn new(
+        webhook_id: impl Into<String>,
+        event: svc_receiver::CallScored,
+        body: std::sync::Arc<[u8]>,
+        received_at: DateTime<Utc>,
+        detail: RawCallDetail,
+    ) -> Self {
+        Self {
+            webhook_id: webhook_id.into(),
+            received_at,
+            event,
+            body,
+            detail,
+        }
+    }
+}
+
+impl Batch {
+    /// A batch of one call its webhook brought (no list row: reconcile fills it in when it
+    /// lists the call), stored at `now` by a sink whose ledger opened at `ledger_since`.
+    pub fn delivered(
+        detail: RawCallDetail,
+        now: DateTime<Utc>,
+        ledger_since: Option<DateTime<Utc>>,
+    ) -> Self {
+        Self {
+            calls: vec![FetchedCall { row: None, detail }],
+            failures: Vec::new(),
+            rows_to_fill: Vec::new(),
+            context: BatchContext {
+                run_id: None,
+                now,
+                ledger_since,
+                missed_before: now,
+            },
+        }
+    }
+}
+
 /// How a source's pass ended, for [`Sink::record_window`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WindowEnd<'a> {
@@ -191,6 +252,25 @@ pub trait Sink: Send + Sync + 'static {
         &self,
         batch: Batch,
     ) -> impl Future<Output = Result<Vec<Stored>, Self::Error>> + Send;
+
+    /// Stores one call its webhook brought ([`crate::webhook::SinkHandler`]), in one
+    /// transaction, and answers what storing it did: [`Stored::New`] only the first time the
+    /// call is stored by either path, so that an effect tied to it happens once per call. The
+    /// same call may be handed over again (the receiver's inbox is at-least-once).
+    ///
+    /// The default stores it through [`Sink::store_batch`] as [`Batch::delivered`] with no
+    /// ledger. A sink with a ledger of webhooks overrides it to record the delivery in the
+    /// same transaction, so that reconcile counts the call as delivered, not recovered.
+    fn store_delivered(
+        &self,
+        delivered: Delivered,
+    ) -> impl Future<Output = Result<Stored, Self::Error>> + Send {
+        async move {
+            let batch = Batch::delivered(delivered.detail, Utc::now(), None);
+            let stored = self.store_batch(batch).await?;
+            Ok(stored.into_iter().next().unwrap_or(Stored::Unchanged))
+        }
+    }
 
     /// Records how a source's pass of run `run_id` ended at `at`; with
     /// [`WindowEnd::Complete`] the watermark moves.

@@ -14,7 +14,7 @@ use crate::config::ServeArgs;
 use crate::deliveries::DeliveriesArgs;
 use crate::operator::agency::AgencyArgs;
 use crate::operator::calls::CallsArgs;
-use crate::operator::{Reported, TenantArgs, Usage};
+use crate::operator::{Reported, Temporary, TenantArgs, Usage};
 
 /// Roleplay and Call-Scoring Service v1: a compact local implementation.
 #[derive(Debug, Parser)]
@@ -65,6 +65,8 @@ pub async fn main() -> ExitCode {
             let _ = writeln!(std::io::stderr(), "error: {error:#}");
             if error.downcast_ref::<Usage>().is_some() {
                 ExitCode::from(2)
+            } else if error.downcast_ref::<Temporary>().is_some() {
+                ExitCode::from(75)
             } else {
                 ExitCode::FAILURE
             }

@@ -31,38 +31,66 @@
 //!   every origin.
 //! - [`ops`]: `GET /healthz`, and on `--metrics-listen` the Prometheus `/metrics` of this
 //!   server (requests, latency, deliveries, outbox and live calls per tenant); `--log-format`.
+//! - Public API: [`run`], [`Config`], [`Clock`] and [`sandbox`] (the operator's steps a
+//!   sandbox needs: provision its tenant, faults, real-call ingestion, re-disposition, call
+//!   states and deliveries), what `svc-cli sandbox` and `svc-cli demo` drive it with. Every
+//!   other module is internal (`pub` only with the feature `internals`, for the workspace's
+//!   tests and benchmarks).
 //! - [`cli`] is the command line (`serve` and the operator's `tenant …` commands in
 //!   [`operator`]); `main.rs` only calls [`cli::main`].
 
-pub mod api;
-pub mod auth;
+// The module docs describe the internal layout for whoever maintains the service: read them
+// with `cargo doc --document-private-items` (or the feature `internals`), where every link
+// resolves.
+#![cfg_attr(not(feature = "internals"), allow(rustdoc::private_intra_doc_links))]
+
 pub mod cli;
-pub mod clock;
-pub mod config;
-pub mod cors;
-pub mod credentials;
-pub mod cursor;
-pub mod db;
-pub mod deliveries;
-pub mod domain;
-pub mod envelope;
-pub mod error;
-pub mod extract;
-pub mod faults;
-pub mod ids;
-pub mod live;
-pub mod operator;
-pub mod ops;
-pub mod practice;
-pub mod ratelimit;
-pub mod realcall;
-pub mod request_id;
-pub mod scoring;
-pub mod sdk;
-pub mod session_token;
-pub mod state;
-pub mod time;
-pub mod webhook;
+pub mod sandbox;
+
+/// Declares the crate's internal modules: `pub(crate)`, or `pub` with the feature
+/// `internals`, which only the workspace's own tests and benchmarks turn on (they seed and
+/// inspect the database directly). Without it their items are unreachable from outside, so
+/// `unreachable_pub` and the dead-code lints (items only tests use) are quiet for them.
+macro_rules! internal_modules {
+    ($($name:ident),* $(,)?) => {$(
+        #[cfg(feature = "internals")]
+        pub mod $name;
+        #[cfg(not(feature = "internals"))]
+        #[allow(unreachable_pub, dead_code, unused_imports)]
+        pub(crate) mod $name;
+    )*};
+}
+
+internal_modules!(
+    api,
+    auth,
+    clock,
+    config,
+    cors,
+    credentials,
+    cursor,
+    db,
+    deliveries,
+    domain,
+    envelope,
+    error,
+    extract,
+    faults,
+    ids,
+    live,
+    operator,
+    ops,
+    practice,
+    ratelimit,
+    realcall,
+    request_id,
+    scoring,
+    sdk,
+    session_token,
+    state,
+    time,
+    webhook,
+);
 
 use std::future::Future;
 

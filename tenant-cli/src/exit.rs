@@ -40,7 +40,8 @@ Exit codes:
   75  temporary failure worth retrying (429, INTERNAL_ERROR, SERVICE_UNAVAILABLE, connection
       errors, timeouts; an import whose failed rows all failed so: rerun the same file later;
       another reconcile run holds the store's lock; the store stayed locked for an inbox
-      command; the store's database cannot be reached or refused the credentials)
+      command; the store's database cannot be reached or refused the credentials; the
+      store's disk is full)
 
 Environment: SVC_BASE_URL, SVC_API_KEY, SVC_PROFILE, SVC_CONFIG, SVC_INSECURE_HTTP, SVC_STORE,
 NO_COLOR, RUST_LOG.";
@@ -122,8 +123,8 @@ pub fn client_code(error: &ClientError) -> u8 {
     }
 }
 
-/// The exit code for a store error: temporary (75) when the database is busy or cannot be
-/// reached, a usage error (2) when the store named is not one, else a failure.
+/// The exit code for a store error: temporary (75) when the database is busy, cannot be
+/// reached or its disk is full, a usage error (2) when the store named is not one, else a failure.
 pub fn store_code(error: &StoreError) -> u8 {
     if error.is_temporary() {
         TEMPORARY

@@ -8,7 +8,7 @@
 //! - [`output`]: tables or JSON on stdout, messages and progress on stderr.
 //! - [`reconcile`]: `svc-reconcile` as `svc-cli reconcile` runs it: the store as the sink,
 //!   exit codes, the report's table, the spinner.
-//! - [`report`]: the store as one self-contained HTML page (`svc-cli store report`).
+//! - [`html_report`]: the store as one self-contained HTML page (`svc-cli store report`).
 //! - [`receiver`]: receive webhook deliveries into the store (`svc-cli webhook serve`).
 //! - [`sandbox`] (feature `sandbox`, on by default): the compact service run in-process as a
 //!   local sandbox (`svc-cli sandbox`).
@@ -35,11 +35,11 @@ pub mod console;
 pub mod demo;
 pub mod exit;
 pub mod files;
+pub mod html_report;
 pub mod ops;
 pub mod output;
 pub mod receiver;
 pub mod reconcile;
-pub mod report;
 #[cfg(feature = "sandbox")]
 pub mod sandbox;
 
@@ -105,7 +105,7 @@ fn init_tracing(command: &commands::Command) -> ops::logs::LogArgs {
             .with_ansi(false)
             .try_init();
     }
-    let log = ops::logs::of(command);
+    let log = command.log_args();
     // Does nothing when the demo's subscriber is installed.
     ops::logs::init(log.log_format);
     log

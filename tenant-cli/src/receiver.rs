@@ -255,13 +255,7 @@ async fn record(store: &Store, client: Option<&Client>, received: Received) -> R
     let call_id = CallId::from_service(event.call_id.clone());
     match client.call_raw(&call_id).await {
         Ok(detail) => {
-            let writer = Writer {
-                by: "webhook",
-                run_id: None,
-                now: format_ts(Utc::now()),
-                ledger_since_ms: None,
-                missed_before_ms: i64::MIN,
-            };
+            let writer = Writer::webhook();
             store
                 .blocking(move |s| s.store_calls(&[(None, detail)], &writer))
                 .await

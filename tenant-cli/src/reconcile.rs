@@ -18,7 +18,7 @@ use crate::output;
 /// A run's report with the exit code `svc-cli reconcile` ends with: what `--json` prints.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Report {
+pub struct Reconciled {
     /// What the run did.
     #[serde(flatten)]
     pub run: RunReport,
@@ -29,7 +29,7 @@ pub struct Report {
     pub delivery_grace: std::time::Duration,
 }
 
-impl Deref for Report {
+impl Deref for Reconciled {
     type Target = RunReport;
 
     fn deref(&self) -> &RunReport {
@@ -55,7 +55,7 @@ pub async fn run(
     reconciler: &Reconciler<Store>,
     guard: Option<&RunGuard<RunLock>>,
     progress: &ProgressBar,
-) -> Report {
+) -> Reconciled {
     let spinner = Spinner(progress);
     let result = match guard {
         Some(guard) => reconciler.run(guard, &spinner).await,
@@ -63,12 +63,12 @@ pub async fn run(
     };
     let delivery_grace = reconciler.options().delivery_grace;
     let report = match result {
-        Ok(run) => Report {
+        Ok(run) => Reconciled {
             exit_code: outcome_code(run.outcome),
             run,
             delivery_grace,
         },
-        Err(RunError { reason, report }) => Report {
+        Err(RunError { reason, report }) => Reconciled {
             exit_code: stop_code(&reason),
             run: *report,
             delivery_grace,
@@ -132,7 +132,7 @@ fn stop_code(reason: &StopReason<StoreError>) -> u8 {
     }
 }
 
-impl Report {
+impl Reconciled {
     /// The human form: one row per source and a totals row, then what needs attention.
     pub fn table(&self) -> (Table, Vec<String>) {
         let mut table = output::table([

@@ -61,9 +61,10 @@ impl<X: Transactional> ExactlyOnceReceiver<X> {
 
     /// Sets how long a request may take, from its arrival, before it answers 503 (8 s by
     /// default), waiting for a concurrent delivery of the same id included. Past it the
-    /// request stops waiting: on PostgreSQL its transaction is rolled back unless its commit
-    /// was already under way; on SQLite the queued transaction still runs. Either way the
-    /// sender's retry finds the delivery done (a duplicate, 200) or runs it.
+    /// request stops waiting: on PostgreSQL its delivery is left out of its batch if its
+    /// effect has not started yet, and otherwise commits or rolls back with the batch; on
+    /// SQLite the queued transaction still runs. Either way the sender's retry finds the
+    /// delivery done (a duplicate, 200) or runs it.
     pub fn with_deadline(mut self, deadline: Duration) -> Self {
         self.deadline = deadline;
         self

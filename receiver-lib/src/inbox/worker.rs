@@ -17,6 +17,7 @@ use super::{Inbox, InboxEntry, InboxPolicy, Settled};
 use crate::clock::Clock;
 use crate::dedup::StoreError;
 use crate::handler::{EventHandler, Received, delivery_span, run_handler};
+use crate::throttle::{REPEAT_EVERY, Say, Throttle};
 
 /// How long an idle worker waits for an arrival before looking for due retries again.
 const IDLE_POLL: Duration = Duration::from_secs(1);
@@ -163,8 +164,12 @@ pub(crate) async fn run_pool<I: Inbox, H: EventHandler>(
     workers: usize,
     phases: watch::Receiver<Phase>,
 ) {
+    // One streak for the pool: an inbox that cannot be read or written (a full disk, a
+    // database down) fails every loop each second until it heals; said once a minute.
+    let unavailable = Throttle::new(REPEAT_EVERY);
     let loops = futures_util::future::join_all(
-        (0..workers.max(1)).map(|_| worker_loop(inbox, handler, clock, phases.clone())),
+        (0..workers.max(1))
+            .map(|_| worker_loop(inbox, handler, clock, &unavailable, phases.clone())),
     );
     #[cfg(feature = "metrics")]
     futures_util::future::join(loops, publish_gauges(inbox, clock, phases)).await;
@@ -201,17 +206,25 @@ async fn worker_loop<I: Inbox, H: EventHandler>(
     inbox: &I,
     handler: &H,
     clock: &impl Clock,
+    unavailable: &Throttle,
     mut phases: watch::Receiver<Phase>,
 ) {
     loop {
         if *phases.borrow_and_update() == Phase::Stop {
             return;
         }
-        let idle = match process_next(inbox, handler, clock.now()).await {
+        let step = process_next(inbox, handler, clock.now()).await;
+        if step.is_ok() && unavailable.succeeded() {
+            tracing::info!("webhook inbox available again");
+        }
+        let idle = match step {
             Ok(Step::Settled(_)) => continue,
             Ok(Step::Empty) => IDLE_POLL,
             Err(err) => {
-                tracing::error!(error = %err, "webhook inbox unavailable");
+                if let Say::Log { left_out } = unavailable.failed(std::time::Instant::now()) {
+                    tracing::error!(error = %err, left_out,
+                        "webhook inbox unavailable (while it is, said once a minute)");
+                }
                 IDLE_POLL
             }
         };

@@ -7,22 +7,34 @@
 //!   open, no worker of any replica can take the entry (`FOR UPDATE SKIP LOCKED`), and a
 //!   worker that took it anyway (its lease ran out under very slow code) waits for the commit
 //!   and then finds it done. The worker's own settlement never turns a done entry back.
-//! - Direct mode (`svc_receiver::axum::exactly_once_route`): the transaction first takes the
-//!   advisory locks of the delivery's id and signature (the ones inbox batches take, in the
-//!   same order), so concurrent deliveries of one id on any replicas run one after the other,
-//!   and records the delivery as a done inbox entry with its signature: the sender's retry
-//!   after a lost answer is a duplicate, a replay of the signature under another id is refused.
+//! - Direct mode (`svc_receiver::axum::exactly_once_route`): deliveries that wait together
+//!   are group-committed (the `effect_batch` module): one transaction takes the advisory locks
+//!   of every id and signature of the batch (the ones inbox batches take, in the same global
+//!   order), so concurrent deliveries of one id on any replicas run one after the other; it
+//!   runs each fresh delivery's effect under a savepoint of its own, records those that
+//!   succeeded as done inbox entries with their signatures, and commits once before anyone is
+//!   answered: the sender's retry after a lost answer is a duplicate, a replay of the
+//!   signature under another id is refused.
 //!
-//! Your code gets `&tokio_postgres::Transaction` and never commits: the crate commits once it
-//! returns `Ok`, and rolls back when it returns `Err`, panics or is cancelled.
+//! Your code gets `&tokio_postgres::Transaction` and never commits or rolls back (in direct
+//! mode the transaction is the batch's, shared with other deliveries' effects, and your code
+//! runs inside a savepoint of it): the crate commits once it returns `Ok`, and rolls back
+//! (direct mode: to the savepoint) when it returns `Err`, panics or is cancelled.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
 use tokio_postgres::Transaction;
 
-use super::{PgInbox, db_error};
+use tokio_postgres::error::SqlState;
+
+use super::batch::is_transient;
+use super::effect_batch::{
+    BatchFailed, BatchRunner, Class, Delivery, Gatherer, Records, SAVEPOINT,
+};
+use super::{PgInbox, db_error, describe_error};
 use crate::dedup::StoreError;
 use crate::exactly_once::{Applied, EffectError, Transactional, panic_text};
 use crate::handler::{EventHandler, Received};
@@ -57,11 +69,13 @@ pub trait PgEffect: Send + Sync + 'static {
 pub(super) struct Statements {
     pub(super) lock_entry: String,
     pub(super) mark_done: String,
-    pub(super) lock_keys: String,
-    pub(super) stored: String,
-    pub(super) remember_signature: String,
-    pub(super) signature_owner: String,
-    pub(super) record_done: String,
+    /// Takes the advisory locks of a batch's ids and signatures, in the global order.
+    pub(super) lock_batch: String,
+    /// Per delivery of a batch (in order): whether its id is recorded, and the id its
+    /// signature is remembered under.
+    pub(super) classify: String,
+    /// Records a batch's done entries and remembers its signatures.
+    pub(super) record: String,
 }
 
 impl Statements {
@@ -74,39 +88,51 @@ impl Statements {
             mark_done: format!(
                 "UPDATE {table} SET state = 'done', last_error = NULL WHERE id = $1"
             ),
-            lock_keys: format!(
-                "SELECT {}(ARRAY[$1::TEXT], ARRAY[$2::BYTEA])",
+            lock_batch: format!(
+                "SELECT {}($1::TEXT[], $2::BYTEA[])",
                 database.qualified("svc_receiver_lock_keys")
             ),
-            stored: format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE id = $1)"),
-            remember_signature: format!(
-                "INSERT INTO {signatures} (signature, id, seen_at, first) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (signature) DO NOTHING"
+            classify: format!(
+                "SELECT EXISTS (SELECT 1 FROM {table} i WHERE i.id = d.id),
+                        (SELECT s.id FROM {signatures} s WHERE s.signature = d.signature)
+                 FROM unnest($1::TEXT[], $2::BYTEA[]) WITH ORDINALITY AS d (id, signature, n)
+                 ORDER BY d.n"
             ),
-            signature_owner: format!("SELECT id FROM {signatures} WHERE signature = $1"),
-            record_done: format!(
-                "INSERT INTO {table} (id, body, received_at, state, due_at)
-                 VALUES ($1, $2, $3, 'done', $3)"
+            record: format!(
+                "WITH entries AS (
+                     INSERT INTO {table} (id, body, received_at, state, due_at)
+                     SELECT id, body, at, 'done', at
+                     FROM unnest($1::TEXT[], $2::BYTEA[], $3::BIGINT[]) AS r (id, body, at)
+                 )
+                 INSERT INTO {signatures} (signature, id, seen_at, first)
+                 SELECT * FROM unnest($4::BYTEA[], $5::TEXT[], $6::BIGINT[], $7::BOOLEAN[])
+                 ON CONFLICT (signature) DO NOTHING"
             ),
         }
     }
+}
+
+/// What a driver's handles share: the inbox, your effect and the statements.
+struct Core<E> {
+    inbox: PgInbox,
+    effect: E,
+    sql: Statements,
 }
 
 /// Runs a [`PgEffect`] exactly once per event, in your database's transaction (see the
 /// module docs); cheap to clone. Use it as the handler of the workers of the inbox it was
 /// built on (inbox mode), or in `svc_receiver::axum::exactly_once_route` (direct mode).
 pub struct PgExactlyOnce<E> {
-    inbox: PgInbox,
-    effect: Arc<E>,
-    sql: Arc<Statements>,
+    core: Arc<Core<E>>,
+    /// Gathers direct-mode deliveries into batches.
+    direct: Arc<Gatherer<Core<E>>>,
 }
 
 impl<E> Clone for PgExactlyOnce<E> {
     fn clone(&self) -> Self {
         Self {
-            inbox: self.inbox.clone(),
-            effect: Arc::clone(&self.effect),
-            sql: Arc::clone(&self.sql),
+            core: Arc::clone(&self.core),
+            direct: Arc::clone(&self.direct),
         }
     }
 }
@@ -114,7 +140,7 @@ impl<E> Clone for PgExactlyOnce<E> {
 impl<E> std::fmt::Debug for PgExactlyOnce<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgExactlyOnce")
-            .field("inbox", &self.inbox)
+            .field("inbox", &self.core.inbox)
             .finish_non_exhaustive()
     }
 }
@@ -124,25 +150,35 @@ impl<E: PgEffect> PgExactlyOnce<E> {
     /// comes from it ([`super::PgDatabase::connect_in_schema`] keeps the crate's tables in a
     /// schema of their own).
     pub fn new(inbox: PgInbox, effect: E) -> Self {
-        Self {
-            sql: Arc::new(Statements::new(&inbox)),
+        let core = Arc::new(Core {
+            sql: Statements::new(&inbox),
             inbox,
-            effect: Arc::new(effect),
+            effect,
+        });
+        Self {
+            direct: Arc::new(Gatherer::new(Arc::clone(&core))),
+            core,
         }
     }
 
     /// The inbox it marks events done in.
     pub fn inbox(&self) -> &PgInbox {
-        &self.inbox
+        &self.core.inbox
     }
+}
 
+impl<E: PgEffect> Core<E> {
     /// Inbox mode: one attempt at an entry the workers handed out.
     async fn apply_entry(&self, received: Received) -> Result<(), EffectError> {
         let id = received.webhook_id.as_str();
         let mut client = self.inbox.database().user_client().await?;
         let tx = client.transaction().await.map_err(|e| db_error(&e))?;
+        let lock_entry = tx
+            .prepare_cached(&self.sql.lock_entry)
+            .await
+            .map_err(|e| db_error(&e))?;
         let state = tx
-            .query_opt(&self.sql.lock_entry, &[&id])
+            .query_opt(&lock_entry, &[&id])
             .await
             .map_err(|e| db_error(&e))?;
         match state.as_ref().map(|row| row.get::<_, &str>(0)) {
@@ -156,7 +192,11 @@ impl<E: PgEffect> PgExactlyOnce<E> {
             Some(_) => {}
         }
         self.run_effect(&received, &tx).await?;
-        tx.execute(&self.sql.mark_done, &[&id])
+        let mark_done = tx
+            .prepare_cached(&self.sql.mark_done)
+            .await
+            .map_err(|e| db_error(&e))?;
+        tx.execute(&mark_done, &[&id])
             .await
             .map_err(|e| db_error(&e))?;
         tx.commit().await.map_err(|e| db_error(&e))?;
@@ -184,7 +224,8 @@ impl<E: PgEffect> EventHandler for PgExactlyOnce<E> {
     type Error = String;
 
     async fn handle(&self, received: Received) -> Result<(), String> {
-        self.apply_entry(received)
+        self.core
+            .apply_entry(received)
             .await
             .map_err(EffectError::into_text)
     }
@@ -196,53 +237,179 @@ impl<E: PgEffect> Transactional for PgExactlyOnce<E> {
         received: Received,
         signature: [u8; 32],
     ) -> Result<Applied, EffectError> {
-        let now = received.received_at;
-        self.inbox.prune_if_due(now).await?;
-        let id = received.webhook_id.as_str();
-        let sql = &*self.sql;
-        let mut client = self.inbox.database().user_client().await?;
-        let tx = client.transaction().await.map_err(|e| db_error(&e))?;
-        let db = |e: tokio_postgres::Error| EffectError::Store(db_error(&e));
-        // Concurrent deliveries of this id or signature, on any replica, wait here for
-        // this transaction to end (and inbox batches with them, in one lock order).
-        tx.execute(&sql.lock_keys, &[&id, &&signature[..]])
+        self.core.inbox.prune_if_due(received.received_at).await?;
+        self.direct.call(received, signature).await
+    }
+}
+
+/// A savepoint's release, sent and not yet answered.
+type Pending<'t> = Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send + 't>>;
+
+/// The failure of an effect that returned `Ok` although a statement of it failed (its
+/// savepoint could not be released: the transaction was aborted).
+fn statement_failed(err: &tokio_postgres::Error) -> EffectError {
+    EffectError::Effect(format!(
+        "a statement of the effect failed: {}",
+        describe_error(err)
+    ))
+}
+
+/// A batch's failure from a driver error: transient when running the batch again may
+/// succeed (a deadlock, a serialization failure, or a unique key another transaction took
+/// after this one's snapshot, under `REPEATABLE READ`).
+fn batch_failed(err: &tokio_postgres::Error) -> BatchFailed {
+    BatchFailed {
+        message: describe_error(err),
+        transient: is_transient(err) || err.code() == Some(&SqlState::UNIQUE_VIOLATION),
+    }
+}
+
+impl<E: PgEffect> BatchRunner for Core<E> {
+    async fn run(
+        &self,
+        batch: &[Delivery],
+    ) -> Result<Vec<Result<Applied, EffectError>>, BatchFailed> {
+        let failed = |err: tokio_postgres::Error| batch_failed(&err);
+        let mut client = self
+            .inbox
+            .database()
+            .user_client()
             .await
-            .map_err(db)?;
-        let stored: bool = tx.query_one(&sql.stored, &[&id]).await.map_err(db)?.get(0);
-        if stored {
-            // Another attempt of a recorded delivery: remember its signature too.
-            tx.execute(
-                &sql.remember_signature,
-                &[&&signature[..], &id, &now, &false],
-            )
-            .await
-            .map_err(db)?;
-            tx.commit().await.map_err(db)?;
-            return Ok(Applied::Duplicate);
+            .map_err(|err| BatchFailed {
+                message: err.to_string(),
+                transient: false,
+            })?;
+        let (lock, classify, record) = futures_util::future::try_join3(
+            client.prepare_cached(&self.sql.lock_batch),
+            client.prepare_cached(&self.sql.classify),
+            client.prepare_cached(&self.sql.record),
+        )
+        .await
+        .map_err(failed)?;
+        let ids: Vec<&str> = batch
+            .iter()
+            .map(|delivery| delivery.received.webhook_id.as_str())
+            .collect();
+        let signatures: Vec<&[u8]> = batch.iter().map(|d| &d.signature[..]).collect();
+        let tx = client.transaction().await.map_err(failed)?;
+        // One round trip: the locks (other batches of these ids or signatures, on any
+        // replica, wait for this one's end), then what is recorded, read after the locks, and
+        // the first effect's savepoint.
+        let (_, rows, ()) = futures_util::future::try_join3(
+            tx.execute(&lock, &[&ids, &signatures]),
+            tx.query(&classify, &[&ids, &signatures]),
+            tx.batch_execute(&format!("SAVEPOINT {SAVEPOINT}")),
+        )
+        .await
+        .map_err(failed)?;
+        if rows.len() != batch.len() {
+            return Err(BatchFailed {
+                message: format!(
+                    "{} rows classified a batch of {} deliveries",
+                    rows.len(),
+                    batch.len()
+                ),
+                transient: false,
+            });
         }
-        let remembered = tx
-            .execute(
-                &sql.remember_signature,
-                &[&&signature[..], &id, &now, &true],
-            )
-            .await
-            .map_err(db)?;
-        if remembered == 0 {
-            let owner = tx
-                .query_opt(&sql.signature_owner, &[&&signature[..]])
-                .await
-                .map_err(db)?;
-            if owner.is_some_and(|row| row.get::<_, &str>(0) != id) {
-                return Ok(Applied::Replayed);
+        let mut outcomes = Vec::with_capacity(batch.len());
+        let mut records = Records::default();
+        let mut fresh = Vec::new();
+        for (i, (delivery, row)) in batch.iter().zip(&rows).enumerate() {
+            let id = delivery.received.webhook_id.as_str();
+            let stored: bool = row.try_get(0).map_err(failed)?;
+            let owner: Option<&str> = row.try_get(1).map_err(failed)?;
+            match Class::of(id, stored, owner) {
+                Class::Duplicate => {
+                    records.signature(delivery, false);
+                    outcomes.push(Ok(Applied::Duplicate));
+                }
+                Class::Replayed => outcomes.push(Ok(Applied::Replayed)),
+                Class::Fresh => {
+                    fresh.push(i);
+                    // Until its effect has run.
+                    outcomes.push(Err(EffectError::Store(StoreError::Unavailable)));
+                }
             }
         }
-        tx.execute(&sql.record_done, &[&id, &&*received.body, &now])
+        let release_sql = format!("RELEASE SAVEPOINT {SAVEPOINT}; SAVEPOINT {SAVEPOINT}");
+        let rollback_sql = format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}");
+        // The last effect that returned Ok, with the release of its savepoint (and the next
+        // one's savepoint) sent: its answer comes back while the next effect runs, so an
+        // effect costs no round trip of the crate's. The effect counts as done only once the
+        // release succeeded.
+        let mut released: Option<(usize, Pending<'_>)> = None;
+        for &i in &fresh {
+            let delivery = &batch[i];
+            if !delivery.wanted() {
+                // Its request gave up: nothing of it runs or is recorded.
+                continue;
+            }
+            let outcome = loop {
+                let outcome = self.run_effect(&delivery.received, &tx).await;
+                if let Some((before, release)) = released.take() {
+                    if let Err(err) = release.await {
+                        // The effect before returned Ok with a statement of it failed (the
+                        // transaction is aborted), so this one ran in an aborted transaction:
+                        // back to the savepoint before both, and this one runs again.
+                        tx.batch_execute(&rollback_sql).await.map_err(failed)?;
+                        crate::metrics::handler_run("direct", "error");
+                        outcomes[before] = Err(statement_failed(&err));
+                        continue;
+                    }
+                    crate::metrics::handler_run("direct", "ok");
+                    records.done(&batch[before]);
+                    outcomes[before] = Ok(Applied::Done);
+                }
+                break outcome;
+            };
+            match outcome {
+                Ok(()) => {
+                    let mut release: Pending<'_> = Box::pin(tx.batch_execute(&release_sql));
+                    // Polled once: sent, ahead of the next effect's statements.
+                    if let Some(result) = (&mut release).now_or_never() {
+                        release = Box::pin(std::future::ready(result));
+                    }
+                    released = Some((i, release));
+                }
+                Err(err) => {
+                    // Back to its savepoint, which stays for the next effect.
+                    tx.batch_execute(&rollback_sql).await.map_err(failed)?;
+                    crate::metrics::handler_run("direct", "error");
+                    outcomes[i] = Err(err);
+                }
+            }
+        }
+        if let Some((before, release)) = released.take() {
+            if let Err(err) = release.await {
+                tx.batch_execute(&rollback_sql).await.map_err(failed)?;
+                crate::metrics::handler_run("direct", "error");
+                outcomes[before] = Err(statement_failed(&err));
+            } else {
+                crate::metrics::handler_run("direct", "ok");
+                records.done(&batch[before]);
+                outcomes[before] = Ok(Applied::Done);
+            }
+        }
+        // Its borrow of the transaction ends here.
+        drop(released);
+        if !records.is_empty() {
+            tx.execute(
+                &record,
+                &[
+                    &records.ids,
+                    &records.bodies,
+                    &records.received_ats,
+                    &records.signatures,
+                    &records.signature_ids,
+                    &records.seen_ats,
+                    &records.firsts,
+                ],
+            )
             .await
-            .map_err(db)?;
-        let outcome = self.run_effect(&received, &tx).await;
-        crate::metrics::handler_run("direct", if outcome.is_ok() { "ok" } else { "error" });
-        outcome?;
-        tx.commit().await.map_err(db)?;
-        Ok(Applied::Done)
+            .map_err(failed)?;
+        }
+        tx.commit().await.map_err(failed)?;
+        Ok(outcomes)
     }
 }

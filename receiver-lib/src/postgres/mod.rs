@@ -25,6 +25,7 @@
 mod batch;
 mod database;
 mod dedup;
+mod effect_batch;
 mod exactly_once;
 mod inbox;
 mod migrate;

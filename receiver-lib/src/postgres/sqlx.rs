@@ -17,6 +17,7 @@ use futures_util::FutureExt;
 use sqlx::{PgConnection, PgPool, Row};
 
 use super::PgInbox;
+use super::effect_batch::{BatchFailed, BatchRunner, Class, Delivery, Gatherer, Records};
 use super::exactly_once::Statements;
 use crate::dedup::StoreError;
 use crate::exactly_once::{Applied, EffectError, Transactional, panic_text};
@@ -37,23 +38,28 @@ pub trait SqlxPgEffect: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 }
 
+/// What a driver's handles share: the inbox, your pool and effect, and the statements.
+struct Core<E> {
+    inbox: PgInbox,
+    pool: PgPool,
+    effect: E,
+    sql: Statements,
+}
+
 /// Runs a [`SqlxPgEffect`] exactly once per event in a transaction of your `sqlx` pool; cheap
 /// to clone. Use it as the handler of the workers of the inbox it was built on (inbox mode), or
 /// in `svc_receiver::axum::exactly_once_route` (direct mode).
 pub struct SqlxPgExactlyOnce<E> {
-    inbox: PgInbox,
-    pool: PgPool,
-    effect: Arc<E>,
-    sql: Arc<Statements>,
+    core: Arc<Core<E>>,
+    /// Gathers direct-mode deliveries into batches.
+    direct: Arc<Gatherer<Core<E>>>,
 }
 
 impl<E> Clone for SqlxPgExactlyOnce<E> {
     fn clone(&self) -> Self {
         Self {
-            inbox: self.inbox.clone(),
-            pool: self.pool.clone(),
-            effect: Arc::clone(&self.effect),
-            sql: Arc::clone(&self.sql),
+            core: Arc::clone(&self.core),
+            direct: Arc::clone(&self.direct),
         }
     }
 }
@@ -61,7 +67,7 @@ impl<E> Clone for SqlxPgExactlyOnce<E> {
 impl<E> std::fmt::Debug for SqlxPgExactlyOnce<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqlxPgExactlyOnce")
-            .field("inbox", &self.inbox)
+            .field("inbox", &self.core.inbox)
             .finish_non_exhaustive()
     }
 }
@@ -76,25 +82,42 @@ fn db(err: sqlx::Error) -> EffectError {
     EffectError::Store(StoreError::Database(err.to_string()))
 }
 
+/// A batch's failure from a sqlx error: transient when running the batch again may succeed
+/// (a deadlock, a serialization failure, or a unique key another transaction took after this
+/// one's snapshot, under `REPEATABLE READ`).
+fn batch_failed(err: &sqlx::Error) -> BatchFailed {
+    let code = err.as_database_error().and_then(|db| db.code());
+    BatchFailed {
+        message: err.to_string(),
+        transient: matches!(code.as_deref(), Some("40P01" | "40001" | "23505")),
+    }
+}
+
 impl<E: SqlxPgEffect> SqlxPgExactlyOnce<E> {
     /// Runs `effect` with the events of `inbox`, in transactions of `pool`: both must be the
     /// same database. With the crate's tables in a schema of their own
     /// ([`super::PgDatabase::connect_in_schema`]), the crate's statements name it; `pool`'s
     /// `search_path` is yours.
     pub fn new(inbox: PgInbox, pool: PgPool, effect: E) -> Self {
-        Self {
-            sql: Arc::new(Statements::new(&inbox)),
+        let core = Arc::new(Core {
+            sql: Statements::new(&inbox),
             inbox,
             pool,
-            effect: Arc::new(effect),
+            effect,
+        });
+        Self {
+            direct: Arc::new(Gatherer::new(Arc::clone(&core))),
+            core,
         }
     }
 
     /// The inbox it marks events done in.
     pub fn inbox(&self) -> &PgInbox {
-        &self.inbox
+        &self.core.inbox
     }
+}
 
+impl<E: SqlxPgEffect> Core<E> {
     /// Runs user code on `conn`: its error or panic as [`EffectError::Effect`].
     async fn run_effect(
         &self,
@@ -147,7 +170,8 @@ impl<E: SqlxPgEffect> EventHandler for SqlxPgExactlyOnce<E> {
     type Error = String;
 
     async fn handle(&self, received: Received) -> Result<(), String> {
-        self.apply_entry(received)
+        self.core
+            .apply_entry(received)
             .await
             .map_err(EffectError::into_text)
     }
@@ -159,64 +183,157 @@ impl<E: SqlxPgEffect> Transactional for SqlxPgExactlyOnce<E> {
         received: Received,
         signature: [u8; 32],
     ) -> Result<Applied, EffectError> {
-        let now = received.received_at;
-        self.inbox.prune_if_due(now).await?;
-        let id = received.webhook_id.as_str();
-        let sql = &*self.sql;
-        let mut tx = self.pool.begin().await.map_err(db)?;
-        query(&sql.lock_keys)
-            .bind(id)
-            .bind(&signature[..])
+        self.core.inbox.prune_if_due(received.received_at).await?;
+        self.direct.call(received, signature).await
+    }
+}
+
+impl<E: SqlxPgEffect> BatchRunner for Core<E> {
+    async fn run(
+        &self,
+        batch: &[Delivery],
+    ) -> Result<Vec<Result<Applied, EffectError>>, BatchFailed> {
+        let failed = |err: sqlx::Error| batch_failed(&err);
+        let ids: Vec<&str> = batch
+            .iter()
+            .map(|delivery| delivery.received.webhook_id.as_str())
+            .collect();
+        let signatures: Vec<&[u8]> = batch.iter().map(|d| &d.signature[..]).collect();
+        let mut tx = self.pool.begin().await.map_err(failed)?;
+        // Other batches of these ids or signatures, on any replica, wait for this one's end;
+        // what is recorded is read after the locks.
+        query(&self.sql.lock_batch)
+            .bind(&ids)
+            .bind(&signatures)
             .execute(&mut *tx)
             .await
-            .map_err(db)?;
-        let stored: bool = query(&sql.stored)
-            .bind(id)
-            .fetch_one(&mut *tx)
+            .map_err(failed)?;
+        let rows = query(&self.sql.classify)
+            .bind(&ids)
+            .bind(&signatures)
+            .fetch_all(&mut *tx)
             .await
-            .and_then(|row| row.try_get(0))
-            .map_err(db)?;
-        let remember = |first: bool| {
-            query(&sql.remember_signature)
-                .bind(&signature[..])
-                .bind(id)
-                .bind(now)
-                .bind(first)
-        };
-        if stored {
-            remember(false).execute(&mut *tx).await.map_err(db)?;
-            tx.commit().await.map_err(db)?;
-            return Ok(Applied::Duplicate);
+            .map_err(failed)?;
+        if rows.len() != batch.len() {
+            return Err(BatchFailed {
+                message: format!(
+                    "{} rows classified a batch of {} deliveries",
+                    rows.len(),
+                    batch.len()
+                ),
+                transient: false,
+            });
         }
-        let remembered = remember(true)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?
-            .rows_affected();
-        if remembered == 0 {
-            let owner = query(&sql.signature_owner)
-                .bind(&signature[..])
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db)?;
-            if let Some(row) = owner {
-                let owner: String = row.try_get(0).map_err(db)?;
-                if owner != id {
-                    return Ok(Applied::Replayed);
+        let mut outcomes = Vec::with_capacity(batch.len());
+        let mut records = Records::default();
+        let mut fresh = Vec::new();
+        for (i, (delivery, row)) in batch.iter().zip(&rows).enumerate() {
+            let id = delivery.received.webhook_id.as_str();
+            let stored: bool = row.try_get(0).map_err(failed)?;
+            let owner: Option<String> = row.try_get(1).map_err(failed)?;
+            match Class::of(id, stored, owner.as_deref()) {
+                Class::Duplicate => {
+                    records.signature(delivery, false);
+                    outcomes.push(Ok(Applied::Duplicate));
+                }
+                Class::Replayed => outcomes.push(Ok(Applied::Replayed)),
+                Class::Fresh => {
+                    fresh.push(i);
+                    // Until its effect has run.
+                    outcomes.push(Err(EffectError::Store(StoreError::Unavailable)));
                 }
             }
         }
-        query(&sql.record_done)
-            .bind(id)
-            .bind(&*received.body)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        let outcome = self.run_effect(&received, &mut tx).await;
-        crate::metrics::handler_run("direct", if outcome.is_ok() { "ok" } else { "error" });
-        outcome?;
-        tx.commit().await.map_err(db)?;
-        Ok(Applied::Done)
+        let mut savepoint = false;
+        for (k, &i) in fresh.iter().enumerate() {
+            let delivery = &batch[i];
+            if !delivery.wanted() {
+                // Its request gave up: nothing of it runs or is recorded.
+                continue;
+            }
+            if !savepoint {
+                sqlx::raw_sql(SAVEPOINT_SQL)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(failed)?;
+                savepoint = true;
+            }
+            let more = k + 1 < fresh.len();
+            let outcome = self.run_effect(&delivery.received, &mut tx).await;
+            crate::metrics::handler_run("direct", if outcome.is_ok() { "ok" } else { "error" });
+            outcomes[i] = match outcome {
+                Ok(()) => {
+                    let release = if more {
+                        RELEASE_AND_SAVEPOINT_SQL
+                    } else {
+                        RELEASE_SQL
+                    };
+                    match sqlx::raw_sql(release).execute(&mut *tx).await {
+                        Ok(_) => {
+                            savepoint = more;
+                            records.done(delivery);
+                            Ok(Applied::Done)
+                        }
+                        // The effect returned Ok with a statement of it failed (the
+                        // transaction is aborted): it failed, back to its savepoint.
+                        Err(err) => {
+                            sqlx::raw_sql(ROLLBACK_SQL)
+                                .execute(&mut *tx)
+                                .await
+                                .map_err(failed)?;
+                            Err(EffectError::Effect(format!(
+                                "a statement of the effect failed: {err}"
+                            )))
+                        }
+                    }
+                }
+                Err(err) => {
+                    sqlx::raw_sql(ROLLBACK_SQL)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(failed)?;
+                    Err(err)
+                }
+            };
+        }
+        if !records.is_empty() {
+            query(&self.sql.record)
+                .bind(&records.ids)
+                .bind(&records.bodies)
+                .bind(&records.received_ats)
+                .bind(&records.signatures)
+                .bind(&records.signature_ids)
+                .bind(&records.seen_ats)
+                .bind(&records.firsts)
+                .execute(&mut *tx)
+                .await
+                .map_err(failed)?;
+        }
+        tx.commit().await.map_err(failed)?;
+        Ok(outcomes)
+    }
+}
+
+/// The savepoint statements of a batch (fixed text: see [`SAVEPOINT`]).
+const SAVEPOINT_SQL: &str = "SAVEPOINT svc_effect";
+const RELEASE_SQL: &str = "RELEASE SAVEPOINT svc_effect";
+const RELEASE_AND_SAVEPOINT_SQL: &str = "RELEASE SAVEPOINT svc_effect; SAVEPOINT svc_effect";
+const ROLLBACK_SQL: &str = "ROLLBACK TO SAVEPOINT svc_effect";
+
+#[cfg(test)]
+mod tests {
+    use super::super::effect_batch::SAVEPOINT;
+    use super::*;
+
+    #[test]
+    fn the_savepoint_statements_name_the_batch_savepoint() {
+        for sql in [
+            SAVEPOINT_SQL,
+            RELEASE_SQL,
+            RELEASE_AND_SAVEPOINT_SQL,
+            ROLLBACK_SQL,
+        ] {
+            assert!(sql.ends_with(SAVEPOINT), "{sql}");
+        }
     }
 }

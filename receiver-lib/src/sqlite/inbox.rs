@@ -46,6 +46,10 @@ CREATE TABLE IF NOT EXISTS webhook_inbox_signatures (
     signature   BLOB NOT NULL,
     seen_at     INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS webhook_inbox_probe (
+    id          INTEGER PRIMARY KEY CHECK (id = 1),
+    probes      INTEGER NOT NULL
+);
 ";
 
 /// Which ids and signatures the inbox holds, kept by the writer thread (about 100 bytes per
@@ -311,15 +315,28 @@ impl SqliteInbox {
         Inbox::publish_metrics(self, now).await
     }
 
-    /// Takes the file's write lock and commits, through the writer every delivery goes
-    /// through: a readiness probe. It waits behind the operations queued before it, and for
-    /// another connection holding the file's write lock, as a delivery would (up to the busy
-    /// timeout, 5 s, then it fails); bound the wait with a timeout of your own.
+    /// Writes to the file and commits, through the writer every delivery goes through: a
+    /// readiness probe. It waits behind the operations queued before it, and for another
+    /// connection holding the file's write lock, as a delivery would (up to the busy timeout,
+    /// 5 s, then it fails); bound the wait with a timeout of your own. The write changes a
+    /// row (the count of probes in `webhook_inbox_probe`): SQLite commits an empty
+    /// transaction without writing, which would pass on a full disk where every delivery
+    /// fails.
     ///
     /// # Errors
-    /// [`StoreError`] when the lock cannot be taken or the commit fails.
+    /// [`StoreError`] when the lock cannot be taken, the write or the commit fails (a full
+    /// disk).
     pub async fn check_writable(&self) -> Result<(), StoreError> {
-        self.writer.run(|_, _| Ok(())).await
+        self.writer
+            .run(|conn, _| {
+                conn.prepare_cached(
+                    "INSERT INTO webhook_inbox_probe (id, probes) VALUES (1, 1)
+                     ON CONFLICT (id) DO UPDATE SET probes = probes + 1",
+                )?
+                .execute([])
+                .map(drop)
+            })
+            .await
     }
 
     /// Counts entries by state: (pending, done, dead).

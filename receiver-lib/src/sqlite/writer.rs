@@ -33,12 +33,14 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
+use std::time::Instant;
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use crate::dedup::StoreError;
 use crate::metrics::Stopwatch;
+use crate::throttle::{REPEAT_EVERY, Say, Throttle};
 
 /// Most operations committed in one transaction.
 const MAX_BATCH: usize = 512;
@@ -95,6 +97,16 @@ impl<I> Clone for Writer<I> {
 
 fn db_error(err: rusqlite::Error) -> StoreError {
     StoreError::Database(err.to_string())
+}
+
+/// The same error again, for each operation of a batch that failed whole (its message once,
+/// not wrapped in a second "webhook store database error").
+fn copy(err: &StoreError) -> StoreError {
+    match err {
+        StoreError::Database(message) => StoreError::Database(message.clone()),
+        StoreError::Unavailable => StoreError::Unavailable,
+        other => StoreError::Database(other.to_string()),
+    }
 }
 
 /// The file's change counter for changes committed by *other* connections.
@@ -283,18 +295,28 @@ impl Checkpointer {
         std::thread::Builder::new()
             .name("svc-receiver-checkpoint".into())
             .spawn(move || {
+                // A full disk fails every checkpoint until space returns: said once a minute.
+                let failing = Throttle::new(REPEAT_EVERY);
                 while committed.recv().is_ok() {
                     std::thread::sleep(CHECKPOINT_EVERY);
                     // Commits made meanwhile are covered by this checkpoint.
                     while committed.try_recv().is_ok() {}
                     // PASSIVE never blocks the writer; what it cannot copy now, the next one does.
                     match checkpoint(&conn, "PASSIVE") {
-                        Ok(frames) if frames >= RESTART_WAL_FRAMES => {
-                            flag.store(true, Ordering::Relaxed);
+                        Ok(frames) => {
+                            if frames >= RESTART_WAL_FRAMES {
+                                flag.store(true, Ordering::Relaxed);
+                            }
+                            if failing.succeeded() {
+                                tracing::info!("webhook store checkpoints succeed again");
+                            }
                         }
-                        Ok(_) => {}
                         Err(err) => {
-                            tracing::warn!(error = %err, "webhook store checkpoint failed; will retry");
+                            if let Say::Log { left_out } = failing.failed(Instant::now()) {
+                                tracing::warn!(error = %err, left_out,
+                                    "webhook store checkpoint failed; will retry \
+                                     (while it fails, said once a minute)");
+                            }
                         }
                     }
                 }
@@ -324,7 +346,7 @@ fn run<I: Index>(mut state: State<I>, queue: &mpsc::Receiver<Job<I>>) {
         while let Some(job) = next {
             replies.push(match &begin {
                 Ok(()) => state.execute(job),
-                Err(err) => job(Err(StoreError::Database(err.to_string()))).0,
+                Err(err) => job(Err(copy(err))).0,
             });
             next = if replies.len() < MAX_BATCH {
                 queue.try_recv().ok()
@@ -339,7 +361,7 @@ fn run<I: Index>(mut state: State<I>, queue: &mpsc::Receiver<Job<I>>) {
         for reply in replies {
             let result = match &commit {
                 Ok(()) => Ok(()),
-                Err(err) => Err(StoreError::Database(err.to_string())),
+                Err(err) => Err(copy(err)),
             };
             reply(result);
         }

@@ -1047,6 +1047,242 @@ mod pg {
             assert_eq!(effects(&client, "wh_eo_sqlx_direct").await, 1);
             assert_eq!(effects(&client, "wh_eo_sqlx_other").await, 0);
         }
+
+        /// The batch test's effect (see [`super::batch_effect_runs_alone_in_its_savepoint`]):
+        /// one row per run, its transaction's id noted, a pause, and a failure for the ids in
+        /// `failing`.
+        struct BatchEffect {
+            record: Arc<BatchRecord>,
+        }
+
+        impl SqlxPgEffect for BatchEffect {
+            type Error = String;
+
+            async fn apply(
+                &self,
+                received: &Received,
+                conn: &mut sqlx::PgConnection,
+            ) -> Result<(), String> {
+                let txid: i64 = sqlx::query_scalar(
+                    "INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)
+                     RETURNING txid_current()",
+                )
+                .bind(received.webhook_id.as_str())
+                .bind(&received.event.call_id)
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(|e| e.to_string())?;
+                if self.record.swallows(received) {
+                    let _ = sqlx::query("SELECT 1 / 0").execute(&mut *conn).await;
+                }
+                self.record.ran(received, txid).await
+            }
+        }
+
+        #[tokio::test]
+        async fn sqlx_a_failing_effect_in_a_batch_rolls_back_alone_and_the_others_commit_once() {
+            let Some((url, schema, client)) = tenant("eo_sqlx_batch").await else {
+                return;
+            };
+            let database = PgDatabase::connect_in_schema(&url, &schema, 8)
+                .await
+                .expect("database");
+            let inbox = PgInbox::new(database, quick_policy());
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(8)
+                .connect(&url)
+                .await
+                .expect("sqlx pool");
+            let record = Arc::new(BatchRecord::default());
+            let driver = SqlxPgExactlyOnce::new(
+                inbox,
+                pool,
+                BatchEffect {
+                    record: Arc::clone(&record),
+                },
+            );
+            batch_effect_runs_alone_in_its_savepoint(driver, &record, &client, "sqlx").await;
+        }
+    }
+
+    /// What the batch test's effects saw: each run's webhook id and transaction id; and
+    /// which ids fail (after their write).
+    #[derive(Default)]
+    pub(super) struct BatchRecord {
+        runs: std::sync::Mutex<Vec<(String, i64)>>,
+        failing: std::sync::Mutex<std::collections::HashSet<String>>,
+        /// Ids whose effect runs a statement that fails, ignores the error and returns `Ok`.
+        swallowing: std::sync::Mutex<std::collections::HashSet<String>>,
+    }
+
+    impl BatchRecord {
+        /// Whether `received`'s effect swallows a failed statement.
+        pub(super) fn swallows(&self, received: &Received) -> bool {
+            self.swallowing
+                .lock()
+                .expect("swallowing")
+                .contains(received.webhook_id.as_str())
+        }
+
+        /// Notes a run of `received`'s effect in transaction `txid`, pauses so that the
+        /// deliveries arriving meanwhile gather into batches, and fails if its id is failing.
+        pub(super) async fn ran(&self, received: &Received, txid: i64) -> Result<(), String> {
+            let id = received.webhook_id.as_str().to_owned();
+            self.runs.lock().expect("runs").push((id.clone(), txid));
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            if self.failing.lock().expect("failing").contains(&id) {
+                return Err(format!("planned failure of {id} after its write"));
+            }
+            Ok(())
+        }
+    }
+
+    /// The tokio-postgres batch test's effect (see [`BatchRecord`]).
+    struct BatchEffect {
+        record: Arc<BatchRecord>,
+    }
+
+    impl PgEffect for BatchEffect {
+        type Error = String;
+
+        async fn apply(&self, received: &Received, tx: &Transaction<'_>) -> Result<(), String> {
+            let txid: i64 = tx
+                .query_one(
+                    "INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)
+                     RETURNING txid_current()",
+                    &[&received.webhook_id.as_str(), &received.event.call_id],
+                )
+                .await
+                .map_err(|e| svc_receiver::postgres::describe_error(&e))?
+                .get(0);
+            if self.record.swallows(received) {
+                let _ = tx.execute("SELECT 1 / 0", &[]).await;
+            }
+            self.record.ran(received, txid).await
+        }
+    }
+
+    /// 40 concurrent deliveries through the direct route of `driver`, every fifth one's
+    /// effect failing, and four that return `Ok` after a statement of theirs failed: those
+    /// are answered 500 with nothing committed, although they shared a transaction (a batch)
+    /// with deliveries that committed; every other one is answered 200 with its effect once
+    /// (also the ones that ran after a swallowed failure in their batch). The sender's
+    /// retries of the failed ones then commit them once, and copies of every delivery are
+    /// duplicates.
+    pub(super) async fn batch_effect_runs_alone_in_its_savepoint<
+        X: svc_receiver::exactly_once::Transactional,
+    >(
+        driver: X,
+        record: &BatchRecord,
+        client: &tokio_postgres::Client,
+        label: &str,
+    ) {
+        let ids: Vec<String> = (0..40)
+            .map(|n| format!("wh_batch_{label}_{n:02}"))
+            .collect();
+        let failing: Vec<String> = ids.iter().step_by(5).cloned().collect();
+        let swallowing: Vec<String> = ids.iter().skip(3).step_by(10).cloned().collect();
+        record
+            .failing
+            .lock()
+            .expect("failing")
+            .extend(failing.iter().cloned());
+        record
+            .swallowing
+            .lock()
+            .expect("swallowing")
+            .extend(swallowing.iter().cloned());
+        let failing: Vec<String> = failing.into_iter().chain(swallowing).collect();
+        let clock = Arc::new(ManualClock::new(T));
+        let addr = spawn(direct_router(driver, Arc::clone(&clock))).await;
+        let http = super::client();
+        let deliver_all = |ids: Vec<String>, at: i64| {
+            let http = http.clone();
+            async move {
+                let posts: Vec<_> = ids
+                    .into_iter()
+                    .map(|id| {
+                        let http = http.clone();
+                        tokio::spawn(async move {
+                            let (header, body) = delivery(&id, at);
+                            let (status, _) =
+                                post(&http, addr, Some(&id), Some(&header), body).await;
+                            (id, status)
+                        })
+                    })
+                    .collect();
+                let mut statuses = std::collections::HashMap::new();
+                for posted in posts {
+                    let (id, status) = posted.await.expect("post");
+                    statuses.insert(id, status);
+                }
+                statuses
+            }
+        };
+        let statuses = deliver_all(ids.clone(), T).await;
+        for id in &ids {
+            let fails = failing.contains(id);
+            assert_eq!(statuses[id], if fails { 500 } else { 200 }, "{label} {id}");
+            assert_eq!(effects(client, id).await, i64::from(!fails), "{label} {id}");
+        }
+        // The key guarantee: a failing effect and effects that committed ran in one
+        // transaction, and its failure rolled back its own writes only.
+        let runs = record.runs.lock().expect("runs").clone();
+        let txid_of = |wanted: &str| {
+            runs.iter()
+                .filter(|(id, _)| id == wanted)
+                .map(|(_, txid)| *txid)
+                .collect::<Vec<_>>()
+        };
+        let shared = failing.iter().any(|bad| {
+            let bad_txids = txid_of(bad);
+            ids.iter()
+                .filter(|id| !failing.contains(id))
+                .any(|good| txid_of(good).iter().any(|txid| bad_txids.contains(txid)))
+        });
+        assert!(
+            shared,
+            "{label}: no failing effect shared its batch with one that committed: {runs:?}"
+        );
+        // The sender retries the failing ones, signed afresh.
+        record.failing.lock().expect("failing").clear();
+        record.swallowing.lock().expect("swallowing").clear();
+        clock.set(T + 300);
+        let retried = deliver_all(failing.clone(), T + 300).await;
+        // And copies of every delivery come again: duplicates, nothing runs.
+        let copies = deliver_all(ids.clone(), T + 300).await;
+        for id in &ids {
+            assert_eq!(copies[id], 200, "{label} {id}: a copy");
+            if failing.contains(id) {
+                assert_eq!(retried[id], 200, "{label} {id}: the retry");
+            }
+            assert_eq!(effects(client, id).await, 1, "{label} {id}: exactly once");
+        }
+        // Each failed effect ran again for its retry; an effect that ran after a swallowed
+        // failure in its batch may have run twice.
+        assert!(
+            record.runs.lock().expect("runs").len() >= ids.len() + failing.len(),
+            "{label}: every effect ran, the failing ones twice"
+        );
+    }
+
+    #[tokio::test]
+    async fn postgres_a_failing_effect_in_a_batch_rolls_back_alone_and_the_others_commit_once() {
+        let Some((url, schema, client)) = tenant("eo_pg_batch").await else {
+            return;
+        };
+        let database = PgDatabase::connect_in_schema(&url, &schema, 8)
+            .await
+            .expect("database");
+        let inbox = PgInbox::new(database, quick_policy());
+        let record = Arc::new(BatchRecord::default());
+        let driver = PgExactlyOnce::new(
+            inbox,
+            BatchEffect {
+                record: Arc::clone(&record),
+            },
+        );
+        batch_effect_runs_alone_in_its_savepoint(driver, &record, &client, "pg").await;
     }
 
     async fn effects(client: &tokio_postgres::Client, id: &str) -> i64 {

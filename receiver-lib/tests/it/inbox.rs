@@ -507,3 +507,40 @@ async fn several_workers_overlap_their_handlers_and_hand_each_entry_out_once() {
     );
     assert_eq!(inbox.counts().await.expect("counts"), (0, 24, 0));
 }
+
+#[tokio::test]
+async fn the_readiness_probe_fails_on_a_full_disk_as_a_delivery_does_and_passes_once_space_returns()
+{
+    let Some(fs) = svc_fixtures::tmpfs::Tmpfs::mount("full-disk inbox readiness") else {
+        return;
+    };
+    let inbox =
+        SqliteInbox::open(fs.path().join("inbox.db"), InboxPolicy::default()).expect("open");
+    let id = |n: u8| {
+        svc_receiver::dedup::WebhookId::parse(format!("wh_probe{n}").as_bytes()).expect("id")
+    };
+    inbox.check_writable().await.expect("ready");
+    inbox
+        .accept(&id(1), &[1; 32], &event_body("svc_call_probe1"), T)
+        .await
+        .expect("accept");
+
+    fs.fill();
+    let refused = inbox
+        .accept(&id(2), &[2; 32], &event_body("svc_call_probe2"), T)
+        .await;
+    assert!(refused.is_err(), "a delivery on a full disk: {refused:?}");
+    let probed = inbox.check_writable().await;
+    assert!(probed.is_err(), "the probe on a full disk: {probed:?}");
+
+    fs.free();
+    inbox.check_writable().await.expect("ready again");
+    assert_eq!(
+        inbox
+            .accept(&id(2), &[2; 32], &event_body("svc_call_probe2"), T)
+            .await
+            .expect("accepted once space returns"),
+        Accepted::Stored
+    );
+    assert_eq!(inbox.counts().await.expect("counts"), (2, 0, 0));
+}

@@ -207,3 +207,63 @@ async fn an_inbox_entry_reaches_user_code_with_its_raw_body_and_arrival_time() {
         "when it was stored, not when it was handled"
     );
 }
+
+#[tokio::test]
+async fn an_inbox_on_a_full_disk_is_said_unavailable_once_not_by_every_loop_every_second() {
+    let Some(fs) = svc_fixtures::tmpfs::Tmpfs::mount("full-disk inbox workers") else {
+        return;
+    };
+    let (logs, _guard) = crate::helpers::Logs::capture();
+    let inbox =
+        SqliteInbox::open(fs.path().join("inbox.db"), InboxPolicy::default()).expect("open");
+    let id = WebhookId::parse(b"wh_full").expect("id");
+    inbox
+        .accept(&id, &[7; 32], &event_body("full"), T)
+        .await
+        .expect("accept");
+    // Before the file's first checkpoint: reserving the entry needs room the disk lacks.
+    fs.fill();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let handler = move |received: Received| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(received.event.call_id);
+            Ok::<(), String>(())
+        }
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let workers = tokio::spawn(run_inbox_workers(
+        inbox.clone(),
+        handler,
+        Arc::new(ManualClock::new(T)),
+        4,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    // Four loops, each trying every second.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert!(
+        rx.try_recv().is_err(),
+        "nothing handled while the disk is full"
+    );
+    let said = logs.lines_with("webhook inbox unavailable");
+    assert_eq!(said.len(), 1, "{said:#?}");
+    assert!(said[0].contains("full"), "with the cause: {said:#?}");
+    assert_eq!(
+        said[0].matches("webhook store database error").count(),
+        1,
+        "the cause said once: {said:#?}"
+    );
+
+    fs.free();
+    assert_eq!(
+        within("the entry once space returns", rx.recv()).await,
+        Some("full".to_owned())
+    );
+    stop.send(()).expect("stop");
+    within("shutdown", workers).await.expect("workers stop");
+    assert_eq!(logs.lines_with("webhook inbox available again").len(), 1);
+    assert_eq!(logs.lines_with("webhook inbox unavailable").len(), 1);
+    assert_eq!(inbox.counts().await.expect("counts"), (0, 1, 0));
+}

@@ -40,6 +40,19 @@ pub struct Writer {
     pub missed_before_ms: i64,
 }
 
+impl Writer {
+    /// The writer of a call its webhook brought, stored now.
+    pub fn webhook() -> Self {
+        Self {
+            by: "webhook",
+            run_id: None,
+            now: crate::time::format_ts(chrono::Utc::now()),
+            ledger_since_ms: None,
+            missed_before_ms: i64::MIN,
+        }
+    }
+}
+
 /// What a stored call is indexed by, read from its detail.
 struct Columns {
     source: String,
@@ -343,7 +356,7 @@ fn record_failure(
     .map(drop)
 }
 
-fn store_call(
+pub(super) fn store_call(
     tx: &mut dyn Sql,
     row: Option<&RawCallRow>,
     detail: &RawCallDetail,

@@ -4,8 +4,12 @@
 
 use svc_receiver::CallScored;
 
-use super::sql::params;
+use svc_client::RawCallDetail;
+
+use super::calls::{Writer, store_call};
+use super::sql::{Sql, params};
 use super::{Store, StoreError};
+use crate::sink::Stored;
 
 /// A verified delivery to record.
 #[derive(Debug, Clone)]
@@ -27,38 +31,24 @@ impl Store {
     /// # Errors
     /// A database error.
     pub fn record_delivery(&self, delivery: &NewDelivery<'_>) -> Result<bool, StoreError> {
-        let event = delivery.event;
+        self.write(|db| insert_delivery(db, delivery))
+    }
+
+    /// Records a verified delivery (as [`Store::record_delivery`]) and stores its call's
+    /// detail, read after it, in one transaction: what `svc_reconcile::webhook::SinkHandler`
+    /// does through [`crate::Sink::store_delivered`].
+    ///
+    /// # Errors
+    /// A database error (neither is stored).
+    pub fn record_delivered_call(
+        &self,
+        delivery: &NewDelivery<'_>,
+        detail: &RawCallDetail,
+        writer: &Writer,
+    ) -> Result<Stored, StoreError> {
         self.write(|db| {
-            let inserted = db.execute(
-                "INSERT INTO deliveries (webhook_id, call_id, source, success, reason,
-                    reason_message, occurred_at, verified_at, body)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
-                params![
-                    delivery.webhook_id,
-                    &event.call_id,
-                    event.source.as_str(),
-                    i64::from(event.success),
-                    event.reason.as_ref().map(|r| r.as_str().to_owned()),
-                    &event.reason_message,
-                    &event.occurred_at,
-                    delivery.verified_at,
-                    String::from_utf8_lossy(delivery.body).into_owned(),
-                ],
-            )? > 0;
-            if inserted {
-                db.execute(
-                    "INSERT INTO store_meta (key, value) VALUES ('ledger_since', $1)
-                     ON CONFLICT DO NOTHING",
-                    params![delivery.verified_at],
-                )?;
-            }
-            if inserted && event.success {
-                db.execute(
-                    "UPDATE calls SET delivery = 'webhook' WHERE id = $1 AND delivery = 'awaiting'",
-                    params![&event.call_id],
-                )?;
-            }
-            Ok(inserted)
+            insert_delivery(db, delivery)?;
+            store_call(db, None, detail, writer)
         })
     }
 
@@ -109,4 +99,39 @@ impl Store {
             .count(0)
         })
     }
+}
+
+/// Inserts a delivery into the ledger (once per webhook id); true when it was new.
+fn insert_delivery(db: &mut dyn Sql, delivery: &NewDelivery<'_>) -> Result<bool, StoreError> {
+    let event = delivery.event;
+    let inserted = db.execute(
+        "INSERT INTO deliveries (webhook_id, call_id, source, success, reason,
+            reason_message, occurred_at, verified_at, body)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+        params![
+            delivery.webhook_id,
+            &event.call_id,
+            event.source.as_str(),
+            i64::from(event.success),
+            event.reason.as_ref().map(|r| r.as_str().to_owned()),
+            &event.reason_message,
+            &event.occurred_at,
+            delivery.verified_at,
+            String::from_utf8_lossy(delivery.body).into_owned(),
+        ],
+    )? > 0;
+    if inserted {
+        db.execute(
+            "INSERT INTO store_meta (key, value) VALUES ('ledger_since', $1)
+             ON CONFLICT DO NOTHING",
+            params![delivery.verified_at],
+        )?;
+    }
+    if inserted && event.success {
+        db.execute(
+            "UPDATE calls SET delivery = 'webhook' WHERE id = $1 AND delivery = 'awaiting'",
+            params![&event.call_id],
+        )?;
+    }
+    Ok(inserted)
 }

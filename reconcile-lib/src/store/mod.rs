@@ -14,7 +14,7 @@
 //! - [`deliveries`]: the ledger of verified webhook deliveries.
 //! - [`runs`]: reconcile runs and the per-source sync state (watermarks).
 //! - [`lock`]: the lock that keeps two reconcile runs from writing at once.
-//! - [`stats`] and [`export`]: what `store stats` and `store export` read; [`report`]: what
+//! - [`stats`] and [`export`]: what `store stats` and `store export` read; [`report_rows`]: what
 //!   `store report` reads.
 //!
 //! # Guarantees
@@ -37,7 +37,7 @@ pub mod export;
 pub mod inbox;
 pub mod location;
 pub mod lock;
-pub mod report;
+pub mod report_rows;
 pub mod runs;
 mod sink;
 pub mod stats;
@@ -56,7 +56,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 pub use location::{DEFAULT_ANSWER_TIMEOUT, PostgresUrl, StoreLocation};
 pub use lock::RunLock;
 pub use schema::SCHEMA_VERSION;
-use sql::{Sql, SqliteSql};
+use sql::{Sql, SqliteSql, params};
 
 /// How long a write waits for another process's write to finish.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -136,10 +136,17 @@ impl From<rusqlite::Error> for StoreError {
 }
 
 impl StoreError {
-    /// Whether trying again later can succeed: another process kept the store locked, or its
-    /// database cannot be reached for now.
+    /// Whether trying again later can succeed: another process kept the store locked, its
+    /// database cannot be reached for now, or its disk is full (SQLite's `SQLITE_FULL`: the
+    /// write was rolled back whole, and the same write succeeds once space is freed).
     pub fn is_temporary(&self) -> bool {
-        matches!(self, Self::Busy | Self::Unavailable(_))
+        match self {
+            Self::Busy | Self::Unavailable(_) => true,
+            Self::Database(error) => {
+                error.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
+            }
+            _ => false,
+        }
     }
 
     /// Whether the problem is with what the user named (a usage error) rather than the data.
@@ -373,14 +380,31 @@ impl Store {
             .map_err(|e| StoreError::Corrupt(format!("store task failed: {e}")))?
     }
 
-    /// Whether the store takes a write now: an empty write transaction, which waits for the
-    /// store's write lock as every write does (and, on PostgreSQL, reconnects when the server
-    /// closed the connection). What `webhook serve`'s `/readyz` probes beside the inbox.
+    /// Whether the store takes a write now: a transaction that changes one row
+    /// (`store_meta.ready_probe`, set to the time of the probe), which waits for the store's
+    /// write lock as every write does (and, on PostgreSQL, reconnects when the server closed
+    /// the connection). A real change, not an empty transaction nor a row set to what it
+    /// holds: SQLite commits those without writing a page, so they succeed on a full disk
+    /// where every delivery fails. What `webhook serve`'s `/readyz` probes beside the inbox.
     ///
     /// # Errors
-    /// Why not: busy, the database unavailable, or a database error.
+    /// Why not: busy, the database unavailable, its disk full, or a database error.
     pub fn check_writable(&self) -> Result<(), StoreError> {
-        self.write(|_| Ok(()))
+        static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        // Never the value already there, even for two probes within one clock tick.
+        let probe = format!(
+            "{} #{}",
+            chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
+            PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        self.write(|db| {
+            db.execute(
+                "INSERT INTO store_meta (key, value) VALUES ('ready_probe', $1)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                params![probe],
+            )
+            .map(drop)
+        })
     }
 
     /// The schema version of the store (after opening, always [`SCHEMA_VERSION`]).

@@ -9,11 +9,12 @@ use chrono::{DateTime, Utc};
 use svc_client::{CallId, CallSource, RawCallRow};
 
 use super::calls::Writer;
+use super::deliveries::NewDelivery;
 use super::lock::{LockError as StoreLockError, RunLock};
 use super::runs::RunOutcome;
 use super::{Store, StoreError};
 use crate::report::{Outcome, RunReport};
-use crate::sink::{Batch, KnownCall, LockError, RunId, Sink, Stored, WindowEnd};
+use crate::sink::{Batch, Delivered, KnownCall, LockError, RunId, Sink, Stored, WindowEnd};
 use crate::time::{format_ts, parse_ts};
 
 /// The exit code `svc-cli reconcile` documents for a run that ended so (a run that stopped is
@@ -79,6 +80,20 @@ impl Sink for Store {
         self.blocking(move |s| {
             let fills: Vec<&RawCallRow> = rows_to_fill.iter().collect();
             s.store_batch(&calls, &failures, &fills, &writer)
+        })
+        .await
+    }
+
+    async fn store_delivered(&self, delivered: Delivered) -> Result<Stored, StoreError> {
+        let writer = Writer::webhook();
+        self.blocking(move |s| {
+            let delivery = NewDelivery {
+                webhook_id: &delivered.webhook_id,
+                event: &delivered.event,
+                body: &delivered.body,
+                verified_at: &format_ts(delivered.received_at),
+            };
+            s.record_delivered_call(&delivery, &delivered.detail, &writer)
         })
         .await
     }

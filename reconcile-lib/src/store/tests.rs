@@ -588,7 +588,7 @@ fn the_report_reads_calls_and_days_on_both_backends() {
             &event("svc_call_r", true),
             "2026-03-01T10:05:31.000Z"
         ));
-        let window = super::report::ReportWindow::default();
+        let window = super::report_rows::ReportWindow::default();
         let mut calls = Vec::new();
         store
             .for_each_report_call(&window, &mut |call| calls.push(call))
@@ -659,4 +659,50 @@ fn a_store_whose_database_stops_answering_gives_up_in_time_and_recovers_on_a_new
         .check_writable()
         .expect("writable again, on a new connection");
     assert!(proxy.stats().accepted >= 2, "{:?}", proxy.stats());
+}
+
+#[test]
+fn a_delivered_call_and_its_delivery_are_recorded_together_and_count_as_delivered() {
+    on_each_backend(
+        "a_delivered_call_and_its_delivery_are_recorded_together_and_count_as_delivered",
+        |store| {
+            let value = detail_json("svc_call_1", "roleplay", "2026-03-01T10:05:30.000Z", 81.0);
+            let scored = event("svc_call_1", true);
+            let body = serde_json::to_vec(&scored).expect("body");
+            let delivery = NewDelivery {
+                webhook_id: "wh_1",
+                event: &scored,
+                body: &body,
+                verified_at: "2026-03-01T10:05:31.000Z",
+            };
+            let webhook_writer = Writer {
+                by: "webhook",
+                run_id: None,
+                now: "2026-03-01T10:05:32.000Z".into(),
+                ledger_since_ms: None,
+                missed_before_ms: i64::MIN,
+            };
+            let first = store
+                .record_delivered_call(&delivery, &detail(&value), &webhook_writer)
+                .expect("stored");
+            assert_eq!(first, Stored::New(Delivery::Webhook));
+            let again = store
+                .record_delivered_call(&delivery, &detail(&value), &webhook_writer)
+                .expect("handed over again");
+            assert_eq!(again, Stored::Unchanged);
+            assert_eq!(store.delivery_count("wh_1").expect("count"), 1);
+            assert_eq!(
+                texts(store, "SELECT delivery FROM calls WHERE id = 'svc_call_1'"),
+                vec!["webhook".to_owned()]
+            );
+            // Reconcile listing it later finds it held.
+            let later = store
+                .store_calls(
+                    &[(Some(row(&value)), detail(&value))],
+                    &writer(AFTER_SCORING, Some(0)),
+                )
+                .expect("reconcile");
+            assert_eq!(later, vec![Stored::Unchanged]);
+        },
+    );
 }

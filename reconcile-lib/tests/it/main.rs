@@ -4,6 +4,8 @@
 //!   memory sink, the SQLite store and the PostgreSQL store.
 //! - [`engine`]: runs against `svc-fixtures`' mocks into the memory sink: what a run stores,
 //!   when it stops, what the watermark does.
+//! - [`webhook`]: `SinkHandler` behind `svc-receiver`'s direct route, against the same mocks.
 
 mod engine;
 mod sink_suite;
+mod webhook;

@@ -13,8 +13,8 @@ use svc_reconcile::store::Store;
 #[cfg(feature = "postgres")]
 use svc_reconcile::store::StoreLocation;
 use svc_reconcile::{
-    Batch, BatchContext, CallFailure, Delivery, FetchedCall, LockError, MemorySink, Sink, Stored,
-    WindowEnd,
+    Batch, BatchContext, CallFailure, Delivered, Delivery, FetchedCall, LockError, MemorySink,
+    Sink, Stored, WindowEnd,
 };
 
 fn at(text: &str) -> DateTime<Utc> {
@@ -362,6 +362,66 @@ async fn with_a_ledger_a_call_without_webhook_awaits_then_is_recovered<S: Sink>(
     );
 }
 
+async fn a_call_is_new_once_whichever_path_brings_it_first<S: Sink>(sink: S) {
+    let a = detail(
+        "svc_call_a",
+        "2026-01-15T10:00:00.000Z",
+        "2026-01-15T10:00:00.000Z",
+        80,
+    );
+    let b = detail(
+        "svc_call_b",
+        "2026-01-15T11:00:00.000Z",
+        "2026-01-15T11:00:00.000Z",
+        70,
+    );
+    let delivered = |webhook_id: &str, detail: &RawCallDetail| {
+        let event = svc_receiver::CallScored::scored(
+            detail.detail.row.id.as_str(),
+            svc_receiver::CallSource::Roleplay,
+            "svc_agent_01JH0000000000000000000000",
+            "svc_agency_01JH0000000000000000000000",
+            "2026-01-15T10:00:00.000Z",
+            "req_01JH0000000000000000000000",
+        );
+        let body: std::sync::Arc<[u8]> = serde_json::to_vec(&event).expect("JSON").into();
+        let received = at("2026-01-15T10:00:05Z");
+        Delivered::new(webhook_id, event, body, received, detail.clone())
+    };
+    let first = sink
+        .store_delivered(delivered("wh_a", &a))
+        .await
+        .expect("delivered");
+    assert!(matches!(first, Stored::New(_)), "{first:?}");
+    let again = sink
+        .store_delivered(delivered("wh_a", &a))
+        .await
+        .expect("delivered again");
+    assert_eq!(
+        again,
+        Stored::Unchanged,
+        "the inbox handed the event over twice"
+    );
+    let known = sink.known_calls(&[id("svc_call_a")]).await.expect("known");
+    assert_eq!(
+        known
+            .get(&id("svc_call_a"))
+            .and_then(|k| k.scored_at.clone()),
+        Some("2026-01-15T10:00:00.000Z".to_owned())
+    );
+    let listed = sink
+        .store_batch(batch(vec![a, b.clone()], no_ledger()))
+        .await
+        .expect("reconcile's batch");
+    assert_eq!(listed[0], Stored::Unchanged, "reconcile after the webhook");
+    assert!(matches!(listed[1], Stored::New(_)), "{listed:?}");
+    let late = sink
+        .store_delivered(delivered("wh_b", &b))
+        .await
+        .expect("a late webhook");
+    assert_eq!(late, Stored::Unchanged, "the webhook after reconcile");
+}
+
 async fn a_second_run_cannot_take_the_lock_while_the_first_holds_it<S: Sink>(sink: S) {
     let first = sink.lock(Duration::ZERO).await.expect("first lock");
     match sink.lock(Duration::from_millis(50)).await {
@@ -387,6 +447,7 @@ macro_rules! suite {
             suite!(@test $make, a_kept_failure_is_retried_by_later_runs_until_stored_or_out_of_attempts);
             suite!(@test $make, with_a_ledger_a_call_without_webhook_awaits_then_is_recovered);
             suite!(@test $make, a_second_run_cannot_take_the_lock_while_the_first_holds_it);
+            suite!(@test $make, a_call_is_new_once_whichever_path_brings_it_first);
         }
     };
     (@test $make:expr, $name:ident) => {

@@ -2,9 +2,10 @@
 //! call, and sweep archived recordings past retention.
 //!
 //! `calls ingest-real` exits 0 when every record was processed (a dropped record is
-//! processed), 1 when any record was invalid, and 2 on a usage error (a file that cannot be
+//! processed), 1 when any record was invalid, 2 on a usage error (a file that cannot be
 //! read, is not a regular file, is over [`input::MAX_FILE_BYTES`] or is not UTF-8; an unknown
-//! tenant), in which case nothing is ingested.
+//! tenant), in which case nothing is ingested, and 75 when the disk under the database or the
+//! archive is full (the batch in progress is not stored; the same file again stores the rest).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use super::{Output, Reported, Usage, print, print_line};
+use super::{Output, Reported, Temporary, Usage, print, print_line};
 use crate::clock::Clock;
 use crate::config::{DEFAULT_DB, default_audio_dir};
 use crate::db::Db;
@@ -183,7 +184,19 @@ async fn ingest(
     let records = read_records(&text).map_err(Usage)?;
     let outcomes = Ingest::new(db, archive, Clock::System, base_dir)
         .ingest(tenant, records)
-        .await?;
+        .await
+        .map_err(|err| -> anyhow::Error {
+            if err.is_disk_full() {
+                Temporary(format!(
+                    "{err}: the disk is full; nothing of the batch in progress was stored \
+                     (earlier batches of the file were): ingest the same file again once \
+                     space is freed"
+                ))
+                .into()
+            } else {
+                err.into()
+            }
+        })?;
     let mut counts = Counts::default();
     for outcome in &outcomes {
         counts.add(&outcome.disposal);

@@ -240,6 +240,12 @@ struct Output {
 #[error("{0}")]
 pub struct Usage(pub String);
 
+/// A failure that the same command can get past later, once the cause is gone (a full
+/// disk): exit 75 (`EX_TEMPFAIL`), after the message.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Temporary(pub String);
+
 /// The command already printed why it failed: exit with this code and print nothing more.
 #[derive(Debug, thiserror::Error)]
 #[error("exit code {0}")]

@@ -17,7 +17,6 @@ use metrics_exporter_prometheus::{
 };
 
 use crate::db::{Db, DbError};
-use crate::webhook::outbox::Outcome;
 
 /// Requests by method, route and status.
 pub const HTTP_REQUESTS: &str = "svc_service_http_requests_total";
@@ -118,14 +117,9 @@ impl Metrics {
             .record(latency.as_secs_f64());
     }
 
-    /// Counts one delivery attempt of `tenant` (a deferred one is not an attempt).
-    pub fn delivery(&self, tenant: &str, outcome: Outcome) {
-        let outcome = match outcome {
-            Outcome::Delivered => "delivered",
-            Outcome::Retried => "retried",
-            Outcome::Failed => "failed",
-            Outcome::Deferred | Outcome::Empty => return,
-        };
+    /// Counts one delivery attempt of `tenant`, by its `outcome` label (`delivered`,
+    /// `retried`, `failed`).
+    pub fn delivery(&self, tenant: &str, outcome: &'static str) {
         let key = Key::from_parts(
             DELIVERIES,
             vec![

@@ -64,6 +64,24 @@ pub enum IngestError {
     Archive(ArchiveError),
 }
 
+impl IngestError {
+    /// Whether the disk under the database or the archive is full: nothing of the batch in
+    /// progress was stored, and ingesting the same file again once space is freed stores it
+    /// (the operator's command exits 75 for it).
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Self::Db(DbError::Sqlite(err)) => {
+                err.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
+            }
+            Self::Db(DbError::File { source, .. })
+            | Self::Archive(ArchiveError::Archive { source, .. }) => {
+                source.kind() == std::io::ErrorKind::StorageFull
+            }
+            _ => false,
+        }
+    }
+}
+
 impl From<tokio::task::JoinError> for IngestError {
     fn from(err: tokio::task::JoinError) -> Self {
         Self::Db(DbError::Task(err))

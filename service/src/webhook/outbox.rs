@@ -27,6 +27,19 @@ pub const CONCURRENCY: usize = 8;
 const MAX_IDLE: Duration = Duration::from_secs(5);
 /// The shortest idle wait, when a delivery is due but its tenant has its share in flight.
 const MIN_IDLE: Duration = Duration::from_millis(50);
+/// How often a storage failure that keeps repeating (a full disk fails every claim of every
+/// loop, each second) is logged again: once when it starts, then at most this often with how
+/// many were left out, and once when it stops.
+const FAILURE_LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// A streak of storage failures, shared by the loops.
+#[derive(Debug, Default)]
+struct Streak {
+    /// When the streak was last logged; `None` outside a streak.
+    logged_at: Option<std::time::Instant>,
+    /// Failures not logged since then.
+    left_out: u64,
+}
 
 /// What one call to [`Outbox::try_deliver_next`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +56,18 @@ pub enum Outcome {
     Empty,
 }
 
+impl Outcome {
+    /// The `outcome` label of the deliveries metric; `None` for what is not an attempt.
+    pub fn metric_label(self) -> Option<&'static str> {
+        match self {
+            Self::Delivered => Some("delivered"),
+            Self::Retried => Some("retried"),
+            Self::Failed => Some("failed"),
+            Self::Deferred | Self::Empty => None,
+        }
+    }
+}
+
 /// Delivers the outbox. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Outbox {
@@ -53,6 +78,8 @@ pub struct Outbox {
     notify: Arc<Notify>,
     /// Where attempts are counted, once `--metrics-listen` set it ([`Outbox::observe`]).
     metrics: Arc<std::sync::OnceLock<crate::ops::metrics::Metrics>>,
+    /// Storage failures of the loops, so that a full disk is said once a minute.
+    failures: Arc<std::sync::Mutex<Streak>>,
 }
 
 impl Outbox {
@@ -65,6 +92,7 @@ impl Outbox {
             retry_delay,
             notify: Arc::new(Notify::new()),
             metrics: Arc::default(),
+            failures: Arc::default(),
         }
     }
 
@@ -178,8 +206,8 @@ impl Outbox {
             error: attempt.error,
         };
         self.db.record_attempt(&claimed.id, log, next).await?;
-        if let Some(metrics) = self.metrics.get() {
-            metrics.delivery(&claimed.tenant_id, outcome);
+        if let (Some(metrics), Some(label)) = (self.metrics.get(), outcome.metric_label()) {
+            metrics.delivery(&claimed.tenant_id, label);
         }
         Ok(outcome)
     }
@@ -214,14 +242,50 @@ impl Outbox {
 
     async fn work(&self) {
         loop {
-            match self.try_deliver_next().await {
+            let next = self.try_deliver_next().await;
+            if next.is_ok() {
+                self.storage_works();
+            }
+            match next {
                 Ok(Outcome::Empty) => self.idle().await,
                 Ok(_) => self.notify.notify_one(), // more may be due: wake a peer
                 Err(error) => {
-                    tracing::error!(error = %error, "webhook outbox storage failure");
+                    self.storage_failed(&error);
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             }
+        }
+    }
+
+    fn streak(&self) -> std::sync::MutexGuard<'_, Streak> {
+        self.failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Logs a storage failure: the first of a streak, then at most once a minute.
+    fn storage_failed(&self, error: &DbError) {
+        let now = std::time::Instant::now();
+        let mut streak = self.streak();
+        match streak.logged_at {
+            Some(at) if now.saturating_duration_since(at) < FAILURE_LOG_EVERY => {
+                streak.left_out += 1;
+            }
+            _ => {
+                let left_out = std::mem::take(&mut streak.left_out);
+                streak.logged_at = Some(now);
+                tracing::error!(error = %error, left_out,
+                    "webhook outbox storage failure (while it lasts, said once a minute)");
+            }
+        }
+    }
+
+    /// Ends a streak of storage failures, saying so.
+    fn storage_works(&self) {
+        let mut streak = self.streak();
+        if streak.logged_at.is_some() {
+            *streak = Streak::default();
+            tracing::info!("webhook outbox storage works again");
         }
     }
 

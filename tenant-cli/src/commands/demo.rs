@@ -35,7 +35,7 @@ impl DemoArgs {
             let options = crate::demo::DemoOptions {
                 keep: self.keep,
                 practice_calls: usize::try_from(self.calls).unwrap_or(30),
-                faults: svc_service::faults::Faults {
+                faults: svc_service::sandbox::Faults {
                     seed: self.seed,
                     ..defaults.faults
                 },

@@ -202,6 +202,18 @@ commands! {
     Demo(demo::DemoArgs),
 }
 
+impl Command {
+    /// The log flags of the command: its own for the long-running ones, plain text for the
+    /// others.
+    pub fn log_args(&self) -> crate::ops::logs::LogArgs {
+        match self {
+            Self::Reconcile(args) => args.log(),
+            Self::Webhook(webhook::WebhookCommand::Serve(args)) => args.log(),
+            _ => crate::ops::logs::LogArgs::default(),
+        }
+    }
+}
+
 impl Cli {
     /// Runs the parsed command line.
     ///

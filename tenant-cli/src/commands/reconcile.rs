@@ -13,7 +13,7 @@ use super::Ctx;
 use crate::exit::{self, CliError};
 use crate::ops::logs::{LogArgs, LogFormat};
 use crate::ops::textfile::RunFigures;
-use crate::reconcile::{self, Report};
+use crate::reconcile::{self, Reconciled};
 use std::sync::Arc;
 use svc_client::CallSource;
 use svc_reconcile::store::{Store, StoreLocation};
@@ -229,7 +229,7 @@ async fn write_figures(
     path: &std::path::Path,
     store: &Store,
     options: &Options,
-    report: &Report,
+    report: &Reconciled,
 ) -> anyhow::Result<()> {
     let sources: Vec<String> = options
         .sources

@@ -96,7 +96,7 @@ pub enum SandboxCommand {
     },
     /// Ingest dialer records as real calls (a JSON array or JSON lines; `-` reads stdin): one
     /// result per record, then a summary; a running sandbox sends their webhooks. Exit 1 when
-    /// a record was invalid
+    /// a record was invalid, 75 when the disk is full (run the same file again later)
     IngestReal {
         #[command(flatten)]
         db: SandboxDb,
@@ -186,9 +186,9 @@ fn check_console_address(args: &SandboxArgs, ctx: &Ctx) -> Result<(), CliError> 
 /// Runs an operator step on the sandbox's database, for its tenant.
 #[cfg(feature = "sandbox")]
 async fn operate(command: SandboxCommand, ctx: &Ctx) -> anyhow::Result<()> {
-    use svc_service::operator::agency::{AgencyArgs, AgencyCommand, RubricArg};
-    use svc_service::operator::calls::{CallsArgs, CallsCommand};
-    use svc_service::operator::{Reported, Usage};
+    use svc_service::sandbox::{
+        AgencyArgs, AgencyCommand, CallsArgs, CallsCommand, Reported, RubricArg, Temporary, Usage,
+    };
 
     let db = command.db().to_path_buf();
     if !db.is_file() {
@@ -263,6 +263,8 @@ async fn operate(command: SandboxCommand, ctx: &Ctx) -> anyhow::Result<()> {
             CliError::Usage(message.clone()).into()
         } else if let Some(Reported(code)) = e.downcast_ref::<Reported>() {
             CliError::Reported(*code).into()
+        } else if let Some(Temporary(message)) = e.downcast_ref::<Temporary>() {
+            CliError::Temporary(message.clone()).into()
         } else {
             e
         }
@@ -276,7 +278,7 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
     use anyhow::Context;
 
     use crate::sandbox::{Sandbox, SandboxOptions, credentials_path};
-    use svc_service::faults::Faults;
+    use svc_service::sandbox::Faults;
 
     let faults = match args.faults.as_deref().map(str::trim) {
         None => None,

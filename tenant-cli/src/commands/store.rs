@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 
 use super::Ctx;
+use crate::html_report::HtmlReport;
 use crate::output;
-use crate::report::Report;
 use svc_reconcile::MAX_FAILURE_ATTEMPTS;
 use svc_reconcile::store::export::{ExportError, ExportFormat};
 
@@ -139,7 +139,7 @@ async fn report(ctx: &Ctx, args: ReportArgs) -> anyhow::Result<()> {
     let store = Store::open(args.store.clone())?;
     let since = args.since;
     let report = store
-        .blocking(move |s| Report::build(s, since, Utc::now()))
+        .blocking(move |s| HtmlReport::build(s, since, Utc::now()))
         .await?;
     let out = args.out.clone();
     let written = report.clone();

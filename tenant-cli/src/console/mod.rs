@@ -25,7 +25,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use anyhow::Context as _;
 use axum::Router;
 use axum::routing::{get, post};
-use svc_service::db::Db;
+use svc_service::sandbox::SandboxDb;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -41,7 +41,7 @@ pub const DEFAULT_LISTEN: SocketAddr =
 #[derive(Clone)]
 pub struct ConsoleBackend {
     client: Client,
-    db: Db,
+    db: SandboxDb,
     api_base_url: String,
 }
 

@@ -3,7 +3,7 @@
 //! load scripts from itself and the API (the SDK module), talk to itself and the API (redeem,
 //! the live socket), and nothing else: no CDN, no inline script, no frame.
 
-use crate::report::escape::escape as escape_html;
+use crate::html_report::escape::escape as escape_html;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Redirect, Response};

@@ -12,7 +12,7 @@
 mod scripts;
 pub mod summary;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -22,12 +22,7 @@ use futures_util::{StreamExt, TryStreamExt, stream};
 use indicatif::ProgressBar;
 use serde_json::Value;
 use svc_receiver::{Keyring, SigningSecret};
-use svc_service::Clock;
-use svc_service::db::{DeliveryRow, RealCallAgency, Rubric};
-use svc_service::faults::Faults;
-use svc_service::realcall::audio::Archive;
-use svc_service::realcall::ingest::{Disposal, Ingest};
-use svc_service::scoring::real_call::Disposition;
+use svc_service::sandbox::{DeliveryRow, Disposal, Disposition, Faults};
 use tokio::net::TcpListener;
 
 use crate::commands::roster::{plan, run as roster_run};
@@ -253,7 +248,7 @@ pub async fn run(options: &DemoOptions, out: &Output) -> anyhow::Result<Summary>
 async fn write_report(store: &Store, dir: &Path) -> anyhow::Result<PathBuf> {
     let path = dir.join("report.html");
     let report = store
-        .blocking(|s| crate::report::Report::build(s, None, Utc::now()))
+        .blocking(|s| crate::html_report::HtmlReport::build(s, None, Utc::now()))
         .await?;
     let out = path.clone();
     tokio::task::spawn_blocking(move || report.write(&out))
@@ -416,7 +411,7 @@ async fn real_calls(
         write_atomically(&target, bytes)
             .with_context(|| format!("writing {}", target.display()))?;
     }
-    let mut agencies: HashMap<String, RealCallAgency> = HashMap::new();
+    let mut agencies: BTreeSet<String> = BTreeSet::new();
     let now = Utc::now();
     let count = lines.len() as i64;
     let mut records = Vec::with_capacity(lines.len());
@@ -426,19 +421,14 @@ async fn real_calls(
         let started = now - chrono::Duration::minutes(5 * (count - n) + 10);
         record["startedAt"] = Value::from(svc_reconcile::time::format_ts(started));
         if let Some(platform_id) = record.get("platformAgencyId").and_then(Value::as_str)
-            && !agencies.contains_key(platform_id)
+            && !agencies.contains(platform_id)
         {
-            let agency = sandbox
+            sandbox
                 .db
-                .real_call_agency_by_platform_id(tenant, platform_id)
-                .await?
-                .with_context(|| format!("the roster has no agency {platform_id}"))?;
-            let enabled = sandbox
-                .db
-                .set_real_calls(tenant, &agency.id, Some((false, Rubric::Default)))
-                .await?
+                .enable_real_calls(tenant, platform_id)
+                .await
                 .with_context(|| format!("switching {platform_id} on for real calls"))?;
-            agencies.insert(platform_id.to_owned(), enabled);
+            agencies.insert(platform_id.to_owned());
         }
         dispositions.push(
             record
@@ -449,13 +439,10 @@ async fn real_calls(
         );
         records.push(Ok(record));
     }
-    let ingest = Ingest::new(
-        sandbox.db.clone(),
-        Archive::new(sandbox.config.audio_dir()),
-        Clock::System,
-        dir,
-    );
-    let outcomes = ingest.ingest(tenant, records).await?;
+    let outcomes = sandbox
+        .db
+        .ingest_real_calls(&sandbox.config, tenant, dir, records)
+        .await?;
     bar.inc(outcomes.len() as u64);
     bar.finish_and_clear();
     let mut real = RealCalls {
@@ -501,10 +488,7 @@ async fn settle(
                 waiting.push(format!("call {call_id} ({})", state.unwrap_or_default()));
             }
         }
-        let deliveries = sandbox
-            .db
-            .list_deliveries(Some(tenant.clone()), u32::MAX)
-            .await?;
+        let deliveries = sandbox.db.deliveries(&tenant).await?;
         for delivery in &deliveries {
             if delivery.state == "pending" {
                 waiting.push(format!("delivery {} (pending)", delivery.id));
@@ -568,15 +552,11 @@ async fn redisposition_one(
         } else {
             (Disposition::NotInterested, "not_interested")
         };
-        let changed = svc_service::realcall::redisposition::redisposition(
-            &sandbox.db,
-            &Clock::System,
-            &sandbox.credentials.tenant_id,
-            call_id,
-            after,
-        )
-        .await
-        .map_err(|e| anyhow!("re-dispositioning {call_id}: {e}"))?;
+        let changed = sandbox
+            .db
+            .redisposition(&sandbox.credentials.tenant_id, call_id, after)
+            .await
+            .map_err(|e| anyhow!("re-dispositioning {call_id}: {e}"))?;
         let overall = |score: &Value| score.get("overallScore").and_then(Value::as_f64);
         return Ok(Some(Redispositioned {
             call_id: call_id.clone(),

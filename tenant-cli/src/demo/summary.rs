@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Serialize;
-use svc_service::db::DeliveryRow;
-use svc_service::faults::Faults;
+use svc_service::sandbox::DeliveryRow;
+use svc_service::sandbox::Faults;
 
 use super::Rep;
 use crate::output::Output;
-use crate::reconcile::Report;
+use crate::reconcile::Reconciled;
 use svc_client::CallId;
 
 /// The practice calls made.
@@ -181,7 +181,7 @@ pub struct Summary {
     /// Calls reconcile found changed with no webhook.
     pub changed_call_ids: Vec<String>,
     /// Reconcile's report.
-    pub reconcile: Report,
+    pub reconcile: Reconciled,
     /// Where the files are, with `--keep`.
     pub kept: Option<Kept>,
     /// How long the demo took (ms).
@@ -194,7 +194,7 @@ impl Summary {
         practice_calls: PracticeCalls,
         real_calls: RealCalls,
         deliveries: Deliveries,
-        reconcile: Report,
+        reconcile: Reconciled,
         store: StoreCheck,
         kept: Option<Kept>,
         took: Duration,
@@ -416,9 +416,9 @@ mod tests {
     use svc_client::CallId;
     use svc_reconcile::{Counts, Outcome, RunId, RunReport};
 
-    fn report(recovered: &[&str], changed: &[&str]) -> Report {
+    fn report(recovered: &[&str], changed: &[&str]) -> Reconciled {
         let ids = |ids: &[&str]| ids.iter().map(|s| CallId::from_service(*s)).collect();
-        Report {
+        Reconciled {
             run: RunReport {
                 run_id: Some(RunId(1)),
                 dry_run: false,
@@ -469,7 +469,7 @@ mod tests {
         (deliveries, store, real)
     }
 
-    fn summary(report: Report, stored: u64, missing: &[&str]) -> Summary {
+    fn summary(report: Reconciled, stored: u64, missing: &[&str]) -> Summary {
         let (deliveries, store, real) = parts(stored, missing);
         Summary::new(
             PracticeCalls::default(),

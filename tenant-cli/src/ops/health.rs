@@ -4,7 +4,9 @@
 //!
 //! Readiness probes every path a delivery takes: the inbox's writer (acknowledging it), then
 //! the store's own connection (recording it in the ledger; on PostgreSQL a connection apart
-//! from the inbox's pool, reconnected when the server closed it). Each probe waits behind the
+//! from the inbox's pool, reconnected when the server closed it), each with a write that
+//! changes a row on SQLite ([`Store::check_writable`], `SqliteInbox::check_writable`), so that
+//! a full disk makes it not ready. Each probe waits behind the
 //! operations queued before it and for another connection holding the write lock. One
 //! probe at a time reaches the store, so that probes of a stuck store do not pile up in its
 //! queue; a request arriving meanwhile waits for that probe's turn within its own deadline.

@@ -10,8 +10,6 @@
 
 use clap::{Args, ValueEnum};
 
-use crate::commands::Command;
-use crate::commands::webhook::WebhookCommand;
 use crate::output::Output;
 
 /// How log lines are written on stderr.
@@ -58,15 +56,6 @@ impl LogArgs {
             LogFormat::Text => crate::output::stderr_line(message),
             LogFormat::Json => tracing::error!(target: "svc_cli", "{message}"),
         }
-    }
-}
-
-/// The log flags of `command`: its own for the long-running ones, plain text for the others.
-pub fn of(command: &Command) -> LogArgs {
-    match command {
-        Command::Reconcile(args) => args.log(),
-        Command::Webhook(WebhookCommand::Serve(args)) => args.log(),
-        _ => LogArgs::default(),
     }
 }
 

@@ -11,14 +11,14 @@ use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
 
-use crate::reconcile::Report;
+use crate::reconcile::Reconciled;
 use svc_reconcile::Counts;
 
 /// The figures of one run: its report, and when each listed source last completed.
 #[derive(Debug)]
 pub struct RunFigures<'a> {
     /// The run's report.
-    pub report: &'a Report,
+    pub report: &'a Reconciled,
     /// Per source, when the last run that completed it started (`None`: never).
     pub last_success: Vec<(String, Option<DateTime<Utc>>)>,
 }

@@ -1,6 +1,6 @@
 //! The compact service run in-process as a tenant's sandbox (`svc-cli sandbox`, and the
 //! service behind `svc-cli demo`): a real v1 API on loopback, with its own SQLite database, that
-//! sends real signed webhooks and can inject faults ([`svc_service::faults`]).
+//! sends real signed webhooks and can inject faults ([`svc_service::sandbox::Faults`]).
 //!
 //! On first start it creates one tenant and writes its credentials beside the database, in
 //! `<db>.credentials.json` (mode 0600: it holds the API key and the signing secret); later
@@ -13,10 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
-use svc_service::config::Config;
-use svc_service::credentials::{ApiKey as ServiceKey, SigningSecret};
-use svc_service::db::{Db, NewTenant, TenantChange};
-use svc_service::faults::Faults;
+use svc_service::sandbox::{Config, Faults, SandboxDb};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -86,7 +83,7 @@ pub struct Sandbox {
     /// Whether this start created the tenant (first start on this database).
     pub created: bool,
     /// The service's database, for the operator-side steps of the demo.
-    pub db: Db,
+    pub db: SandboxDb,
     /// The service's configuration.
     pub config: Config,
     stop: Option<oneshot::Sender<()>>,
@@ -146,16 +143,16 @@ impl Sandbox {
         config.allow_private_webhooks = true;
         config.webhook_retry_delay_secs = options.webhook_retry_delay.as_secs().max(1);
 
-        let db = Db::open(&options.db)
+        let db = SandboxDb::open(&options.db)
             .await
             .with_context(|| format!("opening the sandbox database {}", options.db.display()))?;
         let (credentials, created) = tenant(&db, &options).await?;
         if let Some(faults) = options.faults {
-            change(&db, &credentials.tenant_id, TenantChange::Faults(faults)).await?;
+            db.set_faults(&credentials.tenant_id, faults).await?;
         }
         if let Some(url) = &options.webhook_url {
             let url = (!url.trim().is_empty()).then(|| url.trim().to_owned());
-            change(&db, &credentials.tenant_id, TenantChange::WebhookUrl(url)).await?;
+            db.set_webhook_url(&credentials.tenant_id, url).await?;
         }
 
         let (stop, stopped) = oneshot::channel::<()>();
@@ -234,14 +231,14 @@ impl Drop for Sandbox {
 
 /// The tenant of the sandbox at `options.db`: read back from its credentials file, or created
 /// (with the options' faults and webhook URL) when the database has no tenant yet.
-async fn tenant(db: &Db, options: &SandboxOptions) -> anyhow::Result<(Credentials, bool)> {
+async fn tenant(db: &SandboxDb, options: &SandboxOptions) -> anyhow::Result<(Credentials, bool)> {
     let path = credentials_path(&options.db);
     if path.exists() {
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
         let credentials: Credentials = serde_json::from_str(&text)
             .with_context(|| format!("{} is not a sandbox credentials file", path.display()))?;
-        if db.tenant(&credentials.tenant_id).await?.is_none() {
+        if !db.holds_tenant(&credentials.tenant_id).await? {
             bail!(
                 "{} names tenant {}, which {} does not hold; remove both files to start afresh",
                 path.display(),
@@ -251,7 +248,7 @@ async fn tenant(db: &Db, options: &SandboxOptions) -> anyhow::Result<(Credential
         }
         return Ok((credentials, false));
     }
-    if !db.list_tenants().await?.is_empty() {
+    if db.has_tenants().await? {
         bail!(
             "{} already holds tenants but has no {}: it was not made by `svc-cli sandbox`; \
              pass another --db",
@@ -259,33 +256,21 @@ async fn tenant(db: &Db, options: &SandboxOptions) -> anyhow::Result<(Credential
             path.display()
         );
     }
-    let key = ServiceKey::generate();
-    let secret = SigningSecret::generate();
-    let tenant_id = svc_service::ids::tenant_id();
-    db.create_tenant(NewTenant {
-        id: tenant_id.clone(),
-        webhook_url: options.webhook_url.clone().filter(|u| !u.trim().is_empty()),
-        signing_secret: secret.clone(),
-        faults: options.faults.unwrap_or_default(),
-        now_ms: chrono::Utc::now().timestamp_millis(),
-        ..NewTenant::new(TENANT_NAME, key.hash())
-    })
-    .await?;
+    let created = db
+        .create_tenant(
+            TENANT_NAME,
+            options.webhook_url.clone(),
+            options.faults.unwrap_or_default(),
+        )
+        .await?;
     let credentials = Credentials {
-        tenant_id,
-        api_key: key.expose().to_owned(),
-        signing_secret: secret.expose().to_owned(),
+        tenant_id: created.tenant_id,
+        api_key: created.api_key.expose().to_owned(),
+        signing_secret: created.signing_secret.expose().to_owned(),
     };
     write_private(&path, &serde_json::to_string_pretty(&credentials)?)
         .with_context(|| format!("writing {}", path.display()))?;
     Ok((credentials, true))
-}
-
-async fn change(db: &Db, tenant_id: &str, change: TenantChange) -> anyhow::Result<()> {
-    db.update_tenant(tenant_id, change)
-        .await?
-        .with_context(|| format!("the sandbox tenant {tenant_id} is gone"))?;
-    Ok(())
 }
 
 /// Writes `text` to a new file only its owner can read.

@@ -40,6 +40,14 @@ impl Sandbox {
         }
     }
 
+    /// A sandbox whose temp dir is made inside `parent` (a file system a test mounted, say).
+    pub(crate) fn inside(parent: &Path) -> Self {
+        Self {
+            dir: tempfile::tempdir_in(parent).expect("temp dir"),
+            env: Vec::new(),
+        }
+    }
+
     /// A sandbox pointed at `server` with the fixture key in the environment.
     pub(crate) fn for_server(server: &MockServer) -> Self {
         Self::new()

@@ -5,6 +5,7 @@ mod browser;
 mod commands;
 mod config;
 mod console;
+mod full_disk;
 mod hardening;
 mod helpers;
 mod inbox;

@@ -284,7 +284,7 @@ async fn a_sandbox_on_every_interface_hands_out_a_loopback_base_url() {
 }
 
 /// A dialer record of the roster's agency and rep, recorded in `call.wav`.
-fn dialer_record(dialer_call_id: &str, agency_id: &str) -> Value {
+pub(crate) fn dialer_record(dialer_call_id: &str, agency_id: &str) -> Value {
     let lines = [
         ("customer", "Hello?"),
         (

@@ -3,80 +3,67 @@
 //! record is reported stored unless it is, nothing is half-stored, the database stays intact,
 //! and once space returns the same file stores every call exactly once and every queued
 //! webhook goes out once. Skipped, with a line on stderr, where a tmpfs cannot be mounted
-//! (it needs root or CAP_SYS_ADMIN).
+//! (it needs root or CAP_SYS_ADMIN): `svc_fixtures::tmpfs`.
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use svc_fixtures::tmpfs::Tmpfs;
 use svc_service::db::TenantChange;
 use svc_service::faults::Faults;
 use svc_service::realcall::audio::Archive;
 use svc_service::realcall::ingest::{Ingest, IngestError};
-use tempfile::TempDir;
 
 use super::operator::{array, file, svc};
 use super::support::*;
 use crate::practice_helpers::Received;
 
-/// A tmpfs of a few MiB, unmounted when dropped.
-struct Tmpfs {
-    dir: TempDir,
-    filler: PathBuf,
-}
+/// Log lines written on this thread while a test runs (a `#[tokio::test]` runtime is
+/// single-threaded, so the service's tasks log here too).
+#[derive(Clone, Default)]
+struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
-impl Tmpfs {
-    /// Mounts one, or says on stderr (past the test harness's capture) why `test` is skipped.
-    fn mount(test: &str) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().expect("mount point");
-        let mounted = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success());
-        if !mounted {
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED {test}: cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)"
-            );
-            return None;
-        }
-        let filler = dir.path().join("filler");
-        Some(Tmpfs { dir, filler })
+impl Logs {
+    fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+        // A global subscriber that wants everything keeps every call site enabled, whichever
+        // test hit it first (tracing caches that per call site).
+        static WANT_EVERYTHING: std::sync::Once = std::sync::Once::new();
+        WANT_EVERYTHING.call_once(|| {
+            let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
+        });
+        let logs = Self::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer({
+                let logs = logs.clone();
+                move || logs.clone()
+            })
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .finish();
+        (logs, tracing::subscriber::set_default(subscriber))
     }
 
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Fills the file system to its last byte.
-    fn fill(&self) {
-        let mut file = std::fs::File::create(&self.filler).expect("filler");
-        for chunk in [64 * 1024, 4096, 1] {
-            let bytes = vec![0u8; chunk];
-            while file.write_all(&bytes).and_then(|()| file.flush()).is_ok() {}
-        }
-        let _ = file.sync_all();
-    }
-
-    /// Gives the space back.
-    fn free(&self) {
-        std::fs::remove_file(&self.filler).expect("remove the filler");
+    fn lines_with(&self, needle: &str) -> Vec<String> {
+        let text = self.0.lock().expect("logs").clone();
+        String::from_utf8_lossy(&text)
+            .lines()
+            .filter(|line| line.contains(needle))
+            .map(str::to_owned)
+            .collect()
     }
 }
 
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        // Lazy: the server may still hold the database open.
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
+impl std::io::Write for Logs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("logs").extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -120,11 +107,16 @@ async fn an_ingestion_on_a_full_disk_stores_nothing_and_the_same_file_stores_eve
     fs.fill();
     // Where the disk runs out: copying a recording, or the database.
     let full = ["No space left on device", "database or disk is full"];
-    // The operator's command says why and exits 1.
+    // The operator's command says why and exits 75 (temporary: the same file again later).
     let path = file(&world, "records.json", &array(&records));
     let tenant = world.tenant.id.clone();
     let args = ["calls", "ingest-real", "--tenant", &tenant, "--file", &path];
-    let run = svc(&world, &args).await.expect(1);
+    let run = svc(&world, &args).await.expect(75);
+    assert!(
+        run.stderr.contains("ingest the same file again"),
+        "{}",
+        run.stderr
+    );
     assert!(
         full.iter().any(|says| run.stderr.contains(says)),
         "{}",
@@ -227,6 +219,7 @@ async fn the_outbox_on_a_full_disk_sends_every_queued_webhook_when_space_returns
     let Some(fs) = Tmpfs::mount("full-disk outbox") else {
         return;
     };
+    let (logs, _guard) = Logs::capture();
     let db_path = fs.path().join("service.db");
     let mut world = World::with_config(|config| config.db_path = db_path.clone()).await;
     // First attempts put off a minute (of the manual clock): queued, not sent yet.
@@ -260,6 +253,10 @@ async fn the_outbox_on_a_full_disk_sends_every_queued_webhook_when_space_returns
         received.len()
     );
 
+    // Every loop fails each second; the log says so once (then once a minute).
+    let said = logs.lines_with("webhook outbox storage failure");
+    assert_eq!(said.len(), 1, "{said:#?}");
+
     fs.free();
     // Past any lease a claim on the full disk may have taken.
     world.app.clock.advance(chrono::Duration::seconds(61));
@@ -284,5 +281,10 @@ async fn the_outbox_on_a_full_disk_sends_every_queued_webhook_when_space_returns
             .collect();
         assert_eq!(ids.len(), 1, "{call}: {ids:?}");
     }
+    assert_eq!(
+        logs.lines_with("webhook outbox storage works again").len(),
+        1
+    );
+    assert_eq!(logs.lines_with("webhook outbox storage failure").len(), 1);
     assert_eq!(integrity(&db_path), "ok");
 }

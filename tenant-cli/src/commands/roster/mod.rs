@@ -4,9 +4,9 @@
 
 mod existing;
 mod lines;
+mod outcome_csv;
 pub mod plan;
 mod refusal;
-mod report;
 pub mod run;
 
 use std::path::PathBuf;
@@ -17,7 +17,7 @@ use serde_json::json;
 use super::Ctx;
 use crate::exit::CliError;
 use crate::output;
-use report::Report;
+use outcome_csv::OutcomeCsv;
 use run::{Outcome, RowResult};
 use svc_client::{Client, ClientError};
 
@@ -72,7 +72,7 @@ impl RosterCommand {
         let plan = plan::read(&args.file).map_err(|e| CliError::Usage(e.to_string()))?;
         // Settings first: a missing key must not truncate the report of an earlier run.
         let client = (!args.dry_run).then(|| ctx.client()).transpose()?;
-        let report = args.report.as_deref().map(Report::create).transpose()?;
+        let report = args.report.as_deref().map(OutcomeCsv::create).transpose()?;
         let mut invalid = Vec::with_capacity(plan.invalid.len());
         for (row, reason) in &plan.invalid {
             ctx.out.note(&format!("line {}: {reason}", row.line));

@@ -100,9 +100,9 @@ async fn the_demo_report_renders_its_charts_offline_with_no_console_errors() {
 /// A report of two agencies with equal averages hour by hour, one of them with an id as long
 /// as a UUID, and half the calls in the 80–89 band.
 fn crowded_report() -> String {
-    use svc_cli::report::Report;
-    use svc_cli::report::model::Aggregator;
-    use svc_reconcile::store::report::{DayCounts, ReportCall};
+    use svc_cli::html_report::HtmlReport;
+    use svc_cli::html_report::model::Aggregator;
+    use svc_reconcile::store::report_rows::{DayCounts, ReportCall};
 
     let long_agency = "agency-0f8fad5b-d9cb-469f-a165-70867728950e-with-a-suffix".to_owned();
     let long_agent = "agent-7c9e6679-7425-40de-944b-e07fc1f90ae7-of-the-north".to_owned();
@@ -133,7 +133,7 @@ fn crowded_report() -> String {
         recovered: 4,
         silent_changes: 0,
     };
-    let report = Report {
+    let report = HtmlReport {
         store: "calls.db".to_owned(),
         generated_at: chrono::Utc::now(),
         since: None,
@@ -143,8 +143,8 @@ fn crowded_report() -> String {
 }
 
 /// What overflows at the current width: the page sideways, each chart, the 80–89 bar, each
-/// table and the agents' Compliance column against their card; and which of the
-/// scores-over-time points are covered by another.
+/// table and the agents' Compliance column against their card, and x-axis labels that overlap
+/// one another; and which of the scores-over-time points are covered by another.
 const LAYOUT: &str = r#"
 const width = document.documentElement.clientWidth;
 const inside = (el, box) => {
@@ -171,6 +171,17 @@ for (const table of document.querySelectorAll('table')) {
     if (cell.getClientRects().length && !inside(cell, card(cell))) {
       out.push('a cell leaves its card: ' + cell.textContent.slice(0, 40));
       break;
+    }
+  }
+}
+for (const svg of document.querySelectorAll('svg.chart')) {
+  const labels = [...svg.querySelectorAll('text.label')]
+    .filter((t) => getComputedStyle(t).display !== 'none')
+    .map((t) => ({ text: t.textContent, r: t.getBoundingClientRect() }))
+    .sort((a, b) => a.r.left - b.r.left);
+  for (let i = 1; i < labels.length; i++) {
+    if (labels[i].r.left < labels[i - 1].r.right) {
+      out.push(svg.id + ': x labels ' + labels[i - 1].text + ' and ' + labels[i].text + ' overlap');
     }
   }
 }

@@ -36,8 +36,17 @@ pub(super) struct Serving {
 
 /// Starts `webhook serve` on a free port with `extra` flags, and waits until it listens.
 pub(super) async fn serve(env: &[(&str, &str)], extra: &[&str]) -> Serving {
+    serve_at(None, env, extra).await
+}
+
+/// Like [`serve`], with the store at `store` when given (else in the server's temp dir).
+pub(super) async fn serve_at(
+    store: Option<PathBuf>,
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> Serving {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = dir.path().join("store.db");
+    let store = store.unwrap_or_else(|| dir.path().join("store.db"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_svc-cli"))
         .args([
             "webhook",

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use indicatif::ProgressBar;
 use rusqlite::Connection;
 use serde_json::{Value, json};
-use svc_cli::reconcile::Report;
+use svc_cli::reconcile::Reconciled;
 use svc_client::{AgencyRef, Agent, Client, MintFor, RedeemRequest, RegisterAgent, UpsertAgency};
 use svc_reconcile::Options;
 use svc_reconcile::store::Store;
@@ -103,7 +103,7 @@ impl Harness {
     }
 
     /// One reconcile run of the store.
-    pub(super) async fn reconcile(&self, options: &Options) -> Report {
+    pub(super) async fn reconcile(&self, options: &Options) -> Reconciled {
         let reconciler = svc_reconcile::Reconciler::new(
             self.client.clone(),
             std::sync::Arc::new(self.store.clone()),

@@ -56,6 +56,13 @@ pub(super) struct Receiver {
     _stop: oneshot::Sender<()>,
 }
 
+impl Receiver {
+    /// A receiver the test started itself at `url`, which stops when `stop` is dropped.
+    pub(super) fn at(url: String, stop: oneshot::Sender<()>) -> Self {
+        Self { url, _stop: stop }
+    }
+}
+
 /// A delivery the proxy passed on, as the service sent it, with the receiver's answer.
 #[derive(Debug, Clone)]
 pub(super) struct Forwarded {

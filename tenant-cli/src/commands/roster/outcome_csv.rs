@@ -24,12 +24,12 @@ const HEADER: [&str; 9] = [
 
 /// An open report file.
 #[derive(Debug)]
-pub(super) struct Report {
+pub(super) struct OutcomeCsv {
     path: PathBuf,
     writer: csv::Writer<File>,
 }
 
-impl Report {
+impl OutcomeCsv {
     /// Creates (or truncates) the report file.
     ///
     /// # Errors

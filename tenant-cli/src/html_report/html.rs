@@ -11,10 +11,10 @@ use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
 
-use super::Report;
+use super::HtmlReport;
 use super::chart::{self, PALETTE, Series, legend, line_legend, meter};
 use super::model::{BINS, Figures, Point};
-use svc_reconcile::store::report::DayCounts;
+use svc_reconcile::store::report_rows::DayCounts;
 
 use super::escape::escape;
 
@@ -67,7 +67,7 @@ fn source_name(source: &str) -> &str {
 }
 
 /// The whole page.
-pub fn render(report: &Report) -> String {
+pub fn render(report: &HtmlReport) -> String {
     let f = &report.figures;
     let mut page = String::with_capacity(64 * 1024);
     let window = match report.since {

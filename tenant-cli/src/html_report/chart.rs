@@ -13,6 +13,8 @@ pub const PALETTE: [&str; 8] = [
 ];
 
 const WIDTH: f64 = 720.0;
+/// The longest x label that still fits beside its neighbours on a phone (a score band).
+const SHORT_LABEL: usize = 6;
 const HEIGHT: f64 = 280.0;
 const LEFT: f64 = 48.0;
 const RIGHT: f64 = 14.0;
@@ -62,6 +64,8 @@ fn number(value: f64) -> String {
 struct Frame {
     out: String,
     top: f64,
+    /// How many x labels are drawn so far.
+    x_labels: usize,
 }
 
 impl Frame {
@@ -92,7 +96,11 @@ impl Frame {
             x2 = WIDTH - RIGHT,
             y = HEIGHT - BOTTOM,
         );
-        Self { out, top }
+        Self {
+            out,
+            top,
+            x_labels: 0,
+        }
     }
 
     fn y_of(value: f64, top: f64) -> f64 {
@@ -104,10 +112,16 @@ impl Frame {
         Self::y_of(value, self.top)
     }
 
+    /// Draws an x label. Every other label longer than [`SHORT_LABEL`] is of class `alt`,
+    /// which the page hides on a narrow screen, where the chart is scaled down and such labels
+    /// would overlap.
     fn x_label(&mut self, x: f64, text: &str) {
+        let alt = self.x_labels % 2 == 1 && text.chars().count() > SHORT_LABEL;
+        self.x_labels += 1;
         let _ = write!(
             self.out,
-            r#"<text class="label" x="{x:.1}" y="{y}" text-anchor="middle">{t}</text>"#,
+            r#"<text class="{class}" x="{x:.1}" y="{y}" text-anchor="middle">{t}</text>"#,
+            class = if alt { "label alt" } else { "label" },
             y = HEIGHT - BOTTOM + 16.0,
             t = escape(text),
         );

@@ -5,7 +5,7 @@
 //!
 //! # Layout
 //! - [`model`]: the figures, aggregated from the store's rows as they stream past
-//!   ([`svc_reconcile::store::report`] reads them).
+//!   ([`svc_reconcile::store::report_rows`] reads them).
 //! - [`chart`]: the inline SVG charts.
 //! - [`html`]: the page.
 //! - [`escape`]: HTML escaping (the console's page uses it too).
@@ -20,12 +20,12 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 
 use model::{Aggregator, Figures};
-use svc_reconcile::store::report::ReportWindow;
+use svc_reconcile::store::report_rows::ReportWindow;
 use svc_reconcile::store::{Store, StoreError};
 
 /// A report, ready to render.
 #[derive(Debug, Clone)]
-pub struct Report {
+pub struct HtmlReport {
     /// The store it was read from (as named).
     pub store: String,
     /// When it was made.
@@ -54,7 +54,7 @@ pub enum ReportError {
     },
 }
 
-impl Report {
+impl HtmlReport {
     /// Reads `store` (calls listed, deliveries verified, recoveries and changes found at or
     /// after `since`) as of `now`.
     ///
@@ -104,10 +104,10 @@ impl Report {
 mod tests {
     use super::*;
     use model::Aggregator;
-    use svc_reconcile::store::report::DayCounts;
+    use svc_reconcile::store::report_rows::DayCounts;
 
-    fn report(figures: Figures) -> Report {
-        Report {
+    fn report(figures: Figures) -> HtmlReport {
+        HtmlReport {
             store: "calls.db".into(),
             generated_at: DateTime::from_timestamp(1_767_225_600, 0).unwrap_or_default(),
             since: None,
@@ -148,7 +148,7 @@ mod tests {
     #[test]
     fn the_page_has_every_section_and_its_charts_and_escapes_store_values() {
         let mut aggregator = Aggregator::new();
-        aggregator.add(svc_reconcile::store::report::ReportCall {
+        aggregator.add(svc_reconcile::store::report_rows::ReportCall {
             source: "roleplay".into(),
             agent_id: Some("svc_agent_1".into()),
             agency_id: Some("svc_agency_1".into()),

@@ -1,6 +1,6 @@
 //! What `store report` reads from the store: each stored call's headline fields (streamed, so
 //! memory stays flat whatever the store's size) and per-day counts of the webhook ledger, the
-//! recovered calls and the change log. The report ([`crate::report`]) aggregates and renders
+//! recovered calls and the change log. `svc-cli`'s `html_report` aggregates and renders
 //! them. The SQL is plain enough for any backend: `substr` on the stored ISO 8601 text for the
 //! day, `$n` parameters.
 

@@ -1,0 +1,238 @@
+//! The operator's side of a sandbox, as a small API: what the tenant tooling (`svc-cli sandbox`,
+//! its rep console and `svc-cli demo`) does to a running service besides calling its HTTP API.
+//!
+//! [`run`](crate::run) serves the API; [`SandboxDb`] is the handle on the same database for
+//! the steps no endpoint offers (contract section 1: real calls are "arranged out of band with
+//! the service operator"): provision the one tenant, set its faults and webhook URL, switch an
+//! agency on for real calls, ingest a dialer file, re-disposition a real call, and read a
+//! call's state and the webhook deliveries to know when scoring and delivery have settled.
+//!
+//! Everything else of the crate (its database layer, ingestion, scoring, the outbox) is
+//! internal; the feature `internals` opens it for the workspace's own tests only.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::clock::Clock;
+use crate::db::{Db, DbError, NewTenant, TenantChange};
+use crate::realcall::audio::Archive;
+use crate::realcall::ingest::{Ingest, IngestError};
+use crate::realcall::redisposition::RedispositionError;
+
+pub use crate::config::Config;
+pub use crate::credentials::{ApiKey, SigningSecret};
+pub use crate::db::{AttemptLog, DeliveryRow, Rubric};
+pub use crate::faults::Faults;
+pub use crate::operator::agency::{AgencyArgs, AgencyCommand, RubricArg};
+pub use crate::operator::calls::{CallsArgs, CallsCommand};
+pub use crate::operator::{Reported, Temporary, Usage};
+pub use crate::realcall::ingest::{Disposal, Dropped, RecordOutcome};
+pub use crate::realcall::redisposition::Redisposed;
+pub use crate::scoring::real_call::Disposition;
+
+/// Why an operator step failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxError {
+    /// The service's database failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// The tenant is not in the database.
+    #[error("the sandbox tenant {0} is gone")]
+    TenantGone(String),
+    /// The tenant has no agency with this platform id.
+    #[error("the roster has no agency {0}")]
+    NoAgency(String),
+    /// The dialer records could not be ingested.
+    #[error(transparent)]
+    Ingest(#[from] IngestError),
+    /// The re-disposition was refused.
+    #[error(transparent)]
+    Redisposition(#[from] RedispositionError),
+}
+
+/// A tenant created by [`SandboxDb::create_tenant`]: its id and, shown this once, its key and
+/// signing secret (their `Debug` is redacted).
+#[derive(Debug, Clone)]
+pub struct NewCredentials {
+    /// `ten_…`.
+    pub tenant_id: String,
+    /// The tenant's API key.
+    pub api_key: ApiKey,
+    /// The tenant's webhook signing secret.
+    pub signing_secret: SigningSecret,
+}
+
+/// The operator's handle on a sandbox's database (cheap to clone).
+#[derive(Debug, Clone)]
+pub struct SandboxDb {
+    db: Db,
+}
+
+impl SandboxDb {
+    /// Opens (and creates or migrates) the database at `path`.
+    ///
+    /// # Errors
+    /// A file that cannot be opened, or is not a service database.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self, SandboxError> {
+        Ok(Self {
+            db: Db::open(path).await?,
+        })
+    }
+
+    /// Whether the database holds tenant `tenant_id`.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn holds_tenant(&self, tenant_id: &str) -> Result<bool, SandboxError> {
+        Ok(self.db.tenant(tenant_id).await?.is_some())
+    }
+
+    /// Whether the database holds any tenant.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn has_tenants(&self) -> Result<bool, SandboxError> {
+        Ok(!self.db.list_tenants().await?.is_empty())
+    }
+
+    /// Creates a tenant named `name` with a new key and signing secret, the webhook URL (none
+    /// when blank) and the faults given.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn create_tenant(
+        &self,
+        name: &str,
+        webhook_url: Option<String>,
+        faults: Faults,
+    ) -> Result<NewCredentials, SandboxError> {
+        let key = ApiKey::generate();
+        let secret = SigningSecret::generate();
+        let tenant_id = crate::ids::tenant_id();
+        self.db
+            .create_tenant(NewTenant {
+                id: tenant_id.clone(),
+                webhook_url: webhook_url.filter(|u| !u.trim().is_empty()),
+                signing_secret: secret.clone(),
+                faults,
+                now_ms: chrono::Utc::now().timestamp_millis(),
+                ..NewTenant::new(name, key.hash())
+            })
+            .await?;
+        Ok(NewCredentials {
+            tenant_id,
+            api_key: key,
+            signing_secret: secret,
+        })
+    }
+
+    /// Sets the faults the service injects for `tenant_id`.
+    ///
+    /// # Errors
+    /// A database error, or no such tenant.
+    pub async fn set_faults(&self, tenant_id: &str, faults: Faults) -> Result<(), SandboxError> {
+        self.change(tenant_id, TenantChange::Faults(faults)).await
+    }
+
+    /// Sets (or, with `None`, clears) the webhook URL of `tenant_id`.
+    ///
+    /// # Errors
+    /// A database error, or no such tenant.
+    pub async fn set_webhook_url(
+        &self,
+        tenant_id: &str,
+        url: Option<String>,
+    ) -> Result<(), SandboxError> {
+        self.change(tenant_id, TenantChange::WebhookUrl(url)).await
+    }
+
+    async fn change(&self, tenant_id: &str, change: TenantChange) -> Result<(), SandboxError> {
+        match self.db.update_tenant(tenant_id, change).await? {
+            Some(_) => Ok(()),
+            None => Err(SandboxError::TenantGone(tenant_id.to_owned())),
+        }
+    }
+
+    /// A call's state (`live`, `scoring`, `scored`, `not_scored`…), `None` for an unknown id.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn call_state(&self, call_id: &str) -> Result<Option<String>, SandboxError> {
+        Ok(self.db.call_state(call_id).await?)
+    }
+
+    /// Every webhook delivery of `tenant_id`, newest first, with its attempts.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn deliveries(&self, tenant_id: &str) -> Result<Vec<DeliveryRow>, SandboxError> {
+        Ok(self
+            .db
+            .list_deliveries(Some(tenant_id.to_owned()), u32::MAX)
+            .await?)
+    }
+
+    /// Switches the agency whose platform id is `platform_agency_id` on for real calls (the
+    /// service's default rubric, its own dialer), as the operator does out of band.
+    ///
+    /// # Errors
+    /// A database error, or no such agency.
+    pub async fn enable_real_calls(
+        &self,
+        tenant_id: &str,
+        platform_agency_id: &str,
+    ) -> Result<(), SandboxError> {
+        let no_agency = || SandboxError::NoAgency(platform_agency_id.to_owned());
+        let agency = self
+            .db
+            .real_call_agency_by_platform_id(tenant_id, platform_agency_id)
+            .await?
+            .ok_or_else(no_agency)?;
+        self.db
+            .set_real_calls(tenant_id, &agency.id, Some((false, Rubric::Default)))
+            .await?
+            .ok_or_else(no_agency)?;
+        Ok(())
+    }
+
+    /// Ingests dialer records (each a parsed line, or why it did not parse) whose recordings
+    /// are files under `recordings`, archiving the audio under `config`'s audio directory:
+    /// one outcome per record, in order.
+    ///
+    /// # Errors
+    /// A database or archive error (records already stored stay stored).
+    pub async fn ingest_real_calls(
+        &self,
+        config: &Config,
+        tenant_id: &str,
+        recordings: impl Into<PathBuf>,
+        records: Vec<Result<Value, String>>,
+    ) -> Result<Vec<RecordOutcome>, SandboxError> {
+        let archive = Archive::new(config.audio_dir());
+        let ingest = Ingest::new(self.db.clone(), archive, Clock::System, recordings.into());
+        Ok(ingest.ingest(tenant_id, records).await?)
+    }
+
+    /// Changes a scored real call's disposition after the fact; the service scores it again
+    /// and sends no webhook (contract section 3).
+    ///
+    /// # Errors
+    /// A database error, or no such scored real call.
+    pub async fn redisposition(
+        &self,
+        tenant_id: &str,
+        call_id: &str,
+        disposition: Disposition,
+    ) -> Result<Redisposed, SandboxError> {
+        Ok(crate::realcall::redisposition::redisposition(
+            &self.db,
+            &Clock::System,
+            tenant_id,
+            call_id,
+            disposition,
+        )
+        .await?)
+    }
+}
