@@ -252,6 +252,19 @@ impl Client {
         }
     }
 
+    /// The per-request timeout: each attempt (connecting, sending, the headers and the whole
+    /// body) is cut when it runs longer.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The longest one call of this client can take, its retries and the waits between them
+    /// included, however slow, silent or lossy the network: see [`RetryPolicy::request_bound`].
+    /// A reconcile run that meets a fault which does not heal stops within this of meeting it.
+    pub fn request_bound(&self) -> Duration {
+        self.retry.request_bound(self.timeout)
+    }
+
     /// How many HTTP requests this client and its clones have sent, retries included.
     pub fn requests_sent(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)

@@ -72,6 +72,28 @@ impl RetryPolicy {
         half + Duration::from_millis(rand::thread_rng().gen_range(0..=jitter_ms))
     }
 
+    /// The longest the waits between the attempts of one request can add up to: before each
+    /// retry, its backoff (capped by [`RetryPolicy::max_delay`]) or a `Retry-After`, which is
+    /// waited for up to [`RetryPolicy::max_retry_after`], whichever can be longer.
+    pub fn max_total_wait(&self) -> Duration {
+        (0..self.max_retries)
+            .map(|retry| {
+                let factor = 2u32.saturating_pow(retry.min(16));
+                let backoff = self.base_delay.saturating_mul(factor).min(self.max_delay);
+                backoff.max(self.max_retry_after)
+            })
+            .fold(Duration::ZERO, Duration::saturating_add)
+    }
+
+    /// The longest one request can take under this policy when each attempt is cut at
+    /// `timeout` (connecting, the headers and the whole body): every attempt timed out, and
+    /// every wait between them as long as it can be ([`RetryPolicy::max_total_wait`]).
+    pub fn request_bound(&self, timeout: Duration) -> Duration {
+        timeout
+            .saturating_mul(self.max_retries.saturating_add(1))
+            .saturating_add(self.max_total_wait())
+    }
+
     /// Whether to retry after `error` on attempt `retry` (0-based count of retries done), and
     /// after how long. `idempotent` says whether repeating the request is safe.
     pub fn decide(&self, error: &ClientError, idempotent: bool, retry: u32) -> Option<Duration> {

@@ -188,6 +188,22 @@ impl<S: Sink> Reconciler<S> {
         &self.options
     }
 
+    /// The client it reads through.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// How soon a run stops after it meets a fault that does not heal (a service that keeps
+    /// failing, a network that is silent, stalls mid-body or resets): one request's bound,
+    /// [`Client::request_bound`] (every attempt cut at the client's timeout, every wait as long
+    /// as it can be). The first request to exhaust its retries stops the run, and those in
+    /// flight then are abandoned, so a run never waits on a dead network longer than this. A
+    /// network that is only slow (each attempt answers within the timeout) slows the run down
+    /// without stopping it.
+    pub fn stop_bound(&self) -> Duration {
+        self.client.request_bound()
+    }
+
     /// Takes the sink's run lock, waiting up to `wait` for another run to release it.
     ///
     /// # Errors
@@ -344,6 +360,7 @@ impl<S: Sink> Reconciler<S> {
             started_at: run_start,
             finished_at: Utc::now(),
             duration: started.elapsed(),
+            request_bound: self.stop_bound(),
             outcome,
             error: error.as_ref().map(|e| format!("{e:#}")),
             requests: self.client.requests_sent() - requests_before,

@@ -154,6 +154,11 @@ pub struct RunReport {
     /// How long it took.
     #[serde(rename = "durationMs", serialize_with = "millis")]
     pub duration: Duration,
+    /// Its request bound ([`crate::Reconciler::stop_bound`]): the longest one request may take,
+    /// retries and waits included, so how soon the run stops after meeting a network or
+    /// service fault that does not heal.
+    #[serde(rename = "requestBoundMs", serialize_with = "millis")]
+    pub request_bound: Duration,
     /// The service's clock (`Date`) when it answered the run's first page; `None` when no
     /// page was read.
     #[serde(serialize_with = "opt_timestamp")]

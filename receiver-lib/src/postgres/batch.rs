@@ -189,7 +189,11 @@ async fn run_with_retries<S: BatchStatement>(
             StoreError::Database(message) => message,
             other => other.to_string(),
         })?;
-        match S::run(&client, rows).await {
+        let ran = client
+            .answer_raw(S::run(&client, rows))
+            .await
+            .map_err(|err| err.to_string())?;
+        match ran {
             Ok(answers) => return Ok(answers),
             Err(err) if attempt < ATTEMPTS && is_transient(&err) => {
                 drop(client);

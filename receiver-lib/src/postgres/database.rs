@@ -1,7 +1,18 @@
 //! [`PgDatabase`]: a pool of connections to one PostgreSQL database, opened from a URL, with
 //! the crate's tables migrated when it opens.
+//!
+//! The crate's statements wait for the server's answer at most the database's answer timeout
+//! ([`PgDatabase::with_answer_timeout`], [`DEFAULT_ANSWER_TIMEOUT`] by default). A connection
+//! whose answer does not come in time (a network that stalls, a server that hangs) is closed,
+//! never handed out again, and the idle connections of the pool are closed with it (they
+//! likely went through the same broken path): the next caller opens a fresh connection rather
+//! than waiting on a dead one. Without this a stalled connection would hold its caller, and
+//! its place in the pool, forever: TCP does not notice a peer that is silent but alive, and
+//! the pool only drops connections the driver has seen closed.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, Object, Pool, Runtime};
@@ -23,6 +34,10 @@ const WAIT_FOR_CONNECTION: Duration = Duration::from_secs(5);
 /// How long opening one connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long one of the crate's statements waits for the server's answer by default (see the
+/// module docs).
+pub const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// A pool of connections to one database; cheap to clone (every clone shares the pool).
 /// [`super::PgDedupStore`] and [`super::PgInbox`] are built on one.
 ///
@@ -41,6 +56,8 @@ pub struct PgDatabase {
     schema: Option<Arc<str>>,
     /// The URL with its password hidden, for messages.
     url: Arc<str>,
+    /// How long a statement waits for its answer.
+    answer_timeout: Duration,
 }
 
 impl std::fmt::Debug for PgDatabase {
@@ -49,6 +66,7 @@ impl std::fmt::Debug for PgDatabase {
             .field("url", &self.url)
             .field("schema", &self.schema)
             .field("max_connections", &self.pool.status().max_size)
+            .field("answer_timeout", &self.answer_timeout)
             .finish()
     }
 }
@@ -143,12 +161,27 @@ impl PgDatabase {
             user_pool,
             schema: schema.map(Arc::from),
             url: redacted,
+            answer_timeout: DEFAULT_ANSWER_TIMEOUT,
         };
         let mut client = database.client().await?;
         migrate::run(&mut client, schema)
             .await
             .map_err(|err| StoreError::Database(format!("migrating {}: {err}", database.url)))?;
         Ok(database)
+    }
+
+    /// The same database, whose statements wait for the server's answer at most `timeout`
+    /// (default [`DEFAULT_ANSWER_TIMEOUT`]; see the module docs). Set it before building
+    /// stores on it: they keep the database they were given.
+    #[must_use]
+    pub fn with_answer_timeout(mut self, timeout: Duration) -> Self {
+        self.answer_timeout = timeout;
+        self
+    }
+
+    /// How long a statement waits for the server's answer.
+    pub fn answer_timeout(&self) -> Duration {
+        self.answer_timeout
     }
 
     /// The schema of the crate's tables when it was given ([`PgDatabase::connect_in_schema`]).
@@ -178,9 +211,16 @@ impl PgDatabase {
         &self.url
     }
 
-    /// A connection from the pool.
-    pub(crate) async fn client(&self) -> Result<Object, StoreError> {
-        self.pool.get().await.map_err(|err| self.pool_error(err))
+    /// A connection from the pool, whose statements are awaited through [`Conn::answer`].
+    pub(crate) async fn client(&self) -> Result<Conn, StoreError> {
+        let object = self.pool.get().await.map_err(|err| self.pool_error(err))?;
+        Ok(Conn {
+            object: Some(object),
+            pool: self.pool.clone(),
+            timeout: self.answer_timeout,
+            url: Arc::clone(&self.url),
+            unanswered: AtomicBool::new(false),
+        })
     }
 
     fn pool_error(&self, err: deadpool_postgres::PoolError) -> StoreError {
@@ -190,6 +230,98 @@ impl PgDatabase {
             }
             other => StoreError::Database(format!("{}: {other}", self.url)),
         }
+    }
+}
+
+/// A connection of the pool, handed out by [`PgDatabase::client`]. Statements on it are
+/// awaited through [`Conn::answer`]: one left unanswered past the answer timeout marks it, and
+/// a marked connection is closed when dropped (with the pool's idle ones), never returned.
+pub(crate) struct Conn {
+    /// `Some` until dropped.
+    object: Option<Object>,
+    pool: Pool,
+    timeout: Duration,
+    url: Arc<str>,
+    unanswered: AtomicBool,
+}
+
+impl std::ops::Deref for Conn {
+    type Target = Object;
+
+    fn deref(&self) -> &Object {
+        match &self.object {
+            Some(object) => object,
+            None => unreachable!("a connection is only taken when dropped"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut Object {
+        match &mut self.object {
+            Some(object) => object,
+            None => unreachable!("a connection is only taken when dropped"),
+        }
+    }
+}
+
+impl Conn {
+    /// Waits for `work` (statements on this connection) at most the answer timeout, with the
+    /// driver's error kept as it is (for a caller that tells transient errors apart).
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] when no answer came in time: the connection is then closed
+    /// when dropped.
+    pub(crate) async fn answer_raw<T>(
+        &self,
+        work: impl Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<Result<T, tokio_postgres::Error>, StoreError> {
+        if self.unanswered.load(Ordering::Relaxed) {
+            return Err(self.unanswered_error());
+        }
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(result) => Ok(result),
+            Err(_) => {
+                self.unanswered.store(true, Ordering::Relaxed);
+                tracing::warn!(database = %self.url, timeout = ?self.timeout,
+                    "the database did not answer in time; closing the connection");
+                Err(self.unanswered_error())
+            }
+        }
+    }
+
+    /// Like [`Conn::answer_raw`], with a driver error as a [`StoreError`] too.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`]: the driver's error, or no answer in time.
+    pub(crate) async fn answer<T>(
+        &self,
+        work: impl Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, StoreError> {
+        self.answer_raw(work)
+            .await?
+            .map_err(|err| super::db_error(&err))
+    }
+
+    fn unanswered_error(&self) -> StoreError {
+        StoreError::Database(format!(
+            "{}: no answer within {:?}; the connection was closed",
+            self.url, self.timeout
+        ))
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if !self.unanswered.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some(object) = self.object.take() {
+            // Out of the pool and dropped: its driver task is aborted, its socket closed.
+            drop(Object::take(object));
+        }
+        // The idle ones went through the same path: let the next caller open a fresh one.
+        let _ = self.pool.retain(|_, _| false);
     }
 }
 

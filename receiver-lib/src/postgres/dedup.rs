@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
+use super::PgDatabase;
 use super::batch::{BatchStatement, Batcher};
-use super::{PgDatabase, db_error};
 use crate::dedup::{Claim, DedupPolicy, DedupStore, StoreError, WebhookId};
 use crate::pruner::Pruner;
 
@@ -126,19 +126,17 @@ impl PgDedupStore {
         let cutoff = now.saturating_sub(self.policy.retention_secs());
         let client = self.database.client().await?;
         let claims = client
-            .execute(
+            .answer(client.execute(
                 "DELETE FROM webhook_claims WHERE claimed_at <= $1",
                 &[&cutoff],
-            )
-            .await
-            .map_err(|e| db_error(&e))?;
+            ))
+            .await?;
         client
-            .execute(
+            .answer(client.execute(
                 "DELETE FROM webhook_claim_signatures WHERE seen_at <= $1",
                 &[&cutoff],
-            )
-            .await
-            .map_err(|e| db_error(&e))?;
+            ))
+            .await?;
         Ok(claims)
     }
 
@@ -149,12 +147,11 @@ impl PgDedupStore {
     pub async fn completed_count(&self) -> Result<u64, StoreError> {
         let client = self.database.client().await?;
         let row = client
-            .query_one(
+            .answer(client.query_one(
                 "SELECT COUNT(*) FROM webhook_claims WHERE state = 'done'",
                 &[],
-            )
-            .await
-            .map_err(|e| db_error(&e))?;
+            ))
+            .await?;
         Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
     }
 }
@@ -206,16 +203,12 @@ impl DedupStore for PgDedupStore {
 
     async fn release(&self, id: &WebhookId) -> Result<(), StoreError> {
         let client = self.database.client().await?;
-        let statement = client
-            .prepare_cached(
+        let statement = client.answer(client.prepare_cached(
                 "UPDATE webhook_claims SET state = 'released' WHERE id = $1 AND state = 'in_flight'",
-            )
-            .await
-            .map_err(|e| db_error(&e))?;
+            )).await?;
         client
-            .execute(&statement, &[&id.as_str()])
-            .await
-            .map_err(|e| db_error(&e))?;
+            .answer(client.execute(&statement, &[&id.as_str()]))
+            .await?;
         Ok(())
     }
 }

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use super::PgDatabase;
 use super::batch::{BatchStatement, Batcher};
-use super::{PgDatabase, db_error};
 use crate::dedup::{StoreError, WebhookId};
 use crate::inbox::{Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, InboxStats, Settled};
 use crate::pruner::Pruner;
@@ -116,20 +116,18 @@ impl PgInbox {
     async fn prune(&self, cutoff: i64) -> Result<(), StoreError> {
         let client = self.database.client().await?;
         client
-            .execute(
+            .answer(client.execute(
                 "DELETE FROM webhook_inbox WHERE state = 'done' AND received_at <= $1",
                 &[&cutoff],
-            )
-            .await
-            .map_err(|e| db_error(&e))?;
+            ))
+            .await?;
         client
-            .execute(
+            .answer(client.execute(
                 "DELETE FROM webhook_inbox_signatures s WHERE seen_at <= $1
                  AND (NOT first OR NOT EXISTS (SELECT 1 FROM webhook_inbox i WHERE i.id = s.id))",
                 &[&cutoff],
-            )
-            .await
-            .map_err(|e| db_error(&e))?;
+            ))
+            .await?;
         Ok(())
     }
 
@@ -140,11 +138,8 @@ impl PgInbox {
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<u64, StoreError> {
         let client = self.database.client().await?;
-        let statement = client.prepare_cached(sql).await.map_err(|e| db_error(&e))?;
-        client
-            .execute(&statement, params)
-            .await
-            .map_err(|e| db_error(&e))
+        let statement = client.answer(client.prepare_cached(sql)).await?;
+        client.answer(client.execute(&statement, params)).await
     }
 }
 
@@ -193,19 +188,17 @@ impl Inbox for PgInbox {
         let lease_until = now.saturating_add(self.policy.lease_secs());
         let client = self.database.client().await?;
         let statement = client
-            .prepare_cached(
+            .answer(client.prepare_cached(
                 "UPDATE webhook_inbox SET attempts = attempts + 1, due_at = $2
                  WHERE id = (SELECT id FROM webhook_inbox
                              WHERE state = 'pending' AND due_at <= $1
                              ORDER BY due_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED)
                  RETURNING id, body, attempts, received_at",
-            )
-            .await
-            .map_err(|e| db_error(&e))?;
+            ))
+            .await?;
         let row = client
-            .query_opt(&statement, &[&now, &lease_until])
-            .await
-            .map_err(|e| db_error(&e))?;
+            .answer(client.query_opt(&statement, &[&now, &lease_until]))
+            .await?;
         if row.is_some() {
             self.in_hand.fetch_add(1, Ordering::Relaxed);
         }
@@ -256,27 +249,25 @@ impl Inbox for PgInbox {
     async fn contains(&self, id: &WebhookId) -> Result<bool, StoreError> {
         let client = self.database.client().await?;
         let row = client
-            .query_one(
+            .answer(client.query_one(
                 "SELECT EXISTS (SELECT 1 FROM webhook_inbox WHERE id = $1)",
                 &[&id.as_str()],
-            )
-            .await
-            .map_err(|e| db_error(&e))?;
+            ))
+            .await?;
         Ok(row.get(0))
     }
 
     async fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
         let client = self.database.client().await?;
         let row = client
-            .query_one(
+            .answer(client.query_one(
                 "SELECT COUNT(*) FILTER (WHERE state = 'pending'),
                         COUNT(*) FILTER (WHERE state = 'done'),
                         COUNT(*) FILTER (WHERE state = 'dead')
                  FROM webhook_inbox",
                 &[],
-            )
-            .await
-            .map_err(|e| db_error(&e))?;
+            ))
+            .await?;
         let n = |i: usize| u64::try_from(row.get::<_, i64>(i)).unwrap_or(0);
         Ok((n(0), n(1), n(2)))
     }
@@ -286,24 +277,22 @@ impl Inbox for PgInbox {
     async fn check_writable(&self) -> Result<(), StoreError> {
         let client = self.database.client().await?;
         client
-            .execute("SELECT 1", &[])
+            .answer(client.execute("SELECT 1", &[]))
             .await
             .map(drop)
-            .map_err(|e| db_error(&e))
     }
 
     async fn stats(&self) -> Result<InboxStats, StoreError> {
         let client = self.database.client().await?;
         let row = client
-            .query_one(
+            .answer(client.query_one(
                 "SELECT COUNT(*) FILTER (WHERE state = 'pending'),
                         MIN(received_at) FILTER (WHERE state = 'pending'),
                         COUNT(*) FILTER (WHERE state = 'dead')
                  FROM webhook_inbox",
                 &[],
-            )
-            .await
-            .map_err(|e| db_error(&e))?;
+            ))
+            .await?;
         let count = |n: i64| u64::try_from(n).unwrap_or(0);
         let pending = count(row.get(0));
         // Entries in this process's hands are pending rows too, leased until settled.
@@ -319,13 +308,12 @@ impl Inbox for PgInbox {
     async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
         let client = self.database.client().await?;
         let rows = client
-            .query(
+            .answer(client.query(
                 "SELECT id, attempts, COALESCE(last_error, ''), received_at, body
                  FROM webhook_inbox WHERE state = 'dead' ORDER BY seq",
                 &[],
-            )
-            .await
-            .map_err(|e| db_error(&e))?;
+            ))
+            .await?;
         Ok(rows
             .iter()
             .filter_map(|row| {

@@ -33,7 +33,7 @@ mod migrate;
 mod sqlx;
 
 pub use crate::postgres_url::{is_postgres_url, redact_url};
-pub use database::{DEFAULT_MAX_CONNECTIONS, PgDatabase, connect_config};
+pub use database::{DEFAULT_ANSWER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PgDatabase, connect_config};
 pub use dedup::PgDedupStore;
 pub use exactly_once::{PgEffect, PgExactlyOnce};
 pub use inbox::PgInbox;

@@ -12,6 +12,8 @@ mod logs;
 mod metrics;
 #[cfg(feature = "postgres")]
 mod pg_batch;
+#[cfg(feature = "postgres")]
+mod pg_network;
 mod properties;
 mod reload;
 #[cfg(feature = "postgres")]

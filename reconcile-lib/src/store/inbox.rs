@@ -30,7 +30,9 @@ pub enum StoreInbox {
 const MAX_CONNECTIONS: usize = 16;
 
 impl StoreInbox {
-    /// Opens the inbox at `location` (which should hold a store already) with `policy`.
+    /// Opens the inbox at `location` (which should hold a store already) with `policy`; on
+    /// PostgreSQL, its statements wait for answers at most the location's answer timeout
+    /// ([`StoreLocation::with_answer_timeout`]).
     ///
     /// # Errors
     /// The inbox's tables cannot be created or the database reached.
@@ -39,7 +41,9 @@ impl StoreInbox {
             StoreLocation::File(path) => SqliteInbox::open(path, policy).map(Self::Sqlite),
             #[cfg(feature = "postgres")]
             StoreLocation::Postgres(url) => {
-                let database = PgDatabase::connect_with(url.expose(), MAX_CONNECTIONS).await?;
+                let database = PgDatabase::connect_with(url.expose(), MAX_CONNECTIONS)
+                    .await?
+                    .with_answer_timeout(url.answer_timeout());
                 Ok(Self::Postgres(PgInbox::new(database, policy)))
             }
             #[cfg(not(feature = "postgres"))]

@@ -2,6 +2,7 @@
 //! (`postgres://…`), as `--store` names it. Shown everywhere with a URL's password hidden.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use svc_receiver::postgres_url::{is_postgres_url, redact_url};
 
@@ -14,20 +15,34 @@ pub enum StoreLocation {
     Postgres(PostgresUrl),
 }
 
-/// A PostgreSQL URL; its `Debug` and `Display` hide the password.
+/// How long the database may leave one statement of the store (or of its inbox) unanswered
+/// by default before the connection is given up: see [`StoreLocation::with_answer_timeout`].
+pub const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A PostgreSQL URL, and how long a statement may wait for the server's answer; its `Debug`
+/// and `Display` hide the password.
 #[derive(Clone, PartialEq, Eq)]
-pub struct PostgresUrl(String);
+pub struct PostgresUrl {
+    url: String,
+    answer_timeout: Duration,
+}
 
 impl PostgresUrl {
     /// The URL itself, password included: only for connecting.
     pub fn expose(&self) -> &str {
-        &self.0
+        &self.url
+    }
+
+    /// How long one statement may wait for the server's answer before its connection is
+    /// given up ([`StoreLocation::with_answer_timeout`]).
+    pub fn answer_timeout(&self) -> Duration {
+        self.answer_timeout
     }
 }
 
 impl std::fmt::Display for PostgresUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&redact_url(&self.0))
+        f.write_str(&redact_url(&self.url))
     }
 }
 
@@ -45,10 +60,33 @@ impl StoreLocation {
     /// None; the `Result` is what clap's value parsers return.
     pub fn parse(text: &str) -> Result<Self, std::convert::Infallible> {
         Ok(if is_postgres_url(text) {
-            Self::Postgres(PostgresUrl(text.to_owned()))
+            Self::Postgres(PostgresUrl {
+                url: text.to_owned(),
+                answer_timeout: DEFAULT_ANSWER_TIMEOUT,
+            })
         } else {
             Self::File(PathBuf::from(text))
         })
+    }
+
+    /// The same location, whose database (PostgreSQL) may leave one statement unanswered for
+    /// at most `timeout` (default [`DEFAULT_ANSWER_TIMEOUT`]): past it, on a network that
+    /// stalls or a server that hangs, the statement fails as unavailable and its connection
+    /// is closed, never used again, so the next one is made on a fresh connection. A file
+    /// store has no such wait (its locks have their own timeout), and is returned unchanged.
+    ///
+    /// Writers of a PostgreSQL store wait for each other's write lock up to
+    /// [`super::BUSY_TIMEOUT`], or half of `timeout` when that is shorter, so that the server
+    /// ends a wait for the lock before the client gives up on the connection.
+    #[must_use]
+    pub fn with_answer_timeout(self, timeout: Duration) -> Self {
+        match self {
+            Self::Postgres(url) => Self::Postgres(PostgresUrl {
+                answer_timeout: timeout,
+                ..url
+            }),
+            file => file,
+        }
     }
 
     /// The file, for a SQLite store.

@@ -53,7 +53,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
-pub use location::StoreLocation;
+pub use location::{DEFAULT_ANSWER_TIMEOUT, PostgresUrl, StoreLocation};
 pub use lock::RunLock;
 pub use schema::SCHEMA_VERSION;
 use sql::{Sql, SqliteSql, params};

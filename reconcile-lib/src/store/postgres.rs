@@ -12,12 +12,19 @@
 //! - the reconcile run lock is a session lock held by a connection of its own (see `lock`):
 //!   the server lets it go when that connection ends, a killed process's included.
 //!
+//! Every statement waits for the server's answer at most the location's answer timeout
+//! ([`super::StoreLocation::with_answer_timeout`]): on a network that stalls, or a server that
+//! hangs, the statement fails as unavailable and its connection is closed (the thread that
+//! drives it is told to drop it, which closes the socket even with answers outstanding), so
+//! the next transaction opens a fresh one instead of waiting on a dead one forever with the
+//! connection's lock held.
+//!
 //! TLS to the database is not supported yet: `sslmode=require` is refused.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
@@ -36,9 +43,19 @@ pub(crate) const RUN_LOCK: i32 = 0x7376_6303;
 /// The second key of the store's advisory locks: its schema.
 pub(crate) const STORE_KEY: &str = "hashtext(current_schema())";
 
-/// How long a write waits for another writer's transaction (as SQLite's busy timeout).
+/// How long a write waits for another writer's transaction (as SQLite's busy timeout), at
+/// most: half the answer timeout when that is shorter (see [`lock_timeout`]).
 const LOCK_TIMEOUT: Duration = super::BUSY_TIMEOUT;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The server-side wait for the write lock under `answer_timeout`: [`LOCK_TIMEOUT`], or half
+/// the answer timeout when that is shorter (at least a second), so that the server ends a
+/// wait for the lock (as busy) before the client gives up on the connection.
+fn lock_timeout(answer_timeout: Duration) -> Duration {
+    LOCK_TIMEOUT
+        .min(answer_timeout / 2)
+        .max(Duration::from_secs(1))
+}
 
 /// Every migration, in order, as `schema::MIGRATIONS` for SQLite: same tables and columns.
 const MIGRATIONS: &[&str] = &[
@@ -143,7 +160,27 @@ pub(crate) struct PgConnection {
     config: Box<tokio_postgres::Config>,
     /// The URL without its password, for messages.
     url_text: String,
-    client: Mutex<Client>,
+    /// How long one statement may wait for its answer.
+    answer_timeout: Duration,
+    /// The connection; `None` once given up (a statement went unanswered), until the next
+    /// transaction opens a new one.
+    client: Mutex<Option<Conn>>,
+}
+
+/// An open connection, and the line to the thread that drives its I/O: dropping it tells the
+/// thread to drop the connection, which closes the socket even when answers are still
+/// outstanding (the driver alone would wait for them, forever on a stalled network).
+struct Conn {
+    client: Client,
+    _abandon: tokio::sync::oneshot::Sender<()>,
+}
+
+/// A statement (or `BEGIN`, `COMMIT`) that got no answer within the answer timeout: the
+/// connection is given up.
+fn unanswered(url_text: &str, timeout: Duration) -> StoreError {
+    StoreError::Unavailable(format!(
+        "{url_text} did not answer within {timeout:?}; the connection was closed"
+    ))
 }
 
 impl std::fmt::Debug for PgConnection {
@@ -203,24 +240,30 @@ impl From<tokio_postgres::Error> for StoreError {
     }
 }
 
-/// Runs a future to completion on this thread. The connection's I/O runs on its own thread,
-/// so the driver's futures only wait on channels, and this works in any context (a Tokio
-/// worker included, where the store's SQLite calls block in the same way).
-pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+/// Runs a future to completion on this thread, or until `timeout` has passed (`None`). The
+/// connection's I/O runs on its own thread, so the driver's futures only wait on channels,
+/// and this works in any context (a Tokio worker included, where the store's SQLite calls
+/// block in the same way).
+pub(crate) fn block_on<F: Future>(future: F, timeout: Duration) -> Option<F::Output> {
     struct Unpark(std::thread::Thread);
     impl Wake for Unpark {
         fn wake(self: Arc<Self>) {
             self.0.unpark();
         }
     }
+    let deadline = Instant::now() + timeout;
     let waker = Arc::new(Unpark(std::thread::current())).into();
     let mut cx = Context::from_waker(&waker);
     let mut future = std::pin::pin!(future);
     loop {
         if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return output;
+            return Some(output);
         }
-        std::thread::park();
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        std::thread::park_timeout(left);
     }
 }
 
@@ -234,31 +277,36 @@ impl PgConnection {
             .connect_timeout(CONNECT_TIMEOUT)
             .application_name(application_name);
         let url_text = url.to_string();
-        let client = open(&config, &url_text)?;
+        let answer_timeout = url.answer_timeout();
+        let client = open(&config, &url_text, answer_timeout)?;
         Ok(Self {
             config: Box::new(config),
             url_text,
-            client: Mutex::new(client),
+            answer_timeout,
+            client: Mutex::new(Some(client)),
         })
     }
 
-    /// The connection, for one transaction at a time: a new one when the server closed it.
-    fn lock(&self) -> Result<MutexGuard<'_, Client>, StoreError> {
+    /// The connection, for one transaction at a time: a new one when the server closed it or
+    /// it was given up.
+    fn lock(&self) -> Result<MutexGuard<'_, Option<Conn>>, StoreError> {
         // A panic while holding the lock leaves the connection usable: the transaction is
         // rolled back when its guard drops.
         let mut client = self
             .client
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if client.is_closed() {
+        if client.as_ref().is_none_or(|conn| conn.client.is_closed()) {
             self.reconnect(&mut client)?;
         }
         Ok(client)
     }
 
-    /// Replaces a closed connection with a new one.
-    fn reconnect(&self, client: &mut Client) -> Result<(), StoreError> {
-        *client = open(&self.config, &self.url_text)?;
+    /// Replaces a closed (or given up) connection with a new one.
+    fn reconnect(&self, client: &mut Option<Conn>) -> Result<(), StoreError> {
+        // The old one first: its thread closes its socket.
+        *client = None;
+        *client = Some(open(&self.config, &self.url_text, self.answer_timeout)?);
         tracing::info!(store = %self.url_text, "reconnected to the store's database");
         Ok(())
     }
@@ -270,21 +318,33 @@ impl PgConnection {
         F: FnOnce(&mut dyn Sql) -> Result<T, StoreError>,
     {
         let mut client = self.lock()?;
+        let answers = Answers {
+            timeout: self.answer_timeout,
+            url_text: &self.url_text,
+            unanswered: std::cell::Cell::new(false),
+        };
         // A connection that died since its last use is only seen closed once used: `BEGIN`
         // fails then, before any work, and the transaction is tried once more on a new
         // connection.
-        match attempt(&mut client, write, work) {
+        let done = match attempt(conn_of(&mut client), write, &answers, work) {
             Ok(done) => done,
             Err(work) => {
                 self.reconnect(&mut client)?;
-                attempt(&mut client, write, work).unwrap_or_else(|_| {
+                attempt(conn_of(&mut client), write, &answers, work).unwrap_or_else(|_| {
                     Err(StoreError::Unavailable(format!(
                         "the connection to {} closed again at once",
                         self.url_text
                     )))
                 })
             }
+        };
+        if answers.unanswered.get() {
+            // Never used again: the next transaction opens a new connection.
+            *client = None;
+            tracing::warn!(store = %self.url_text, timeout = ?self.answer_timeout,
+                "the store's database did not answer in time; connection closed");
         }
+        done
     }
 
     /// Whether the database (its current schema) holds a store; refuses a `store_meta` table
@@ -341,10 +401,51 @@ impl PgConnection {
     }
 }
 
+/// The client of the connection [`PgConnection::lock`] made sure is there.
+fn conn_of(client: &mut Option<Conn>) -> &mut Client {
+    match client {
+        Some(conn) => &mut conn.client,
+        // `lock` and `reconnect` leave a connection in place, or fail.
+        None => unreachable!("a locked store connection is always open"),
+    }
+}
+
+/// How a transaction's statements wait for their answers.
+struct Answers<'a> {
+    timeout: Duration,
+    url_text: &'a str,
+    /// Set when one went unanswered: the connection is given up.
+    unanswered: std::cell::Cell<bool>,
+}
+
+impl Answers<'_> {
+    /// Waits for `future` (one exchange with the server) at most the answer timeout.
+    fn wait<T>(
+        &self,
+        future: impl Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, StoreError> {
+        if self.unanswered.get() {
+            return Err(unanswered(self.url_text, self.timeout));
+        }
+        match block_on(future, self.timeout) {
+            Some(result) => result.map_err(Into::into),
+            None => {
+                self.unanswered.set(true);
+                Err(unanswered(self.url_text, self.timeout))
+            }
+        }
+    }
+}
+
 /// A new connection with `config`, its I/O driven by a thread of its own (which ends with
-/// the connection), with the store's lock timeout set.
-fn open(config: &tokio_postgres::Config, url_text: &str) -> Result<Client, StoreError> {
+/// the connection, or when the [`Conn`] is dropped), with the store's lock timeout set.
+fn open(
+    config: &tokio_postgres::Config,
+    url_text: &str,
+    answer_timeout: Duration,
+) -> Result<Conn, StoreError> {
     let config = config.clone();
+    let (abandon, abandoned) = tokio::sync::oneshot::channel::<()>();
     let (sender, connected) = std::sync::mpsc::channel::<Result<Client, StoreError>>();
     std::thread::Builder::new()
         .name("svc-cli-postgres".into())
@@ -363,8 +464,12 @@ fn open(config: &tokio_postgres::Config, url_text: &str) -> Result<Client, Store
                 match config.connect(NoTls).await {
                     Ok((client, connection)) => {
                         let _ = sender.send(Ok(client));
-                        // Runs until the client is dropped (or the server goes away).
-                        let _ = connection.await;
+                        // Runs until the client is dropped (or the server goes away), or the
+                        // connection is given up.
+                        tokio::select! {
+                            _ = connection => {}
+                            _ = abandoned => {}
+                        }
                     }
                     Err(err) => {
                         let _ = sender.send(Err(pg_error(&err)));
@@ -385,35 +490,58 @@ fn open(config: &tokio_postgres::Config, url_text: &str) -> Result<Client, Store
             }
             other => other,
         })?;
-    block_on(client.batch_execute(&format!("SET lock_timeout = '{}s'", LOCK_TIMEOUT.as_secs())))?;
-    Ok(client)
+    let conn = Conn {
+        client,
+        _abandon: abandon,
+    };
+    let set = format!(
+        "SET lock_timeout = '{}ms'",
+        lock_timeout(answer_timeout).as_millis()
+    );
+    match block_on(conn.client.batch_execute(&set), answer_timeout) {
+        Some(result) => result?,
+        None => return Err(unanswered(url_text, answer_timeout)),
+    }
+    Ok(conn)
 }
 
 /// Runs `work` in one transaction on `client`, committed when it succeeds; a write
 /// transaction takes the store's write lock first. `Err(work)`, untouched, when the
 /// connection turned out closed at `BEGIN`.
-fn attempt<T, F>(client: &mut Client, write: bool, work: F) -> Result<Result<T, StoreError>, F>
+fn attempt<T, F>(
+    client: &mut Client,
+    write: bool,
+    answers: &Answers<'_>,
+    work: F,
+) -> Result<Result<T, StoreError>, F>
 where
     F: FnOnce(&mut dyn Sql) -> Result<T, StoreError>,
 {
-    let tx = match block_on(client.transaction()) {
-        Ok(tx) => tx,
-        Err(err) if err.is_closed() => return Err(work),
-        Err(err) => return Ok(Err(err.into())),
+    let tx = match block_on(client.transaction(), answers.timeout) {
+        Some(Ok(tx)) => tx,
+        Some(Err(err)) if err.is_closed() => return Err(work),
+        Some(Err(err)) => return Ok(Err(err.into())),
+        None => {
+            answers.unanswered.set(true);
+            return Ok(Err(unanswered(answers.url_text, answers.timeout)));
+        }
     };
     let run = || {
         if write {
-            block_on(tx.execute(
+            answers.wait(tx.execute(
                 &format!("SELECT pg_advisory_xact_lock($1, {STORE_KEY})"),
                 &[&WRITE_LOCK],
             ))?;
         }
-        work(&mut PgSql(&tx))
+        work(&mut PgSql { tx: &tx, answers })
     };
     Ok(match run() {
-        Ok(value) => block_on(tx.commit()).map(|()| value).map_err(Into::into),
+        Ok(value) => answers.wait(tx.commit()).map(|()| value),
         Err(err) => {
-            let _ = block_on(tx.rollback());
+            // Not on a connection given up: the answer would never come either.
+            if !answers.unanswered.get() {
+                let _ = answers.wait(tx.rollback());
+            }
             Err(err)
         }
     })
@@ -449,24 +577,29 @@ fn read_version(db: &mut dyn Sql, location: &StoreLocation) -> Result<Option<u32
     }
 }
 
-/// The PostgreSQL backend: a transaction the store opened.
-struct PgSql<'t, 'c>(&'t Transaction<'c>);
+/// The PostgreSQL backend: a transaction the store opened, and how its statements wait.
+struct PgSql<'t, 'c, 'a> {
+    tx: &'t Transaction<'c>,
+    answers: &'t Answers<'a>,
+}
 
 fn to_sql_params(params: &[Value]) -> Vec<&(dyn ToSql + Sync)> {
     params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
 }
 
-impl Sql for PgSql<'_, '_> {
+impl Sql for PgSql<'_, '_, '_> {
     fn batch(&mut self, sql: &str) -> Result<(), StoreError> {
-        Ok(block_on(self.0.batch_execute(sql))?)
+        self.answers.wait(self.tx.batch_execute(sql))
     }
 
     fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, StoreError> {
-        Ok(block_on(self.0.execute(sql, &to_sql_params(params)))?)
+        self.answers
+            .wait(self.tx.execute(sql, &to_sql_params(params)))
     }
 
     fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, StoreError> {
-        block_on(self.0.query(sql, &to_sql_params(params)))?
+        self.answers
+            .wait(self.tx.query(sql, &to_sql_params(params)))?
             .iter()
             .map(row_values)
             .collect()
@@ -478,9 +611,14 @@ impl Sql for PgSql<'_, '_> {
         params: &[Value],
         each: &mut dyn FnMut(Row) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let rows = block_on(self.0.query_raw(sql, to_sql_params(params)))?;
+        let rows = self
+            .answers
+            .wait(self.tx.query_raw(sql, to_sql_params(params)))?;
         let mut rows = std::pin::pin!(rows);
-        while let Some(row) = block_on(rows.next()) {
+        while let Some(row) = self
+            .answers
+            .wait(async { Ok::<_, tokio_postgres::Error>(rows.next().await) })?
+        {
             each(row_values(&row?)?)?;
         }
         Ok(())

@@ -603,6 +603,64 @@ fn the_report_reads_calls_and_days_on_both_backends() {
     });
 }
 
+/// Issue 27: a PostgreSQL store whose database stops answering (a stalled network, a hung
+/// server; here a proxy that stops forwarding answers on an open connection) gives up on the
+/// statement within the answer timeout instead of waiting forever with the connection's lock
+/// held, and works again on a fresh connection once the network is back.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_store_whose_database_stops_answering_gives_up_in_time_and_recovers_on_a_new_connection() {
+    use std::time::{Duration, Instant};
+    use svc_fixtures::proxy::{Fault, Proxy};
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let test = "store_stops_answering";
+    let Some(url) = runtime.block_on(svc_fixtures::postgres::fresh_schema_url(test)) else {
+        return;
+    };
+    let proxy = runtime
+        .block_on(Proxy::start(svc_fixtures::postgres::upstream(&url)))
+        .expect("proxy");
+    let location = StoreLocation::parse(&svc_fixtures::postgres::via_proxy(&url, proxy.addr()))
+        .expect("a location")
+        .with_answer_timeout(Duration::from_secs(1));
+    let store = Store::open_or_create(location).expect("a PostgreSQL store");
+    store.check_writable().expect("writable");
+
+    proxy.set(Fault::StallAfter(0));
+    // On a thread of its own, so that a store that waits forever fails the test.
+    let (sender, outcome) = std::sync::mpsc::channel();
+    let stalled = store.clone();
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        let result = stalled.check_writable();
+        let _ = sender.send((result, started.elapsed()));
+    });
+    let (result, took) = outcome
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the store gave up instead of waiting forever");
+    assert!(
+        matches!(result, Err(StoreError::Unavailable(_))),
+        "{result:?}"
+    );
+    assert!(result.as_ref().is_err_and(StoreError::is_temporary));
+    assert!(
+        took < Duration::from_secs(3),
+        "within the answer timeout: {took:?}"
+    );
+    assert!(proxy.stats().stalled >= 1);
+
+    proxy.set(Fault::Pass);
+    store
+        .check_writable()
+        .expect("writable again, on a new connection");
+    assert!(proxy.stats().accepted >= 2, "{:?}", proxy.stats());
+}
+
 #[test]
 fn a_delivered_call_and_its_delivery_are_recorded_together_and_count_as_delivered() {
     on_each_backend(

@@ -75,6 +75,10 @@ pub struct GlobalArgs {
     /// Retries of a failed idempotent request (and of 429s)
     #[arg(long, global = true, default_value_t = 3, value_name = "N")]
     pub retries: u32,
+    /// The longest Retry-After of a 429 waited for before retrying, in seconds; a longer one
+    /// fails the request at once (exit 75)
+    #[arg(long, global = true, default_value_t = 120, value_name = "SECS", value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub max_retry_after: u64,
     /// First retry delay in milliseconds (doubles per retry, with jitter)
     #[arg(
         long,
@@ -87,7 +91,7 @@ pub struct GlobalArgs {
 }
 
 /// The global flags that only matter to a command calling the service.
-const SERVICE_FLAGS: [&str; 7] = [
+const SERVICE_FLAGS: [&str; 8] = [
     "base_url",
     "api_key",
     "profile",
@@ -95,6 +99,7 @@ const SERVICE_FLAGS: [&str; 7] = [
     "insecure_http",
     "timeout",
     "retries",
+    "max_retry_after",
 ];
 
 /// The commands that never call the service, by path: their help leaves out
@@ -282,6 +287,7 @@ impl Ctx {
         let retry = RetryPolicy {
             max_retries: self.global.retries,
             base_delay: Duration::from_millis(self.global.retry_base_ms),
+            max_retry_after: Duration::from_secs(self.global.max_retry_after),
             ..RetryPolicy::default()
         };
         Ok(Client::builder(base_url)

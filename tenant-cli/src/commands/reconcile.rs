@@ -54,7 +54,13 @@ Exit codes:
   2   usage: bad flags, a store path in a missing directory or a file that is not a store
   4   the API key was refused (the watermark did not move)
   75  temporary: another run holds the store's lock, or the service kept failing (429, 5xx,
-      connection errors) after retries; the watermark did not move, run again later")]
+      connection errors, timeouts) after retries; the watermark did not move, run again later
+
+A slow or lossy network: each attempt of a request is cut at --timeout (connecting, the
+headers and the whole body), so one request with its retries ends within --timeout ×
+(--retries + 1) plus the waits between tries (backoff up to 8 s each, or a 429's Retry-After
+up to --max-retry-after): the report's requestBoundMs. A run that meets a fault that does not
+heal stops with 75 within that bound and releases the store's lock as it exits.")]
 pub struct ReconcileArgs {
     /// The local store: a file (created on the first run; its directory must exist) or a
     /// PostgreSQL database, postgres://… (shared by runs on several hosts)

@@ -425,6 +425,7 @@ mod tests {
                 started_at: chrono::DateTime::UNIX_EPOCH,
                 finished_at: chrono::DateTime::UNIX_EPOCH,
                 duration: std::time::Duration::ZERO,
+                request_bound: std::time::Duration::ZERO,
                 service_time: None,
                 clock_skew_ms: None,
                 outcome: Outcome::Clean,

@@ -12,6 +12,7 @@ mod inbox;
 mod ops;
 mod pipes;
 mod postgres;
+mod postgres_network;
 mod practice;
 mod reconcile;
 mod roster;

@@ -19,14 +19,14 @@ use wiremock::MockServer;
 
 use crate::helpers::Sandbox;
 
-const SECRET: &str = "whsec_pg_replica_secret_0123456789";
+pub(crate) const SECRET: &str = "whsec_pg_replica_secret_0123456789";
 
-async fn fresh_store(test: &str) -> Option<String> {
+pub(crate) async fn fresh_store(test: &str) -> Option<String> {
     svc_fixtures::postgres::fresh_schema_url(test).await
 }
 
 /// A client on the store's schema, to look at what the replicas wrote.
-async fn database(url: &str) -> tokio_postgres::Client {
+pub(crate) async fn database(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .expect("connect to the test PostgreSQL");
@@ -35,12 +35,12 @@ async fn database(url: &str) -> tokio_postgres::Client {
 }
 
 /// A running `webhook serve` replica and its address.
-struct Replica {
-    child: Child,
-    addr: String,
+pub(crate) struct Replica {
+    pub(crate) child: Child,
+    pub(crate) addr: String,
 }
 
-async fn replica(sandbox: &Sandbox, store: &str, extra: &[&str]) -> Replica {
+pub(crate) async fn replica(sandbox: &Sandbox, store: &str, extra: &[&str]) -> Replica {
     let mut args = vec![
         "webhook",
         "serve",
@@ -79,7 +79,7 @@ async fn replica(sandbox: &Sandbox, store: &str, extra: &[&str]) -> Replica {
 }
 
 /// Posts the delivery of `call_id` under `wh_<call_id>`, signed now, to `addr`.
-async fn post(client: &reqwest::Client, addr: &str, call_id: &str) -> u16 {
+pub(crate) async fn post(client: &reqwest::Client, addr: &str, call_id: &str) -> u16 {
     let event = CallScored::scored(
         call_id,
         CallSource::Roleplay,
@@ -103,7 +103,7 @@ async fn post(client: &reqwest::Client, addr: &str, call_id: &str) -> u16 {
 }
 
 /// Waits until the inbox holds `total` entries, all done.
-async fn wait_until_done(db: &tokio_postgres::Client, total: i64, within: Duration) {
+pub(crate) async fn wait_until_done(db: &tokio_postgres::Client, total: i64, within: Duration) {
     let deadline = Instant::now() + within;
     loop {
         let row = db
@@ -135,7 +135,7 @@ async fn attempts(db: &tokio_postgres::Client) -> HashMap<String, i32> {
         .collect()
 }
 
-async fn ledger_count(db: &tokio_postgres::Client) -> i64 {
+pub(crate) async fn ledger_count(db: &tokio_postgres::Client) -> i64 {
     db.query_one("SELECT COUNT(*) FROM deliveries", &[])
         .await
         .expect("the ledger")
@@ -320,7 +320,7 @@ async fn terminate(db: &tokio_postgres::Client, role: &str) -> i64 {
     .get(0)
 }
 
-async fn readyz(client: &reqwest::Client, addr: &str) -> (u16, String) {
+pub(crate) async fn readyz(client: &reqwest::Client, addr: &str) -> (u16, String) {
     let response = client
         .get(format!("http://{addr}/readyz"))
         .send()

@@ -69,6 +69,11 @@ pub struct ServeArgs {
     /// takes it, in seconds (for tests)
     #[arg(long, default_value_t = 300, value_name = "SECS", hide = true, value_parser = clap::value_parser!(u64).range(2..))]
     inbox_lease_secs: u64,
+    /// On a PostgreSQL store: how long the database may leave one statement unanswered (a
+    /// stalled network, a hung server) before the connection is closed and a fresh one used;
+    /// the delivery meanwhile is answered 503 (the sender retries) or its recording retried
+    #[arg(long, default_value_t = 60, value_name = "SECS", value_parser = clap::value_parser!(u64).range(2..=3600))]
+    db_timeout: u64,
 }
 
 impl std::fmt::Debug for ServeArgs {
@@ -85,6 +90,7 @@ impl std::fmt::Debug for ServeArgs {
             .field("metrics_listen", &self.metrics_listen)
             .field("log", &self.log)
             .field("inbox_lease_secs", &self.inbox_lease_secs)
+            .field("db_timeout", &self.db_timeout)
             .finish()
     }
 }
@@ -156,7 +162,10 @@ pub async fn exec(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    let location = args.store.clone();
+    let location = args
+        .store
+        .clone()
+        .with_answer_timeout(Duration::from_secs(args.db_timeout));
     let store = tokio::task::spawn_blocking(move || Store::open_or_create(location)).await??;
     let listeners = Listeners {
         webhooks: bind(args.listen).await?,

@@ -7,7 +7,8 @@
 //! (silent re-dispositions), [`faults`] (a failing or misbehaving service), [`call_failures`]
 //! (a listed call whose detail fails, a revoked key), [`store_file`] (paths, foreign files,
 //! schema versions), [`lock`] (overlapping runs), [`kill`] (SIGKILL between two pages),
-//! [`store_commands`] (`store stats` and `store export`).
+//! [`store_commands`] (`store stats` and `store export`), [`network`] (a slow or lossy network
+//! between the run and the sandbox service, through a fault-injecting proxy).
 
 mod call_failures;
 mod changes;
@@ -15,6 +16,7 @@ mod deliveries;
 mod faults;
 mod kill;
 mod lock;
+mod network;
 mod runs;
 mod store_commands;
 mod store_file;

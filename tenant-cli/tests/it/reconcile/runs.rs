@@ -96,6 +96,7 @@ async fn the_json_report_has_the_documented_keys_and_is_kept_in_the_runs_table()
         "error",
         "exitCode",
         "requests",
+        "requestBoundMs",
         "sources",
         "totals",
         "recoveredCallIds",

@@ -1,0 +1,77 @@
+//! The PostgreSQL stores on a network that stalls (issue 27), through `svc_fixtures::proxy`: a
+//! statement left unanswered fails within the database's answer timeout instead of holding its
+//! caller (and its place in the pool) forever, and once the network is back the next calls
+//! get fresh connections rather than the dead ones. Skipped loudly without
+//! `SVC_TEST_POSTGRES_URL`.
+
+use std::time::{Duration, Instant};
+
+use svc_fixtures::proxy::{Fault, Proxy};
+use svc_receiver::inbox::{Accepted, Inbox, InboxPolicy};
+use svc_receiver::postgres::{PgDatabase, PgInbox};
+
+use crate::helpers::{T, event_body, webhook_id as id};
+
+/// Runs `call`, failing the test if it takes longer than `within` (a hang).
+async fn within<F: std::future::Future>(within: Duration, call: F) -> (F::Output, Duration) {
+    let started = Instant::now();
+    let output = tokio::time::timeout(within, call)
+        .await
+        .expect("answered in time instead of waiting forever");
+    (output, started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_connection_fails_within_the_answer_timeout_and_the_pool_recovers() {
+    let Some(url) = svc_fixtures::postgres::fresh_schema_url("pg_net_inbox").await else {
+        return;
+    };
+    let proxy = Proxy::start(svc_fixtures::postgres::upstream(&url))
+        .await
+        .expect("proxy");
+    let proxied = svc_fixtures::postgres::via_proxy(&url, proxy.addr());
+    let database = PgDatabase::connect_with(&proxied, 4)
+        .await
+        .expect("connect and migrate")
+        .with_answer_timeout(Duration::from_secs(1));
+    assert_eq!(database.answer_timeout(), Duration::from_secs(1));
+    let inbox = PgInbox::new(database, InboxPolicy::default());
+    let accepted = inbox
+        .accept(&id("wh_before"), &[1; 32], &event_body("c1"), T)
+        .await
+        .expect("accepted");
+    assert_eq!(accepted, Accepted::Stored);
+
+    proxy.set(Fault::StallAfter(0));
+    let (checked, took) = within(Duration::from_secs(10), inbox.check_writable()).await;
+    assert!(checked.is_err(), "not writable while nothing answers");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    // The idle connections were closed with the stalled one: this accept needs a new one,
+    // which cannot be opened either (given up after the pool's 10 s to connect).
+    let (accepted, _) = within(
+        Duration::from_secs(20),
+        inbox.accept(&id("wh_during"), &[2; 32], &event_body("c2"), T),
+    )
+    .await;
+    accepted.expect_err("not acknowledged");
+
+    proxy.set(Fault::Pass);
+    let (checked, took) = within(Duration::from_secs(10), inbox.check_writable()).await;
+    checked.expect("writable again at once");
+    assert!(
+        took < Duration::from_secs(1),
+        "no dead connection waited on: {took:?}"
+    );
+    // The sender's retry: stored now, or found stored if the stalled commit went through.
+    let (accepted, _) = within(
+        Duration::from_secs(10),
+        inbox.accept(&id("wh_during"), &[2; 32], &event_body("c2"), T),
+    )
+    .await;
+    assert!(
+        matches!(accepted, Ok(Accepted::Stored | Accepted::Duplicate)),
+        "{accepted:?}"
+    );
+    let (counts, _) = within(Duration::from_secs(10), inbox.counts()).await;
+    assert_eq!(counts.expect("counts"), (2, 0, 0), "each delivery once");
+}
