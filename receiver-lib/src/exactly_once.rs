@@ -21,7 +21,7 @@ use std::future::Future;
 
 use thiserror::Error;
 
-use crate::dedup::StoreError;
+use crate::dedup::StorageError;
 use crate::handler::Received;
 
 /// What a delivery in direct mode came to.
@@ -44,7 +44,7 @@ pub enum EffectError {
     /// The database failed (the transaction could not be opened, a statement of the crate's
     /// failed, or the commit did).
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(#[from] StorageError),
     /// Your code returned an error or panicked (its text, as logged).
     #[error("webhook effect failed: {0}")]
     Effect(String),

@@ -7,7 +7,7 @@ use ::axum::http::{HeaderMap, StatusCode};
 use ::axum::response::{IntoResponse, Response};
 use thiserror::Error;
 
-use crate::dedup::{StoreError, WebhookId};
+use crate::dedup::{StorageError, WebhookId};
 use crate::error::VerifyError;
 use crate::event::CallScored;
 use crate::metrics::{self, Mode, Stopwatch};
@@ -40,7 +40,7 @@ pub enum ReceiveError {
     InFlight,
     /// The store failed: 503, so the sender retries.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(#[from] StorageError),
     /// User code failed or panicked: 500, so the sender retries (the claim is released).
     #[error("webhook handler failed: {0}")]
     Handler(String),

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use super::{Claim, DedupPolicy, DedupStore, StoreError, WebhookId};
+use super::{Claim, DedupPolicy, DedupStore, StorageError, WebhookId};
 
 /// Default bound on remembered deliveries.
 pub const DEFAULT_CAPACITY: usize = 100_000;
@@ -164,16 +164,16 @@ impl DedupStore for MemoryDedupStore {
         id: &WebhookId,
         signature: &[u8; 32],
         now: i64,
-    ) -> Result<Claim, StoreError> {
+    ) -> Result<Claim, StorageError> {
         Ok(self.claim_now(id, signature, now))
     }
 
-    async fn complete(&self, id: &WebhookId, _now: i64) -> Result<(), StoreError> {
+    async fn complete(&self, id: &WebhookId, _now: i64) -> Result<(), StorageError> {
         self.set_state(id, State::Done);
         Ok(())
     }
 
-    async fn release(&self, id: &WebhookId) -> Result<(), StoreError> {
+    async fn release(&self, id: &WebhookId) -> Result<(), StorageError> {
         self.set_state(id, State::Released);
         Ok(())
     }

@@ -112,7 +112,7 @@ impl DedupPolicy {
 /// A store failure. Integrations answer 503 so the sender retries.
 #[derive(Debug, Error)]
 #[non_exhaustive]
-pub enum StoreError {
+pub enum StorageError {
     /// The database reported an error.
     #[error("webhook store database error: {0}")]
     Database(String),
@@ -141,30 +141,30 @@ pub trait DedupStore: Send + Sync + 'static {
     /// another id either.
     ///
     /// # Errors
-    /// [`StoreError`] when the store cannot answer; the caller should answer 503.
+    /// [`StorageError`] when the store cannot answer; the caller should answer 503.
     fn claim(
         &self,
         id: &WebhookId,
         signature: &[u8; 32],
         now: i64,
-    ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Claim, StorageError>> + Send;
 
     /// Marks `id` as processed: later claims answer [`Claim::Duplicate`].
     ///
     /// # Errors
-    /// [`StoreError`] when the store cannot record it.
+    /// [`StorageError`] when the store cannot record it.
     fn complete(
         &self,
         id: &WebhookId,
         now: i64,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    ) -> impl Future<Output = Result<(), StorageError>> + Send;
 
     /// Gives up a claim whose processing failed, so the next delivery of `id` is
     /// [`Claim::New`]. The signature stays remembered.
     ///
     /// # Errors
-    /// [`StoreError`] when the store cannot record it.
-    fn release(&self, id: &WebhookId) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// [`StorageError`] when the store cannot record it.
+    fn release(&self, id: &WebhookId) -> impl Future<Output = Result<(), StorageError>> + Send;
 }
 
 /// A shared store is a store: one `Arc` can serve several routes and still be read elsewhere
@@ -175,7 +175,7 @@ impl<T: DedupStore + ?Sized> DedupStore for std::sync::Arc<T> {
         id: &WebhookId,
         signature: &[u8; 32],
         now: i64,
-    ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
+    ) -> impl Future<Output = Result<Claim, StorageError>> + Send {
         (**self).claim(id, signature, now)
     }
 
@@ -183,11 +183,11 @@ impl<T: DedupStore + ?Sized> DedupStore for std::sync::Arc<T> {
         &self,
         id: &WebhookId,
         now: i64,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+    ) -> impl Future<Output = Result<(), StorageError>> + Send {
         (**self).complete(id, now)
     }
 
-    fn release(&self, id: &WebhookId) -> impl Future<Output = Result<(), StoreError>> + Send {
+    fn release(&self, id: &WebhookId) -> impl Future<Output = Result<(), StorageError>> + Send {
         (**self).release(id)
     }
 }

@@ -15,7 +15,7 @@ use tracing::Instrument;
 
 use super::{Inbox, InboxEntry, InboxPolicy, Settled};
 use crate::clock::Clock;
-use crate::dedup::StoreError;
+use crate::dedup::StorageError;
 use crate::handler::{EventHandler, Received, delivery_span, run_handler};
 use crate::throttle::{REPEAT_EVERY, Say, Throttle};
 
@@ -55,12 +55,12 @@ pub enum Step {
 ///   current await; a handler that blocks its thread without awaiting cannot be cancelled.
 ///
 /// # Errors
-/// [`StoreError`] when the inbox cannot be read or updated.
+/// [`StorageError`] when the inbox cannot be read or updated.
 pub async fn process_next<I: Inbox, H: EventHandler>(
     inbox: &I,
     handler: &H,
     now: i64,
-) -> Result<Step, StoreError> {
+) -> Result<Step, StorageError> {
     let Some(entry) = inbox.next_due(now).await? else {
         return Ok(Step::Empty);
     };
@@ -77,7 +77,7 @@ async fn settle_next<I: Inbox, H: EventHandler>(
     handler: &H,
     entry: InboxEntry,
     now: i64,
-) -> Result<Step, StoreError> {
+) -> Result<Step, StorageError> {
     // The body was verified and decoded before it was stored; a failure here would mean the
     // file was edited, so it is recorded like a handler failure rather than lost.
     let outcome = match serde_json::from_slice(&entry.body) {

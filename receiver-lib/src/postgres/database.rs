@@ -20,7 +20,7 @@ use tokio_postgres::NoTls;
 use tokio_postgres::config::SslMode;
 
 use super::{describe_error, migrate, redact_url};
-use crate::dedup::StoreError;
+use crate::dedup::StorageError;
 
 /// Connections a [`PgDatabase`] opens at most by default. Claims, completions and accepts are
 /// batched (each store's batches hold at most two at once, a batch one round trip), so a few
@@ -77,10 +77,10 @@ impl PgDatabase {
     /// [`DEFAULT_MAX_CONNECTIONS`], and brings the crate's tables up to date.
     ///
     /// # Errors
-    /// [`StoreError::Config`] for a URL that does not parse or asks for TLS;
-    /// [`StoreError::Database`] when the database cannot be reached or migrated, or was
+    /// [`StorageError::Config`] for a URL that does not parse or asks for TLS;
+    /// [`StorageError::Database`] when the database cannot be reached or migrated, or was
     /// migrated by a newer `svc-receiver`.
-    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+    pub async fn connect(url: &str) -> Result<Self, StorageError> {
         Self::connect_with(url, DEFAULT_MAX_CONNECTIONS).await
     }
 
@@ -88,7 +88,7 @@ impl PgDatabase {
     ///
     /// # Errors
     /// As [`PgDatabase::connect`].
-    pub async fn connect_with(url: &str, max_connections: usize) -> Result<Self, StoreError> {
+    pub async fn connect_with(url: &str, max_connections: usize) -> Result<Self, StorageError> {
         Self::open(url, None, max_connections).await
     }
 
@@ -103,13 +103,13 @@ impl PgDatabase {
     /// usual, and the crate's statements in them name the schema.
     ///
     /// # Errors
-    /// [`StoreError::Config`] for a schema name outside that form, and as
+    /// [`StorageError::Config`] for a schema name outside that form, and as
     /// [`PgDatabase::connect`].
     pub async fn connect_in_schema(
         url: &str,
         schema: &str,
         max_connections: usize,
-    ) -> Result<Self, StoreError> {
+    ) -> Result<Self, StorageError> {
         let valid = !schema.is_empty()
             && schema.len() <= 63
             && !schema.starts_with(|c: char| c.is_ascii_digit())
@@ -117,7 +117,7 @@ impl PgDatabase {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
         if !valid {
-            return Err(StoreError::Config(format!(
+            return Err(StorageError::Config(format!(
                 "{schema:?} is not a schema name this crate accepts: lowercase ASCII letters, \
                  digits and _, not starting with a digit, at most 63 bytes"
             )));
@@ -129,7 +129,7 @@ impl PgDatabase {
         url: &str,
         schema: Option<&str>,
         max_connections: usize,
-    ) -> Result<Self, StoreError> {
+    ) -> Result<Self, StorageError> {
         let user_config = connect_config(url)?;
         let redacted: Arc<str> = redact_url(url).into();
         let build = |config: tokio_postgres::Config| {
@@ -139,7 +139,7 @@ impl PgDatabase {
                 .wait_timeout(Some(WAIT_FOR_CONNECTION))
                 .create_timeout(Some(CONNECT_TIMEOUT))
                 .build()
-                .map_err(|err| StoreError::Config(format!("{redacted}: {err}")))
+                .map_err(|err| StorageError::Config(format!("{redacted}: {err}")))
         };
         let (pool, user_pool) = match schema {
             None => {
@@ -166,7 +166,7 @@ impl PgDatabase {
         let mut client = database.client().await?;
         migrate::run(&mut client, schema)
             .await
-            .map_err(|err| StoreError::Database(format!("migrating {}: {err}", database.url)))?;
+            .map_err(|err| StorageError::Database(format!("migrating {}: {err}", database.url)))?;
         Ok(database)
     }
 
@@ -199,7 +199,7 @@ impl PgDatabase {
     }
 
     /// A connection for a transaction handed to user code (see [`PgDatabase::qualified`]).
-    pub(crate) async fn user_client(&self) -> Result<Object, StoreError> {
+    pub(crate) async fn user_client(&self) -> Result<Object, StorageError> {
         self.user_pool
             .get()
             .await
@@ -212,7 +212,7 @@ impl PgDatabase {
     }
 
     /// A connection from the pool, whose statements are awaited through [`Conn::answer`].
-    pub(crate) async fn client(&self) -> Result<Conn, StoreError> {
+    pub(crate) async fn client(&self) -> Result<Conn, StorageError> {
         let object = self.pool.get().await.map_err(|err| self.pool_error(err))?;
         Ok(Conn {
             object: Some(object),
@@ -223,12 +223,12 @@ impl PgDatabase {
         })
     }
 
-    fn pool_error(&self, err: deadpool_postgres::PoolError) -> StoreError {
+    fn pool_error(&self, err: deadpool_postgres::PoolError) -> StorageError {
         match err {
             deadpool_postgres::PoolError::Backend(err) => {
-                StoreError::Database(format!("{}: {}", self.url, describe_error(&err)))
+                StorageError::Database(format!("{}: {}", self.url, describe_error(&err)))
             }
-            other => StoreError::Database(format!("{}: {other}", self.url)),
+            other => StorageError::Database(format!("{}: {other}", self.url)),
         }
     }
 }
@@ -270,12 +270,12 @@ impl Conn {
     /// driver's error kept as it is (for a caller that tells transient errors apart).
     ///
     /// # Errors
-    /// [`StoreError::Database`] when no answer came in time: the connection is then closed
+    /// [`StorageError::Database`] when no answer came in time: the connection is then closed
     /// when dropped.
     pub(crate) async fn answer_raw<T>(
         &self,
         work: impl Future<Output = Result<T, tokio_postgres::Error>>,
-    ) -> Result<Result<T, tokio_postgres::Error>, StoreError> {
+    ) -> Result<Result<T, tokio_postgres::Error>, StorageError> {
         if self.unanswered.load(Ordering::Relaxed) {
             return Err(self.unanswered_error());
         }
@@ -290,21 +290,21 @@ impl Conn {
         }
     }
 
-    /// Like [`Conn::answer_raw`], with a driver error as a [`StoreError`] too.
+    /// Like [`Conn::answer_raw`], with a driver error as a [`StorageError`] too.
     ///
     /// # Errors
-    /// [`StoreError::Database`]: the driver's error, or no answer in time.
+    /// [`StorageError::Database`]: the driver's error, or no answer in time.
     pub(crate) async fn answer<T>(
         &self,
         work: impl Future<Output = Result<T, tokio_postgres::Error>>,
-    ) -> Result<T, StoreError> {
+    ) -> Result<T, StorageError> {
         self.answer_raw(work)
             .await?
             .map_err(|err| super::db_error(&err))
     }
 
-    fn unanswered_error(&self) -> StoreError {
-        StoreError::Database(format!(
+    fn unanswered_error(&self) -> StorageError {
+        StorageError::Database(format!(
             "{}: no answer within {:?}; the connection was closed",
             self.url, self.timeout
         ))
@@ -329,17 +329,17 @@ impl Drop for Conn {
 /// build cannot honour: TLS (`sslmode=require`). Errors name the URL without its password.
 ///
 /// # Errors
-/// [`StoreError::Config`] when the URL does not parse or asks for TLS.
-pub fn connect_config(url: &str) -> Result<tokio_postgres::Config, StoreError> {
+/// [`StorageError::Config`] when the URL does not parse or asks for TLS.
+pub fn connect_config(url: &str) -> Result<tokio_postgres::Config, StorageError> {
     let config: tokio_postgres::Config = url.parse().map_err(|err: tokio_postgres::Error| {
-        StoreError::Config(format!(
+        StorageError::Config(format!(
             "{} is not a PostgreSQL URL: {err}",
             redact_url(url)
         ))
     })?;
     match config.get_ssl_mode() {
         SslMode::Disable | SslMode::Prefer => Ok(config),
-        _ => Err(StoreError::Config(format!(
+        _ => Err(StorageError::Config(format!(
             "{}: TLS to PostgreSQL is not supported yet (sslmode=require); connect over a Unix \
              socket, the loopback or a TLS tunnel, with sslmode=disable or prefer",
             redact_url(url)

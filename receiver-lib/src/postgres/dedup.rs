@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::PgDatabase;
 use super::batch::{BatchStatement, Batcher};
-use crate::dedup::{Claim, DedupPolicy, DedupStore, StoreError, WebhookId};
+use crate::dedup::{Claim, DedupPolicy, DedupStore, StorageError, WebhookId};
 use crate::pruner::Pruner;
 
 /// Durable dedup store in a PostgreSQL database, shared by every replica that opens it.
@@ -113,7 +113,7 @@ impl PgDedupStore {
     ///
     /// # Errors
     /// As [`PgDatabase::connect`].
-    pub async fn connect(url: &str, policy: DedupPolicy) -> Result<Self, StoreError> {
+    pub async fn connect(url: &str, policy: DedupPolicy) -> Result<Self, StorageError> {
         Ok(Self::new(PgDatabase::connect(url).await?, policy))
     }
 
@@ -121,8 +121,8 @@ impl PgDedupStore {
     /// how many claims. Claims also prune, at most once a minute, so calling this is optional.
     ///
     /// # Errors
-    /// [`StoreError`] when the database fails.
-    pub async fn prune(&self, now: i64) -> Result<u64, StoreError> {
+    /// [`StorageError`] when the database fails.
+    pub async fn prune(&self, now: i64) -> Result<u64, StorageError> {
         let cutoff = now.saturating_sub(self.policy.retention_secs());
         let client = self.database.client().await?;
         let claims = client
@@ -143,8 +143,8 @@ impl PgDedupStore {
     /// The number of remembered deliveries that were completed.
     ///
     /// # Errors
-    /// [`StoreError`] when the database fails.
-    pub async fn completed_count(&self) -> Result<u64, StoreError> {
+    /// [`StorageError`] when the database fails.
+    pub async fn completed_count(&self) -> Result<u64, StorageError> {
         let client = self.database.client().await?;
         let row = client
             .answer(client.query_one(
@@ -162,7 +162,7 @@ impl DedupStore for PgDedupStore {
         id: &WebhookId,
         signature: &[u8; 32],
         now: i64,
-    ) -> Result<Claim, StoreError> {
+    ) -> Result<Claim, StorageError> {
         if self.pruner.due(now) {
             self.prune(now).await?;
         }
@@ -185,13 +185,13 @@ impl DedupStore for PgDedupStore {
             "duplicate" => Ok(Claim::Duplicate),
             "in_flight" => Ok(Claim::InFlight),
             "replayed" => Ok(Claim::Replayed),
-            other => Err(StoreError::Database(format!(
+            other => Err(StorageError::Database(format!(
                 "svc_receiver_claim answered {other:?}"
             ))),
         }
     }
 
-    async fn complete(&self, id: &WebhookId, _now: i64) -> Result<(), StoreError> {
+    async fn complete(&self, id: &WebhookId, _now: i64) -> Result<(), StorageError> {
         self.batcher
             .call(DedupRow {
                 id: id.as_str().to_owned(),
@@ -201,7 +201,7 @@ impl DedupStore for PgDedupStore {
             .map(drop)
     }
 
-    async fn release(&self, id: &WebhookId) -> Result<(), StoreError> {
+    async fn release(&self, id: &WebhookId) -> Result<(), StorageError> {
         let client = self.database.client().await?;
         let statement = client.answer(client.prepare_cached(
                 "UPDATE webhook_claims SET state = 'released' WHERE id = $1 AND state = 'in_flight'",

@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::dedup::StoreError;
+use crate::dedup::StorageError;
 use crate::exactly_once::{Applied, EffectError};
 use crate::handler::Received;
 
@@ -219,10 +219,10 @@ impl<R: BatchRunner> Gatherer<R> {
                 signature,
                 answer,
             })
-            .map_err(|_| EffectError::Store(StoreError::Unavailable))?;
+            .map_err(|_| EffectError::Store(StorageError::Unavailable))?;
         answered
             .await
-            .map_err(|_| EffectError::Store(StoreError::Unavailable))?
+            .map_err(|_| EffectError::Store(StorageError::Unavailable))?
     }
 }
 
@@ -302,7 +302,7 @@ async fn execute<R: BatchRunner>(runner: &R, batch: Vec<Delivery>) {
             for delivery in batch {
                 let _ = delivery
                     .answer
-                    .send(Err(EffectError::Store(StoreError::Database(
+                    .send(Err(EffectError::Store(StorageError::Database(
                         message.clone(),
                     ))));
             }

@@ -35,7 +35,7 @@ use super::effect_batch::{
     BatchFailed, BatchRunner, Class, Delivery, Gatherer, Records, SAVEPOINT,
 };
 use super::{PgInbox, db_error, describe_error};
-use crate::dedup::StoreError;
+use crate::dedup::StorageError;
 use crate::exactly_once::{Applied, EffectError, Transactional, panic_text};
 use crate::handler::{EventHandler, Received};
 
@@ -210,7 +210,7 @@ impl<E: PgEffect> Core<E> {
             .map_err(|e| db_error(&e))?;
         match state.as_ref().map(|row| row.get::<_, &str>(0)) {
             None => {
-                return Err(EffectError::Store(StoreError::Database(format!(
+                return Err(EffectError::Store(StorageError::Database(format!(
                     "webhook {id} is not stored in this exactly-once handler's inbox"
                 ))));
             }
@@ -404,7 +404,7 @@ impl<E: PgEffect> Core<E> {
                     // Until its effect has run.
                     sorted
                         .outcomes
-                        .push(Err(EffectError::Store(StoreError::Unavailable)));
+                        .push(Err(EffectError::Store(StorageError::Unavailable)));
                 }
             }
         }

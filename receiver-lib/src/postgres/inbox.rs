@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 use super::PgDatabase;
 use super::batch::{BatchStatement, Batcher};
-use crate::dedup::{StoreError, WebhookId};
+use crate::dedup::{StorageError, WebhookId};
 use crate::inbox::{Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, InboxStats, Settled};
 use crate::pruner::Pruner;
 
@@ -91,7 +91,7 @@ impl PgInbox {
     ///
     /// # Errors
     /// As [`PgDatabase::connect`].
-    pub async fn connect(url: &str, policy: InboxPolicy) -> Result<Self, StoreError> {
+    pub async fn connect(url: &str, policy: InboxPolicy) -> Result<Self, StorageError> {
         Ok(Self::new(PgDatabase::connect(url).await?, policy))
     }
 
@@ -102,7 +102,7 @@ impl PgInbox {
 
     /// Runs the retention's pruning when it is due (at most once a minute): as an accept
     /// does, for the exactly-once direct mode, which records deliveries without accepting.
-    pub(super) async fn prune_if_due(&self, now: i64) -> Result<(), StoreError> {
+    pub(super) async fn prune_if_due(&self, now: i64) -> Result<(), StorageError> {
         if self.pruner.due(now) {
             self.prune(now.saturating_sub(self.policy.retention_secs()))
                 .await?;
@@ -113,7 +113,7 @@ impl PgInbox {
     /// Retention: forgets processed entries received at or before `cutoff` (pending and dead
     /// ones are never dropped), and the signatures seen by then: later attempts' all, and
     /// those a delivery was stored with once it is no longer stored.
-    async fn prune(&self, cutoff: i64) -> Result<(), StoreError> {
+    async fn prune(&self, cutoff: i64) -> Result<(), StorageError> {
         let client = self.database.client().await?;
         client
             .answer(client.execute(
@@ -136,7 +136,7 @@ impl PgInbox {
         &self,
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    ) -> Result<u64, StoreError> {
+    ) -> Result<u64, StorageError> {
         let client = self.database.client().await?;
         let statement = client.answer(client.prepare_cached(sql)).await?;
         client.answer(client.execute(&statement, params)).await
@@ -154,7 +154,7 @@ impl Inbox for PgInbox {
         signature: &[u8; 32],
         body: &[u8],
         now: i64,
-    ) -> Result<Accepted, StoreError> {
+    ) -> Result<Accepted, StorageError> {
         if self.pruner.due(now) {
             self.prune(now.saturating_sub(self.policy.retention_secs()))
                 .await?;
@@ -173,7 +173,7 @@ impl Inbox for PgInbox {
             "duplicate" => Accepted::Duplicate,
             "replayed" => Accepted::Replayed,
             other => {
-                return Err(StoreError::Database(format!(
+                return Err(StorageError::Database(format!(
                     "svc_receiver_inbox_accept_many answered {other:?}"
                 )));
             }
@@ -184,7 +184,7 @@ impl Inbox for PgInbox {
         Ok(accepted)
     }
 
-    async fn next_due(&self, now: i64) -> Result<Option<InboxEntry>, StoreError> {
+    async fn next_due(&self, now: i64) -> Result<Option<InboxEntry>, StorageError> {
         let lease_until = now.saturating_add(self.policy.lease_secs());
         let client = self.database.client().await?;
         let statement = client
@@ -219,7 +219,7 @@ impl Inbox for PgInbox {
         entry: &InboxEntry,
         outcome: Result<(), String>,
         now: i64,
-    ) -> Result<Settled, StoreError> {
+    ) -> Result<Settled, StorageError> {
         let (settled, due_at) = self.policy.settlement(entry, &outcome, now);
         let error = outcome.err();
         self.execute(
@@ -246,7 +246,7 @@ impl Inbox for PgInbox {
         }
     }
 
-    async fn contains(&self, id: &WebhookId) -> Result<bool, StoreError> {
+    async fn contains(&self, id: &WebhookId) -> Result<bool, StorageError> {
         let client = self.database.client().await?;
         let row = client
             .answer(client.query_one(
@@ -257,7 +257,7 @@ impl Inbox for PgInbox {
         Ok(row.get(0))
     }
 
-    async fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
+    async fn counts(&self) -> Result<(u64, u64, u64), StorageError> {
         let client = self.database.client().await?;
         let row = client
             .answer(client.query_one(
@@ -274,7 +274,7 @@ impl Inbox for PgInbox {
 
     /// A round trip on a connection of the pool, as an accept would take: the database
     /// answers and a connection is free.
-    async fn check_writable(&self) -> Result<(), StoreError> {
+    async fn check_writable(&self) -> Result<(), StorageError> {
         let client = self.database.client().await?;
         client
             .answer(client.execute("SELECT 1", &[]))
@@ -282,7 +282,7 @@ impl Inbox for PgInbox {
             .map(drop)
     }
 
-    async fn stats(&self) -> Result<InboxStats, StoreError> {
+    async fn stats(&self) -> Result<InboxStats, StorageError> {
         let client = self.database.client().await?;
         let row = client
             .answer(client.query_one(
@@ -305,7 +305,7 @@ impl Inbox for PgInbox {
         })
     }
 
-    async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
+    async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StorageError> {
         let client = self.database.client().await?;
         let rows = client
             .answer(client.query(
@@ -328,7 +328,7 @@ impl Inbox for PgInbox {
             .collect())
     }
 
-    async fn requeue_dead_letter(&self, id: &WebhookId, now: i64) -> Result<bool, StoreError> {
+    async fn requeue_dead_letter(&self, id: &WebhookId, now: i64) -> Result<bool, StorageError> {
         let requeued = self
             .execute(
                 "UPDATE webhook_inbox SET state = 'pending', attempts = 0, due_at = $2
@@ -342,7 +342,7 @@ impl Inbox for PgInbox {
         Ok(requeued > 0)
     }
 
-    async fn requeue_all_dead_letters(&self, now: i64) -> Result<u64, StoreError> {
+    async fn requeue_all_dead_letters(&self, now: i64) -> Result<u64, StorageError> {
         let requeued = self
             .execute(
                 "UPDATE webhook_inbox SET state = 'pending', attempts = 0, due_at = $1
@@ -357,7 +357,7 @@ impl Inbox for PgInbox {
         Ok(requeued)
     }
 
-    async fn discard_dead_letter(&self, id: &WebhookId) -> Result<bool, StoreError> {
+    async fn discard_dead_letter(&self, id: &WebhookId) -> Result<bool, StorageError> {
         let discarded = self
             .execute(
                 "UPDATE webhook_inbox SET state = 'done' WHERE id = $1 AND state = 'dead'",

@@ -41,12 +41,12 @@ pub use migrate::SCHEMA_VERSION;
 #[cfg(feature = "sqlx-postgres")]
 pub use sqlx::{SqlxPgEffect, SqlxPgExactlyOnce};
 
-use crate::dedup::StoreError;
+use crate::dedup::StorageError;
 
-/// A driver error as a [`StoreError`], with the server's message when there is one (the
+/// A driver error as a [`StorageError`], with the server's message when there is one (the
 /// driver's own `Display` says only "db error").
-pub(crate) fn db_error(err: &tokio_postgres::Error) -> StoreError {
-    StoreError::Database(describe_error(err))
+pub(crate) fn db_error(err: &tokio_postgres::Error) -> StorageError {
+    StorageError::Database(describe_error(err))
 }
 
 /// The driver error's text, with the server's message and detail when the server sent one

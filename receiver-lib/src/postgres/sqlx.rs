@@ -19,7 +19,7 @@ use sqlx::{PgConnection, PgPool, Row};
 use super::PgInbox;
 use super::effect_batch::{BatchFailed, BatchRunner, Class, Delivery, Gatherer, Records};
 use super::exactly_once::Statements;
-use crate::dedup::StoreError;
+use crate::dedup::StorageError;
 use crate::exactly_once::{Applied, EffectError, Transactional, panic_text};
 use crate::handler::{EventHandler, Received};
 
@@ -79,7 +79,7 @@ fn query(sql: &str) -> sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::Pg
 }
 
 fn db(err: sqlx::Error) -> EffectError {
-    EffectError::Store(StoreError::Database(err.to_string()))
+    EffectError::Store(StorageError::Database(err.to_string()))
 }
 
 /// A batch's failure from a sqlx error: transient when running the batch again may succeed
@@ -149,7 +149,7 @@ impl<E: SqlxPgEffect> Core<E> {
         };
         match state.as_deref() {
             None => {
-                return Err(EffectError::Store(StoreError::Database(format!(
+                return Err(EffectError::Store(StorageError::Database(format!(
                     "webhook {id} is not stored in this exactly-once handler's inbox"
                 ))));
             }
@@ -240,7 +240,7 @@ impl<E: SqlxPgEffect> BatchRunner for Core<E> {
                 Class::Fresh => {
                     fresh.push(i);
                     // Until its effect has run.
-                    outcomes.push(Err(EffectError::Store(StoreError::Unavailable)));
+                    outcomes.push(Err(EffectError::Store(StorageError::Unavailable)));
                 }
             }
         }

@@ -9,7 +9,7 @@ use foldhash::HashMap;
 use rusqlite::{Connection, params};
 
 use super::writer::{Index, Writer};
-use crate::dedup::{Claim, DedupPolicy, DedupStore, StoreError, WebhookId};
+use crate::dedup::{Claim, DedupPolicy, DedupStore, StorageError, WebhookId};
 use crate::pruner::Pruner;
 
 // Rows are appended in claim order (`seq`, the rowid). An id has a row per signature it was
@@ -175,8 +175,8 @@ impl SqliteDedupStore {
     /// Opens or creates the store at `path`.
     ///
     /// # Errors
-    /// [`StoreError::Database`] when the file cannot be opened or migrated.
-    pub fn open(path: impl AsRef<Path>, policy: DedupPolicy) -> Result<Self, StoreError> {
+    /// [`StorageError::Database`] when the file cannot be opened or migrated.
+    pub fn open(path: impl AsRef<Path>, policy: DedupPolicy) -> Result<Self, StorageError> {
         crate::metrics::describe();
         Ok(Self {
             writer: Writer::open(path.as_ref(), SCHEMA)?,
@@ -189,8 +189,8 @@ impl SqliteDedupStore {
     /// Claims also prune, at most once a minute, so calling this is optional.
     ///
     /// # Errors
-    /// [`StoreError`] when the database fails.
-    pub async fn prune(&self, now: i64) -> Result<usize, StoreError> {
+    /// [`StorageError`] when the database fails.
+    pub async fn prune(&self, now: i64) -> Result<usize, StorageError> {
         let cutoff = now.saturating_sub(self.policy.retention_secs());
         self.writer
             .run(move |conn, index| prune_in(conn, index, cutoff))
@@ -200,8 +200,8 @@ impl SqliteDedupStore {
     /// The number of remembered deliveries that were completed.
     ///
     /// # Errors
-    /// [`StoreError`] when the database fails.
-    pub async fn completed_count(&self) -> Result<u64, StoreError> {
+    /// [`StorageError`] when the database fails.
+    pub async fn completed_count(&self) -> Result<u64, StorageError> {
         self.writer
             .run(|_, index| {
                 let done = index
@@ -357,7 +357,7 @@ impl DedupStore for SqliteDedupStore {
         id: &WebhookId,
         signature: &[u8; 32],
         now: i64,
-    ) -> Result<Claim, StoreError> {
+    ) -> Result<Claim, StorageError> {
         let (id, signature, policy) = (id.as_str().to_owned(), *signature, self.policy);
         let prune = self.pruner.due(now);
         self.writer
@@ -365,14 +365,14 @@ impl DedupStore for SqliteDedupStore {
             .await
     }
 
-    async fn complete(&self, id: &WebhookId, _now: i64) -> Result<(), StoreError> {
+    async fn complete(&self, id: &WebhookId, _now: i64) -> Result<(), StorageError> {
         let id = id.as_str().to_owned();
         self.writer
             .run(move |conn, index| set_state(conn, index, &id, ClaimState::Done, None))
             .await
     }
 
-    async fn release(&self, id: &WebhookId) -> Result<(), StoreError> {
+    async fn release(&self, id: &WebhookId) -> Result<(), StorageError> {
         let id = id.as_str().to_owned();
         self.writer
             .run(move |conn, index| match index.claims.get(id.as_str()) {

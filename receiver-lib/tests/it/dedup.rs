@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use svc_receiver::dedup::{
-    Claim, DedupPolicy, DedupStore, MemoryDedupStore, StoreError, WebhookId,
+    Claim, DedupPolicy, DedupStore, MemoryDedupStore, StorageError, WebhookId,
 };
 use svc_receiver::sqlite::SqliteDedupStore;
 
@@ -230,18 +230,18 @@ async fn a_file_written_before_the_append_layout_keeps_its_claims_and_takes_retr
 struct DownStore;
 
 impl DedupStore for DownStore {
-    async fn claim(&self, _: &WebhookId, _: &[u8; 32], _: i64) -> Result<Claim, StoreError> {
-        Err(StoreError::Backend(Box::new(std::io::Error::new(
+    async fn claim(&self, _: &WebhookId, _: &[u8; 32], _: i64) -> Result<Claim, StorageError> {
+        Err(StorageError::Backend(Box::new(std::io::Error::new(
             std::io::ErrorKind::ConnectionRefused,
             "dedup database refused the connection",
         ))))
     }
 
-    async fn complete(&self, _: &WebhookId, _: i64) -> Result<(), StoreError> {
+    async fn complete(&self, _: &WebhookId, _: i64) -> Result<(), StorageError> {
         Ok(())
     }
 
-    async fn release(&self, _: &WebhookId) -> Result<(), StoreError> {
+    async fn release(&self, _: &WebhookId) -> Result<(), StorageError> {
         Ok(())
     }
 }

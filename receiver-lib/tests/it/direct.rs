@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::Router;
 use svc_receiver::axum::{WebhookReceiver, webhook_route};
-use svc_receiver::dedup::{Claim, DedupStore, MemoryDedupStore, StoreError, WebhookId};
+use svc_receiver::dedup::{Claim, DedupStore, MemoryDedupStore, StorageError, WebhookId};
 use svc_receiver::{EventHandler, ManualClock, Received, sign};
 
 use crate::helpers::{Logs, SECRET, T, client, event_body, post, spawn};
@@ -26,17 +26,17 @@ impl DedupStore for SlowClaims {
         id: &WebhookId,
         signature: &[u8; 32],
         now: i64,
-    ) -> Result<Claim, StoreError> {
+    ) -> Result<Claim, StorageError> {
         let delay = Duration::from_millis(self.claim_ms.load(Ordering::SeqCst));
         tokio::time::sleep(delay).await;
         self.inner.claim(id, signature, now).await
     }
 
-    async fn complete(&self, id: &WebhookId, now: i64) -> Result<(), StoreError> {
+    async fn complete(&self, id: &WebhookId, now: i64) -> Result<(), StorageError> {
         self.inner.complete(id, now).await
     }
 
-    async fn release(&self, id: &WebhookId) -> Result<(), StoreError> {
+    async fn release(&self, id: &WebhookId) -> Result<(), StorageError> {
         self.inner.release(id).await
     }
 }

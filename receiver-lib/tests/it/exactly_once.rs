@@ -1398,7 +1398,7 @@ mod pg {
         ] {
             match PgDatabase::connect_in_schema("postgres://nobody@127.0.0.1:1/none", bad, 1).await
             {
-                Err(svc_receiver::dedup::StoreError::Config(message)) => {
+                Err(svc_receiver::dedup::StorageError::Config(message)) => {
                     assert!(message.contains("schema name"), "{message}");
                 }
                 other => panic!("{bad:?}: expected a configuration error, got {other:?}"),

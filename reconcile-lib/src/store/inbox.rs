@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use svc_receiver::dedup::{StoreError as InboxError, WebhookId};
+use svc_receiver::dedup::{StorageError as InboxError, WebhookId};
 use svc_receiver::inbox::{
     Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, InboxStats, Settled,
 };

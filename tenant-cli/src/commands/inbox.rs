@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use serde::Serialize;
-use svc_receiver::dedup::{StoreError as InboxError, WebhookId};
+use svc_receiver::dedup::{StorageError as InboxError, WebhookId};
 use svc_receiver::inbox::{DeadLetter, Inbox, InboxPolicy};
 
 use super::Ctx;
