@@ -1282,11 +1282,18 @@ mod pg {
         );
     }
 
-    #[tokio::test]
-    async fn postgres_a_failing_effect_in_a_batch_rolls_back_alone_and_the_others_commit_once() {
-        let Some((url, schema, client)) = tenant("eo_pg_batch").await else {
-            return;
-        };
+    /// A tokio-postgres driver of the batch test's effect in a fresh tenant schema (effects
+    /// at once or not), with what its effects saw and a connection to the tenant's schema;
+    /// `None` (skipped) without a test server.
+    async fn batch_driver(
+        test: &str,
+        at_once: bool,
+    ) -> Option<(
+        PgExactlyOnce<BatchEffect>,
+        Arc<BatchRecord>,
+        tokio_postgres::Client,
+    )> {
+        let (url, schema, client) = tenant(test).await?;
         let database = PgDatabase::connect_in_schema(&url, &schema, 8)
             .await
             .expect("database");
@@ -1298,27 +1305,28 @@ mod pg {
                 record: Arc::clone(&record),
             },
         );
+        let driver = if at_once {
+            driver.effects_at_once()
+        } else {
+            driver
+        };
+        Some((driver, record, client))
+    }
+
+    #[tokio::test]
+    async fn postgres_a_failing_effect_in_a_batch_rolls_back_alone_and_the_others_commit_once() {
+        let Some((driver, record, client)) = batch_driver("eo_pg_batch", false).await else {
+            return;
+        };
         batch_effect_runs_alone_in_its_savepoint(driver, &record, &client, "pg").await;
     }
 
     #[tokio::test]
     async fn postgres_effects_at_once_a_failing_effect_rolls_back_alone_and_the_others_commit_once()
     {
-        let Some((url, schema, client)) = tenant("eo_pg_batch_at_once").await else {
+        let Some((driver, record, client)) = batch_driver("eo_pg_batch_at_once", true).await else {
             return;
         };
-        let database = PgDatabase::connect_in_schema(&url, &schema, 8)
-            .await
-            .expect("database");
-        let inbox = PgInbox::new(database, quick_policy());
-        let record = Arc::new(BatchRecord::default());
-        let driver = PgExactlyOnce::new(
-            inbox,
-            BatchEffect {
-                record: Arc::clone(&record),
-            },
-        )
-        .effects_at_once();
         batch_effect_runs_alone_in_its_savepoint(driver, &record, &client, "pg_at_once").await;
     }
 
@@ -1326,21 +1334,9 @@ mod pg {
     /// effect runs once, several share one transaction, and each delivery's effect is there.
     #[tokio::test]
     async fn postgres_effects_at_once_commit_a_sound_batch_in_one_attempt() {
-        let Some((url, schema, client)) = tenant("eo_pg_at_once_sound").await else {
+        let Some((driver, record, client)) = batch_driver("eo_pg_at_once_sound", true).await else {
             return;
         };
-        let database = PgDatabase::connect_in_schema(&url, &schema, 8)
-            .await
-            .expect("database");
-        let inbox = PgInbox::new(database, quick_policy());
-        let record = Arc::new(BatchRecord::default());
-        let driver = PgExactlyOnce::new(
-            inbox,
-            BatchEffect {
-                record: Arc::clone(&record),
-            },
-        )
-        .effects_at_once();
         let clock = Arc::new(ManualClock::new(T));
         let addr = spawn(direct_router(driver, Arc::clone(&clock))).await;
         let http = super::client();

@@ -18,7 +18,7 @@ use svc_reconcile::{
 use wiremock::MockServer;
 
 /// A client of the fake that retries `retries` times without waiting.
-fn client(server: &MockServer, retries: u32) -> Client {
+pub(super) fn client(server: &MockServer, retries: u32) -> Client {
     let policy = RetryPolicy {
         max_retries: retries,
         base_delay: Duration::ZERO,

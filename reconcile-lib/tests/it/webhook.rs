@@ -5,12 +5,11 @@
 //! nothing.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use svc_client::{ApiKey, CallId, Client, RetryPolicy};
+use svc_client::CallId;
 use svc_fixtures::calls::{Calls, DetailFault, ROLEPLAY};
+use svc_fixtures::faults;
 use svc_fixtures::webhooks::{Event, Sender};
-use svc_fixtures::{API_KEY, base_url, faults};
 use svc_receiver::axum::{WebhookReceiver, webhook_route};
 use svc_receiver::dedup::MemoryDedupStore;
 use svc_receiver::{Keyring, SigningSecret, Verifier};
@@ -19,27 +18,11 @@ use wiremock::MockServer;
 
 const SECRET: &str = "whsec_sink_handler_test";
 
-/// A client of the fake that does not retry.
-fn client(server: &MockServer) -> Client {
-    let policy = RetryPolicy {
-        max_retries: 0,
-        base_delay: Duration::ZERO,
-        max_delay: Duration::ZERO,
-        max_retry_after: Duration::from_secs(1),
-        sleep: Arc::new(|_| Box::pin(async {})),
-    };
-    Client::builder(base_url(server))
-        .api_key(ApiKey::new(API_KEY))
-        .retry(policy)
-        .build()
-        .expect("client")
-}
-
 /// Serves the direct route with a `SinkHandler` over `sink` on port 0; returns a sender of
 /// signed deliveries to it.
 async fn receiver(server: &MockServer, sink: Arc<MemorySink>) -> Sender {
     let secret = SigningSecret::new(SECRET).expect("secret");
-    let handler = SinkHandler::new(client(server), sink);
+    let handler = SinkHandler::new(super::engine::client(server, 0), sink);
     let receiver = WebhookReceiver::new(
         Verifier::new(Keyring::single(secret)),
         MemoryDedupStore::default(),
