@@ -44,6 +44,13 @@ struct State {
 }
 
 impl State {
+    /// Records a verified webhook of `call_id`, opening the ledger at `at` the first time;
+    /// returns when the ledger opened.
+    fn record_webhook(&mut self, call_id: &CallId, at: DateTime<Utc>) -> DateTime<Utc> {
+        *self.webhooks.entry(call_id.clone()).or_default() += 1;
+        *self.ledger_since.get_or_insert(at)
+    }
+
     /// Stores a batch: what [`Sink::store_batch`] does, under the state's lock.
     fn store(&mut self, batch: Batch) -> Vec<Stored> {
         let state = self;
@@ -122,9 +129,7 @@ impl MemorySink {
     /// Records a verified webhook of `call_id` (what a receiver does), opening the ledger at
     /// `at` the first time.
     pub fn record_webhook(&self, call_id: &CallId, at: DateTime<Utc>) {
-        let mut state = self.state();
-        state.ledger_since.get_or_insert(at);
-        *state.webhooks.entry(call_id.clone()).or_default() += 1;
+        self.state().record_webhook(call_id, at);
     }
 
     /// The calls held.
@@ -178,9 +183,8 @@ impl Sink for MemorySink {
 
     async fn store_delivered(&self, delivered: Delivered) -> Result<Stored, MemoryError> {
         let mut state = self.state();
-        let id = delivered.detail.detail.row.id.clone();
-        let ledger_since = *state.ledger_since.get_or_insert(delivered.received_at);
-        *state.webhooks.entry(id).or_default() += 1;
+        let ledger_since =
+            state.record_webhook(&delivered.detail.detail.row.id, delivered.received_at);
         let batch = Batch::delivered(delivered.detail, Utc::now(), Some(ledger_since));
         Ok(state.store(batch).pop().unwrap_or(Stored::Unchanged))
     }

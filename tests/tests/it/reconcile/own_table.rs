@@ -222,7 +222,7 @@ async fn one_sink_fed_by_webhooks_and_reconcile_holds_each_call_once_and_credits
     })
     .await;
 
-    let listed = sorted_ids(listed_ids(&harness.service, "roleplay").await);
+    let listed = super::sorted(listed_ids(&harness.service, "roleplay").await);
     let rows = arrivals(&path).await;
     let ids: Vec<String> = rows.iter().map(|(id, _)| id.clone()).collect();
     assert_eq!(ids, listed, "every scored call, each once");
@@ -249,9 +249,4 @@ async fn one_sink_fed_by_webhooks_and_reconcile_holds_each_call_once_and_credits
         .await
         .expect("the receiver task")
         .expect("the receiver stops cleanly");
-}
-
-fn sorted_ids(mut ids: Vec<String>) -> Vec<String> {
-    ids.sort();
-    ids
 }
