@@ -1196,8 +1196,8 @@ async fn postgres_targets() -> Option<Postgres> {
     let database = PgDatabase::connect_in_schema(&url, &schema, connections)
         .await
         .expect("connect");
-    let driver = PgExactlyOnce::new(PgInbox::new(database, InboxPolicy::default()), EffectRow)
-        .effects_at_once();
+    let driver =
+        PgExactlyOnce::effects_at_once(PgInbox::new(database, InboxPolicy::default()), EffectRow);
     let server = serve(Router::new().route(
         "/webhooks",
         exactly_once_route(ExactlyOnceReceiver::new(verifier(), driver)),

@@ -1299,16 +1299,13 @@ mod pg {
             .expect("database");
         let inbox = PgInbox::new(database, quick_policy());
         let record = Arc::new(BatchRecord::default());
-        let driver = PgExactlyOnce::new(
-            inbox,
-            BatchEffect {
-                record: Arc::clone(&record),
-            },
-        );
+        let effect = BatchEffect {
+            record: Arc::clone(&record),
+        };
         let driver = if at_once {
-            driver.effects_at_once()
+            PgExactlyOnce::effects_at_once(inbox, effect)
         } else {
-            driver
+            PgExactlyOnce::new(inbox, effect)
         };
         Some((driver, record, client))
     }
