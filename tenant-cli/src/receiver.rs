@@ -154,7 +154,7 @@ async fn serve(
         lease: config.inbox_lease,
         ..InboxPolicy::default()
     };
-    let inbox = StoreInbox::open(config.store.location(), policy)
+    let inbox = StoreInbox::open_beside(&config.store, policy)
         .await
         .with_context(|| format!("opening the inbox in {}", config.store.location()))?;
     // From now on a scored call's webhook is expected in the ledger: one that never arrives,

@@ -1,25 +1,18 @@
-//! [`PgDatabase`]: a pool of connections to one PostgreSQL database, opened from a URL, with
-//! the crate's tables migrated when it opens.
+//! [`PgDatabase`]: the crate's tables in one PostgreSQL database, over a [`PgPool`], migrated
+//! when it opens.
 //!
 //! The crate's statements wait for the server's answer at most the database's answer timeout
-//! ([`PgDatabase::with_answer_timeout`], [`DEFAULT_ANSWER_TIMEOUT`] by default). A connection
-//! whose answer does not come in time (a network that stalls, a server that hangs) is closed,
-//! never handed out again, and the idle connections of the pool are closed with it (they
-//! likely went through the same broken path): the next caller opens a fresh connection rather
-//! than waiting on a dead one. Without this a stalled connection would hold its caller, and
-//! its place in the pool, forever: TCP does not notice a peer that is silent but alive, and
-//! the pool only drops connections the driver has seen closed.
+//! ([`PgDatabase::with_answer_timeout`], [`super::DEFAULT_ANSWER_TIMEOUT`] by default); what happens
+//! to a connection that does not answer is the pool's (see the `pool` module).
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, Object, Pool, Runtime};
-use tokio_postgres::NoTls;
-use tokio_postgres::config::SslMode;
+use deadpool_postgres::Object;
 
-use super::{describe_error, migrate, redact_url};
+use super::pool::{PgConn, PgPool, connect_config};
+use super::{migrate, redact_url};
 use crate::dedup::StorageError;
 
 /// Connections a [`PgDatabase`] opens at most by default. Claims, completions and accepts are
@@ -27,16 +20,6 @@ use crate::dedup::StorageError;
 /// serve many concurrent requests; inbox workers and other calls take one each, and wait when
 /// none is free.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
-
-/// How long a request waits for a free connection before failing (the route answers 503).
-const WAIT_FOR_CONNECTION: Duration = Duration::from_secs(5);
-
-/// How long opening one connection may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long one of the crate's statements waits for the server's answer by default (see the
-/// module docs).
-pub const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A pool of connections to one database; cheap to clone (every clone shares the pool).
 /// [`super::PgDedupStore`] and [`super::PgInbox`] are built on one.
@@ -48,25 +31,21 @@ pub const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 /// pool with the URL's own `search_path`, the crate's statements in them naming the schema.
 #[derive(Clone)]
 pub struct PgDatabase {
-    pool: Pool,
+    pool: PgPool,
     /// Connections for transactions handed to user code: `pool` itself, unless the crate's
     /// tables are in a schema of their own (then a pool with the URL's own `search_path`).
-    user_pool: Pool,
+    user_pool: PgPool,
     /// The schema of the crate's tables, when it is not the `search_path`'s.
     schema: Option<Arc<str>>,
-    /// The URL with its password hidden, for messages.
-    url: Arc<str>,
-    /// How long a statement waits for its answer.
-    answer_timeout: Duration,
 }
 
 impl std::fmt::Debug for PgDatabase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgDatabase")
-            .field("url", &self.url)
+            .field("url", &self.pool.url())
             .field("schema", &self.schema)
-            .field("max_connections", &self.pool.status().max_size)
-            .field("answer_timeout", &self.answer_timeout)
+            .field("max_connections", &self.pool.max_connections())
+            .field("answer_timeout", &self.pool.answer_timeout())
             .finish()
     }
 }
@@ -89,7 +68,24 @@ impl PgDatabase {
     /// # Errors
     /// As [`PgDatabase::connect`].
     pub async fn connect_with(url: &str, max_connections: usize) -> Result<Self, StorageError> {
-        Self::open(url, None, max_connections).await
+        Self::on_pool(PgPool::new(url, max_connections)?).await
+    }
+
+    /// The crate's tables in the database of `pool`, brought up to date, on that pool: its
+    /// connections are shared with whoever else uses it (`svc-reconcile`'s PostgreSQL store
+    /// shares its pool with the inbox of `svc-cli webhook serve`), and its answer timeout is
+    /// the database's.
+    ///
+    /// # Errors
+    /// [`StorageError::Database`] when the database cannot be reached or migrated, or was
+    /// migrated by a newer `svc-receiver`.
+    pub async fn on_pool(pool: PgPool) -> Result<Self, StorageError> {
+        let database = Self {
+            user_pool: pool.clone(),
+            pool,
+            schema: None,
+        };
+        database.migrate().await
     }
 
     /// Like [`PgDatabase::connect_with`], with the crate's tables and functions in `schema`
@@ -122,71 +118,56 @@ impl PgDatabase {
                  digits and _, not starting with a digit, at most 63 bytes"
             )));
         }
-        Self::open(url, Some(schema), max_connections).await
+        let user_config = connect_config(url)?;
+        let redacted = redact_url(url);
+        let mut config = user_config.clone();
+        let options = match config.get_options() {
+            Some(options) => format!("{options} -c search_path={schema}"),
+            None => format!("-c search_path={schema}"),
+        };
+        config.options(options);
+        let database = Self {
+            pool: PgPool::with_config(config, &redacted, max_connections)?,
+            user_pool: PgPool::with_config(user_config, &redacted, max_connections)?,
+            schema: Some(Arc::from(schema)),
+        };
+        database.migrate().await
     }
 
-    async fn open(
-        url: &str,
-        schema: Option<&str>,
-        max_connections: usize,
-    ) -> Result<Self, StorageError> {
-        let user_config = connect_config(url)?;
-        let redacted: Arc<str> = redact_url(url).into();
-        let build = |config: tokio_postgres::Config| {
-            Pool::builder(Manager::new(config, NoTls))
-                .max_size(max_connections.max(1))
-                .runtime(Runtime::Tokio1)
-                .wait_timeout(Some(WAIT_FOR_CONNECTION))
-                .create_timeout(Some(CONNECT_TIMEOUT))
-                .build()
-                .map_err(|err| StorageError::Config(format!("{redacted}: {err}")))
-        };
-        let (pool, user_pool) = match schema {
-            None => {
-                let pool = build(user_config)?;
-                (pool.clone(), pool)
-            }
-            Some(schema) => {
-                let mut config = user_config.clone();
-                let options = match config.get_options() {
-                    Some(options) => format!("{options} -c search_path={schema}"),
-                    None => format!("-c search_path={schema}"),
-                };
-                config.options(options);
-                (build(config)?, build(user_config)?)
-            }
-        };
-        let database = Self {
-            pool,
-            user_pool,
-            schema: schema.map(Arc::from),
-            url: redacted,
-            answer_timeout: DEFAULT_ANSWER_TIMEOUT,
-        };
-        let mut client = database.client().await?;
-        migrate::run(&mut client, schema)
+    async fn migrate(self) -> Result<Self, StorageError> {
+        let mut client = self.client().await?;
+        migrate::run(&mut client, self.schema.as_deref())
             .await
-            .map_err(|err| StorageError::Database(format!("migrating {}: {err}", database.url)))?;
-        Ok(database)
+            .map_err(|err| StorageError::Database(format!("migrating {}: {err}", self.url())))?;
+        drop(client);
+        Ok(self)
     }
 
     /// The same database, whose statements wait for the server's answer at most `timeout`
-    /// (default [`DEFAULT_ANSWER_TIMEOUT`]; see the module docs). Set it before building
+    /// (default [`super::DEFAULT_ANSWER_TIMEOUT`]; see the module docs). Set it before building
     /// stores on it: they keep the database they were given.
     #[must_use]
-    pub fn with_answer_timeout(mut self, timeout: Duration) -> Self {
-        self.answer_timeout = timeout;
-        self
+    pub fn with_answer_timeout(self, timeout: Duration) -> Self {
+        Self {
+            pool: self.pool.with_answer_timeout(timeout),
+            user_pool: self.user_pool.with_answer_timeout(timeout),
+            schema: self.schema,
+        }
     }
 
     /// How long a statement waits for the server's answer.
     pub fn answer_timeout(&self) -> Duration {
-        self.answer_timeout
+        self.pool.answer_timeout()
     }
 
     /// The schema of the crate's tables when it was given ([`PgDatabase::connect_in_schema`]).
     pub fn schema(&self) -> Option<&str> {
         self.schema.as_deref()
+    }
+
+    /// The pool the crate's statements run on.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
     }
 
     /// `name` (one of the crate's tables or functions) as statements on a connection of the
@@ -199,69 +180,37 @@ impl PgDatabase {
     }
 
     /// A connection for a transaction handed to user code (see [`PgDatabase::qualified`]).
-    pub(crate) async fn user_client(&self) -> Result<Object, StorageError> {
-        self.user_pool
-            .get()
-            .await
-            .map_err(|err| self.pool_error(err))
+    pub(crate) async fn user_client(&self) -> Result<Conn, StorageError> {
+        Ok(Conn(self.user_pool.get().await?))
     }
 
     /// The URL, with its password hidden.
     pub fn url(&self) -> &str {
-        &self.url
+        self.pool.url()
     }
 
     /// A connection from the pool, whose statements are awaited through [`Conn::answer`].
     pub(crate) async fn client(&self) -> Result<Conn, StorageError> {
-        let object = self.pool.get().await.map_err(|err| self.pool_error(err))?;
-        Ok(Conn {
-            object: Some(object),
-            pool: self.pool.clone(),
-            timeout: self.answer_timeout,
-            url: Arc::clone(&self.url),
-            unanswered: AtomicBool::new(false),
-        })
-    }
-
-    fn pool_error(&self, err: deadpool_postgres::PoolError) -> StorageError {
-        match err {
-            deadpool_postgres::PoolError::Backend(err) => {
-                StorageError::Database(format!("{}: {}", self.url, describe_error(&err)))
-            }
-            other => StorageError::Database(format!("{}: {other}", self.url)),
-        }
+        Ok(Conn(self.pool.get().await?))
     }
 }
 
-/// A connection of the pool, handed out by [`PgDatabase::client`]. Statements on it are
-/// awaited through [`Conn::answer`]: one left unanswered past the answer timeout marks it, and
-/// a marked connection is closed when dropped (with the pool's idle ones), never returned.
-pub(crate) struct Conn {
-    /// `Some` until dropped.
-    object: Option<Object>,
-    pool: Pool,
-    timeout: Duration,
-    url: Arc<str>,
-    unanswered: AtomicBool,
-}
+/// A connection of the pool as the crate's own statements use it: the pool's object (with its
+/// statement cache and transactions that have one), and answers awaited with a driver error
+/// as a [`StorageError`].
+pub(crate) struct Conn(PgConn);
 
 impl std::ops::Deref for Conn {
     type Target = Object;
 
     fn deref(&self) -> &Object {
-        match &self.object {
-            Some(object) => object,
-            None => unreachable!("a connection is only taken when dropped"),
-        }
+        self.0.object()
     }
 }
 
 impl std::ops::DerefMut for Conn {
     fn deref_mut(&mut self) -> &mut Object {
-        match &mut self.object {
-            Some(object) => object,
-            None => unreachable!("a connection is only taken when dropped"),
-        }
+        self.0.object_mut()
     }
 }
 
@@ -276,18 +225,7 @@ impl Conn {
         &self,
         work: impl Future<Output = Result<T, tokio_postgres::Error>>,
     ) -> Result<Result<T, tokio_postgres::Error>, StorageError> {
-        if self.unanswered.load(Ordering::Relaxed) {
-            return Err(self.unanswered_error());
-        }
-        match tokio::time::timeout(self.timeout, work).await {
-            Ok(result) => Ok(result),
-            Err(_) => {
-                self.unanswered.store(true, Ordering::Relaxed);
-                tracing::warn!(database = %self.url, timeout = ?self.timeout,
-                    "the database did not answer in time; closing the connection");
-                Err(self.unanswered_error())
-            }
-        }
+        Ok(self.0.answer_raw(work).await?)
     }
 
     /// Like [`Conn::answer_raw`], with a driver error as a [`StorageError`] too.
@@ -301,48 +239,5 @@ impl Conn {
         self.answer_raw(work)
             .await?
             .map_err(|err| super::db_error(&err))
-    }
-
-    fn unanswered_error(&self) -> StorageError {
-        StorageError::Database(format!(
-            "{}: no answer within {:?}; the connection was closed",
-            self.url, self.timeout
-        ))
-    }
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        if !self.unanswered.load(Ordering::Relaxed) {
-            return;
-        }
-        if let Some(object) = self.object.take() {
-            // Out of the pool and dropped: its driver task is aborted, its socket closed.
-            drop(Object::take(object));
-        }
-        // The idle ones went through the same path: let the next caller open a fresh one.
-        let _ = self.pool.retain(|_, _| false);
-    }
-}
-
-/// Parses a connection URL (or key=value string) for `tokio-postgres`, refusing what this
-/// build cannot honour: TLS (`sslmode=require`). Errors name the URL without its password.
-///
-/// # Errors
-/// [`StorageError::Config`] when the URL does not parse or asks for TLS.
-pub fn connect_config(url: &str) -> Result<tokio_postgres::Config, StorageError> {
-    let config: tokio_postgres::Config = url.parse().map_err(|err: tokio_postgres::Error| {
-        StorageError::Config(format!(
-            "{} is not a PostgreSQL URL: {err}",
-            redact_url(url)
-        ))
-    })?;
-    match config.get_ssl_mode() {
-        SslMode::Disable | SslMode::Prefer => Ok(config),
-        _ => Err(StorageError::Config(format!(
-            "{}: TLS to PostgreSQL is not supported yet (sslmode=require); connect over a Unix \
-             socket, the loopback or a TLS tunnel, with sslmode=disable or prefer",
-            redact_url(url)
-        ))),
     }
 }

@@ -4,8 +4,9 @@
 //! replica share one queue (`FOR UPDATE SKIP LOCKED`), and an entry whose lease runs out (its
 //! replica killed mid-entry) is handed to another.
 //!
-//! - [`PgDatabase`]: a pool of connections to one database, opened from a URL, with the
-//!   crate's tables brought up to date on open (versioned migrations under an advisory lock,
+//! - [`PgPool`]: a pool of connections to one database that replaces closed connections and
+//!   closes one that does not answer in time (shared with `svc-reconcile`'s PostgreSQL store).
+//! - [`PgDatabase`]: the crate's tables over a [`PgPool`], brought up to date on open (versioned migrations under an advisory lock,
 //!   so replicas may start at once).
 //! - [`PgDedupStore`] and [`PgInbox`]: the stores, over a [`PgDatabase`].
 //! - [`PgExactlyOnce`]: your [`PgEffect`] run in a transaction of your database that also
@@ -29,15 +30,17 @@ mod effect_batch;
 mod exactly_once;
 mod inbox;
 mod migrate;
+mod pool;
 #[cfg(feature = "sqlx-postgres")]
 mod sqlx;
 
 pub use crate::postgres_url::{is_postgres_url, redact_url};
-pub use database::{DEFAULT_ANSWER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PgDatabase, connect_config};
+pub use database::{DEFAULT_MAX_CONNECTIONS, PgDatabase};
 pub use dedup::PgDedupStore;
 pub use exactly_once::{PgEffect, PgExactlyOnce};
 pub use inbox::PgInbox;
 pub use migrate::SCHEMA_VERSION;
+pub use pool::{AnswerWatch, DEFAULT_ANSWER_TIMEOUT, PgConn, PgPool, PgPoolError, connect_config};
 #[cfg(feature = "sqlx-postgres")]
 pub use sqlx::{SqlxPgEffect, SqlxPgExactlyOnce};
 

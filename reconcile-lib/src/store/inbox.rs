@@ -12,7 +12,7 @@ use svc_receiver::inbox::{
 use svc_receiver::postgres::{PgDatabase, PgInbox};
 use svc_receiver::sqlite::SqliteInbox;
 
-use super::StoreLocation;
+use super::{Store, StoreLocation};
 
 /// The inbox beside a store; cheap to clone.
 #[derive(Debug, Clone)]
@@ -52,6 +52,21 @@ impl StoreInbox {
                  (svc-reconcile's feature `postgres`)"
             ))),
         }
+    }
+
+    /// Opens the inbox beside `store` (as [`StoreInbox::open`] at its location); on
+    /// PostgreSQL on the store's own pool of connections, so that the store's writes and the
+    /// inbox's requests share one set of connections (and one answer timeout).
+    ///
+    /// # Errors
+    /// The inbox's tables cannot be created or the database reached.
+    pub async fn open_beside(store: &Store, policy: InboxPolicy) -> Result<Self, InboxError> {
+        #[cfg(feature = "postgres")]
+        if let Some(pool) = store.postgres_pool() {
+            let database = PgDatabase::on_pool(pool.clone()).await?;
+            return Ok(Self::Postgres(PgInbox::new(database, policy)));
+        }
+        Self::open(store.location(), policy).await
     }
 }
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::StoreLocation;
 #[cfg(feature = "postgres")]
-use super::postgres::{PgConnection, RUN_LOCK, STORE_KEY};
+use super::postgres::{PgBackend, PgSession, RUN_LOCK, STORE_KEY};
 #[cfg(feature = "postgres")]
 use super::sql::{Value, params};
 
@@ -77,7 +77,7 @@ enum Held {
     /// The advisory lock of a PostgreSQL store, held by this connection's session (closing
     /// it lets the lock go).
     #[cfg(feature = "postgres")]
-    Postgres { _session: PgConnection },
+    Postgres { _session: Box<PgSession> },
 }
 
 impl RunLock {
@@ -128,15 +128,17 @@ impl RunLock {
                     hostname(),
                     std::process::id()
                 );
-                let connection =
-                    tokio::task::spawn_blocking(move || PgConnection::connect(&url, &name))
-                        .await
-                        .map_err(|e| database(super::StoreError::Postgres(e.to_string())))?
-                        .map_err(database)?;
+                // A session of its own (a pool of one, never shared): the lock ends with it.
+                let mut session = tokio::task::spawn_blocking(move || {
+                    PgBackend::connect_with(&url, &name, 1)?.session()
+                })
+                .await
+                .map_err(|e| database(super::StoreError::Postgres(e.to_string())))?
+                .map_err(database)?;
                 let deadline = Instant::now() + wait;
                 loop {
-                    let taken = connection
-                        .transaction(false, |db| {
+                    let taken = session
+                        .transaction(|db| {
                             db.query_one(
                                 &format!("SELECT pg_try_advisory_lock($1, {STORE_KEY})"),
                                 params![i64::from(RUN_LOCK)],
@@ -146,12 +148,12 @@ impl RunLock {
                         .map_err(database)?;
                     if taken {
                         return Ok(Self(Held::Postgres {
-                            _session: connection,
+                            _session: Box::new(session),
                         }));
                     }
                     if Instant::now() >= deadline {
                         return Err(LockError::BusyElsewhere {
-                            holder: pg_holder(&connection),
+                            holder: pg_holder(&mut session),
                             location,
                         });
                     }
@@ -165,8 +167,8 @@ impl RunLock {
 /// " (svc-cli reconcile on host H, process N)": the `application_name` of the connection
 /// holding the run lock, when it can be seen.
 #[cfg(feature = "postgres")]
-fn pg_holder(connection: &PgConnection) -> String {
-    let name = connection.transaction(false, |db| {
+fn pg_holder(session: &mut PgSession) -> String {
+    let name = session.transaction(|db| {
         let sql = format!(
             "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2

@@ -178,7 +178,7 @@ struct Inner {
 enum Backend {
     Sqlite(Mutex<Connection>),
     #[cfg(feature = "postgres")]
-    Postgres(postgres::PgConnection),
+    Postgres(postgres::PgBackend),
 }
 
 impl std::fmt::Debug for Store {
@@ -244,9 +244,10 @@ impl Store {
             StoreLocation::File(path) => check_directory(path)?,
             #[cfg(feature = "postgres")]
             StoreLocation::Postgres(url) => {
-                let connection = postgres::PgConnection::connect(url, "svc-cli")?;
-                if connection.has_store(&location)? {
-                    return Self::open_postgres(location, false);
+                let backend = postgres::PgBackend::connect(url, "svc-cli")?;
+                if backend.has_store(&location)? {
+                    backend.migrate(&location, SCHEMA_VERSION)?;
+                    return Ok(Self::with(location, Backend::Postgres(backend)));
                 }
             }
             #[cfg(not(feature = "postgres"))]
@@ -268,12 +269,12 @@ impl Store {
         let StoreLocation::Postgres(url) = &location else {
             return Err(StoreError::Corrupt("not a PostgreSQL store".into()));
         };
-        let connection = postgres::PgConnection::connect(url, "svc-cli")?;
-        if !create && !connection.has_store(&location)? {
+        let backend = postgres::PgBackend::connect(url, "svc-cli")?;
+        if !create && !backend.has_store(&location)? {
             return Err(StoreError::NotFound(location));
         }
-        connection.migrate(&location, SCHEMA_VERSION)?;
-        Ok(Self::with(location, Backend::Postgres(connection)))
+        backend.migrate(&location, SCHEMA_VERSION)?;
+        Ok(Self::with(location, Backend::Postgres(backend)))
     }
 
     fn open_with(path: &Path, create: bool) -> Result<Self, StoreError> {
@@ -320,7 +321,7 @@ impl Store {
             }
             #[cfg(feature = "postgres")]
             StoreLocation::Postgres(url) => {
-                postgres::PgConnection::connect(url, "svc-cli")?.migrate(&location, version)
+                postgres::PgBackend::connect(url, "svc-cli")?.migrate(&location, version)
             }
             #[cfg(not(feature = "postgres"))]
             StoreLocation::Postgres(_) => Err(no_postgres(&location)),
@@ -332,6 +333,15 @@ impl Store {
         &self.inner.location
     }
 
+    /// The pool of connections of a PostgreSQL store.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn postgres_pool(&self) -> Option<&svc_receiver::postgres::PgPool> {
+        match &self.inner.backend {
+            Backend::Postgres(backend) => Some(backend.pool()),
+            Backend::Sqlite(_) => None,
+        }
+    }
+
     /// Runs `work` on the database, in a transaction on PostgreSQL (a consistent view);
     /// statement by statement on SQLite.
     pub(crate) fn read<T>(
@@ -341,7 +351,7 @@ impl Store {
         match &self.inner.backend {
             Backend::Sqlite(conn) => work(&mut SqliteSql(&lock(conn))),
             #[cfg(feature = "postgres")]
-            Backend::Postgres(connection) => connection.transaction(false, work),
+            Backend::Postgres(backend) => backend.transaction(false, work),
         }
     }
 
@@ -361,7 +371,7 @@ impl Store {
                 Ok(value)
             }
             #[cfg(feature = "postgres")]
-            Backend::Postgres(connection) => connection.transaction(true, work),
+            Backend::Postgres(backend) => backend.transaction(true, work),
         }
     }
 

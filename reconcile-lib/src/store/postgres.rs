@@ -1,6 +1,7 @@
 //! The store in PostgreSQL (`--store postgres://…`), for receivers and reconcile runs on
-//! several machines: one connection, driven by a thread of its own, that the store's
-//! (synchronous) methods use through [`Sql`]; the schema as PostgreSQL migrations that mirror
+//! several machines: a pool of connections (the workspace's one PostgreSQL layer,
+//! `svc_receiver::postgres::PgPool`, shared with the inbox of `webhook serve`) that the
+//! store's (synchronous) methods use through [`Sql`]; the schema as PostgreSQL migrations that mirror
 //! `schema`'s, version for version; and the advisory locks that take the place of SQLite's
 //! file locks.
 //!
@@ -14,21 +15,22 @@
 //!
 //! Every statement waits for the server's answer at most the location's answer timeout
 //! ([`super::StoreLocation::with_answer_timeout`]): on a network that stalls, or a server that
-//! hangs, the statement fails as unavailable and its connection is closed (the thread that
-//! drives it is told to drop it, which closes the socket even with answers outstanding), so
-//! the next transaction opens a fresh one instead of waiting on a dead one forever with the
-//! connection's lock held.
+//! hangs, the statement fails as unavailable and its connection is closed (its I/O task is
+//! aborted, which closes the socket even with answers outstanding) with the pool's idle ones,
+//! so the next transaction opens a fresh one instead of waiting on a dead one forever with
+//! the connection's lock held.
 //!
 //! TLS to the database is not supported yet: `sslmode=require` is refused.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Wake};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::StreamExt;
+use svc_receiver::postgres::{AnswerWatch, PgConn, PgPool, PgPoolError};
+use tokio_postgres::Transaction;
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
-use tokio_postgres::{Client, NoTls, Transaction};
 
 use super::location::PostgresUrl;
 use super::schema::FORMAT;
@@ -46,7 +48,6 @@ pub(crate) const STORE_KEY: &str = "hashtext(current_schema())";
 /// How long a write waits for another writer's transaction (as SQLite's busy timeout), at
 /// most: half the answer timeout when that is shorter (see [`lock_timeout`]).
 const LOCK_TIMEOUT: Duration = super::BUSY_TIMEOUT;
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The server-side wait for the write lock under `answer_timeout`: [`LOCK_TIMEOUT`], or half
 /// the answer timeout when that is shorter (at least a second), so that the server ends a
@@ -151,43 +152,27 @@ const MIGRATIONS: &[&str] = &[
     ",
 ];
 
-/// One connection to the store's database, for the store's methods (one at a time). A
-/// connection the server closed (a restart, `pg_terminate_backend`, a network cut) is
-/// replaced by a new one at the next transaction, so a long-running `webhook serve` keeps
-/// recording once the database is back.
-pub(crate) struct PgConnection {
-    /// How to connect again (boxed: it is large, and only read to reconnect).
-    config: Box<tokio_postgres::Config>,
-    /// The URL without its password, for messages.
-    url_text: String,
-    /// How long one statement may wait for its answer.
-    answer_timeout: Duration,
-    /// The connection; `None` once given up (a statement went unanswered), until the next
-    /// transaction opens a new one.
-    client: Mutex<Option<Conn>>,
+/// The store's database: the workspace's one PostgreSQL connection layer
+/// (`svc_receiver::postgres::PgPool`), used from the store's synchronous methods. A connection
+/// the server closed (a restart, `pg_terminate_backend`, a network cut) is replaced at the
+/// next transaction, so a long-running `webhook serve` keeps recording once the database is
+/// back; several transactions (reads beside a write) run at once on connections of their own.
+#[derive(Clone)]
+pub(crate) struct PgBackend {
+    pool: PgPool,
 }
 
-/// An open connection, and the line to the thread that drives its I/O: dropping it tells the
-/// thread to drop the connection, which closes the socket even when answers are still
-/// outstanding (the driver alone would wait for them, forever on a stalled network).
-struct Conn {
-    client: Client,
-    _abandon: tokio::sync::oneshot::Sender<()>,
-}
-
-/// A statement (or `BEGIN`, `COMMIT`) that got no answer within the answer timeout: the
-/// connection is given up.
-fn unanswered(url_text: &str, timeout: Duration) -> StoreError {
-    StoreError::Unavailable(format!(
-        "{url_text} did not answer within {timeout:?}; the connection was closed"
-    ))
-}
-
-impl std::fmt::Debug for PgConnection {
+impl std::fmt::Debug for PgBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgConnection").finish_non_exhaustive()
+        f.debug_struct("PgBackend")
+            .field("pool", &self.pool)
+            .finish()
     }
 }
+
+/// Connections the store's pool opens at most (opened as needed: a reconcile run uses one or
+/// two); when `webhook serve` shares the pool with its inbox, the inbox's requests too.
+const MAX_CONNECTIONS: usize = 16;
 
 /// A driver error as a store error: busy when a lock was waited for too long, unavailable
 /// when the database cannot be reached for now.
@@ -203,6 +188,26 @@ pub(crate) fn pg_error(err: &tokio_postgres::Error) -> StoreError {
         StoreError::Unavailable(message)
     } else {
         StoreError::Postgres(message)
+    }
+}
+
+/// A pool error as a store error: a connection that cannot be opened is classed by its cause,
+/// one that could not be had in time or went unanswered is unavailable for now.
+fn pool_error(err: PgPoolError) -> StoreError {
+    match err {
+        PgPoolError::Connect { url, source } => match pg_error(&source) {
+            StoreError::Unavailable(message) => {
+                StoreError::Unavailable(format!("cannot connect to {url}: {message}"))
+            }
+            StoreError::Postgres(message) => {
+                StoreError::Postgres(format!("cannot connect to {url}: {message}"))
+            }
+            other => other,
+        },
+        PgPoolError::Timeout { .. } | PgPoolError::Unanswered { .. } => {
+            StoreError::Unavailable(err.to_string())
+        }
+        PgPoolError::Pool { .. } => StoreError::Postgres(err.to_string()),
     }
 }
 
@@ -240,75 +245,80 @@ impl From<tokio_postgres::Error> for StoreError {
     }
 }
 
-/// Runs a future to completion on this thread, or until `timeout` has passed (`None`). The
-/// connection's I/O runs on its own thread, so the driver's futures only wait on channels,
-/// and this works in any context (a Tokio worker included, where the store's SQLite calls
-/// block in the same way).
-pub(crate) fn block_on<F: Future>(future: F, timeout: Duration) -> Option<F::Output> {
+/// The runtime that drives the I/O of every store connection of the process (one thread,
+/// started with the first PostgreSQL store). The store's methods are synchronous: they wait
+/// for their statements by parking their own thread ([`block_on`]), while this runtime's
+/// thread does the I/O and runs the timers. So they work from any thread, a Tokio worker of
+/// the caller's own runtime included (where the SQLite store blocks in the same way), and the
+/// connections outlive any runtime of the caller's.
+fn driver() -> Result<&'static tokio::runtime::Runtime, StoreError> {
+    static DRIVER: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    DRIVER
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("svc-store-postgres")
+                .enable_all()
+                .build()
+                .map_err(|err| err.to_string())
+        })
+        .as_ref()
+        .map_err(|err| StoreError::Postgres(format!("cannot start the store's I/O thread: {err}")))
+}
+
+/// Runs a future to completion on this thread, inside the [`driver`]'s context (so that the
+/// pool's timers and new connections belong to it). Every wait in the store is bounded by
+/// the pool (a checkout's wait, a connection's timeout, the answer timeout), so this ends.
+fn block_on<F: Future>(future: F) -> Result<F::Output, StoreError> {
     struct Unpark(std::thread::Thread);
     impl Wake for Unpark {
         fn wake(self: Arc<Self>) {
             self.0.unpark();
         }
     }
-    let deadline = Instant::now() + timeout;
+    let _context = driver()?.enter();
     let waker = Arc::new(Unpark(std::thread::current())).into();
     let mut cx = Context::from_waker(&waker);
     let mut future = std::pin::pin!(future);
     loop {
         if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return Some(output);
+            return Ok(output);
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return None;
-        }
-        std::thread::park_timeout(left);
+        std::thread::park();
     }
 }
 
-impl PgConnection {
-    /// Connects to `url`, naming the connection `application_name` (seen in
-    /// `pg_stat_activity`).
+impl PgBackend {
+    /// A pool of connections to `url`, each named `application_name` (seen in
+    /// `pg_stat_activity`); connects once, so that a database that cannot be reached is said
+    /// at once.
     pub(crate) fn connect(url: &PostgresUrl, application_name: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, application_name, MAX_CONNECTIONS)
+    }
+
+    pub(crate) fn connect_with(
+        url: &PostgresUrl,
+        application_name: &str,
+        max_connections: usize,
+    ) -> Result<Self, StoreError> {
         let mut config = svc_receiver::postgres::connect_config(url.expose())
             .map_err(|e| StoreError::Config(e.to_string()))?;
-        config
-            .connect_timeout(CONNECT_TIMEOUT)
-            .application_name(application_name);
-        let url_text = url.to_string();
-        let answer_timeout = url.answer_timeout();
-        let client = open(&config, &url_text, answer_timeout)?;
-        Ok(Self {
-            config: Box::new(config),
-            url_text,
-            answer_timeout,
-            client: Mutex::new(Some(client)),
-        })
+        config.application_name(application_name);
+        let pool = PgPool::with_config(config, &url.to_string(), max_connections)
+            .map_err(|e| StoreError::Config(e.to_string()))?
+            .with_answer_timeout(url.answer_timeout());
+        let backend = Self { pool };
+        drop(backend.checkout()?);
+        Ok(backend)
     }
 
-    /// The connection, for one transaction at a time: a new one when the server closed it or
-    /// it was given up.
-    fn lock(&self) -> Result<MutexGuard<'_, Option<Conn>>, StoreError> {
-        // A panic while holding the lock leaves the connection usable: the transaction is
-        // rolled back when its guard drops.
-        let mut client = self
-            .client
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if client.as_ref().is_none_or(|conn| conn.client.is_closed()) {
-            self.reconnect(&mut client)?;
-        }
-        Ok(client)
+    /// The pool, to share with the inbox beside the store.
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
     }
 
-    /// Replaces a closed (or given up) connection with a new one.
-    fn reconnect(&self, client: &mut Option<Conn>) -> Result<(), StoreError> {
-        // The old one first: its thread closes its socket.
-        *client = None;
-        *client = Some(open(&self.config, &self.url_text, self.answer_timeout)?);
-        tracing::info!(store = %self.url_text, "reconnected to the store's database");
-        Ok(())
+    fn checkout(&self) -> Result<PgConn, StoreError> {
+        block_on(self.pool.get())?.map_err(pool_error)
     }
 
     /// Runs `work` in one transaction, committed when it succeeds; a write transaction takes
@@ -317,34 +327,32 @@ impl PgConnection {
     where
         F: FnOnce(&mut dyn Sql) -> Result<T, StoreError>,
     {
-        let mut client = self.lock()?;
-        let answers = Answers {
-            timeout: self.answer_timeout,
-            url_text: &self.url_text,
-            unanswered: std::cell::Cell::new(false),
-        };
+        let mut conn = self.checkout()?;
         // A connection that died since its last use is only seen closed once used: `BEGIN`
         // fails then, before any work, and the transaction is tried once more on a new
-        // connection.
-        let done = match attempt(conn_of(&mut client), write, &answers, work) {
+        // connection (the idle ones likely died with it: the server restarted).
+        match attempt(&mut conn, write, work)? {
             Ok(done) => done,
             Err(work) => {
-                self.reconnect(&mut client)?;
-                attempt(conn_of(&mut client), write, &answers, work).unwrap_or_else(|_| {
+                drop(conn);
+                self.pool.close_idle();
+                let mut conn = self.checkout()?;
+                attempt(&mut conn, write, work)?.unwrap_or_else(|_| {
                     Err(StoreError::Unavailable(format!(
                         "the connection to {} closed again at once",
-                        self.url_text
+                        self.pool.url()
                     )))
                 })
             }
-        };
-        if answers.unanswered.get() {
-            // Never used again: the next transaction opens a new connection.
-            *client = None;
-            tracing::warn!(store = %self.url_text, timeout = ?self.answer_timeout,
-                "the store's database did not answer in time; connection closed");
         }
-        done
+    }
+
+    /// A connection of its own, out of the pool for as long as it is held (closed when
+    /// dropped): for a session lock, which ends with it.
+    pub(crate) fn session(&self) -> Result<PgSession, StoreError> {
+        let mut conn = self.checkout()?;
+        conn.close_on_drop();
+        Ok(PgSession { conn })
     }
 
     /// Whether the database (its current schema) holds a store; refuses a `store_meta` table
@@ -401,150 +409,89 @@ impl PgConnection {
     }
 }
 
-/// The client of the connection [`PgConnection::lock`] made sure is there.
-fn conn_of(client: &mut Option<Conn>) -> &mut Client {
-    match client {
-        Some(conn) => &mut conn.client,
-        // `lock` and `reconnect` leave a connection in place, or fail.
-        None => unreachable!("a locked store connection is always open"),
-    }
+/// One connection held out of the pool ([`PgBackend::session`]); closed when dropped, which
+/// ends its session and lets its session locks go.
+#[derive(Debug)]
+pub(crate) struct PgSession {
+    conn: PgConn,
 }
 
-/// How a transaction's statements wait for their answers.
-struct Answers<'a> {
-    timeout: Duration,
-    url_text: &'a str,
-    /// Set when one went unanswered: the connection is given up.
-    unanswered: std::cell::Cell<bool>,
-}
-
-impl Answers<'_> {
-    /// Waits for `future` (one exchange with the server) at most the answer timeout.
-    fn wait<T>(
-        &self,
-        future: impl Future<Output = Result<T, tokio_postgres::Error>>,
-    ) -> Result<T, StoreError> {
-        if self.unanswered.get() {
-            return Err(unanswered(self.url_text, self.timeout));
-        }
-        match block_on(future, self.timeout) {
-            Some(result) => result.map_err(Into::into),
-            None => {
-                self.unanswered.set(true);
-                Err(unanswered(self.url_text, self.timeout))
-            }
-        }
-    }
-}
-
-/// A new connection with `config`, its I/O driven by a thread of its own (which ends with
-/// the connection, or when the [`Conn`] is dropped), with the store's lock timeout set.
-fn open(
-    config: &tokio_postgres::Config,
-    url_text: &str,
-    answer_timeout: Duration,
-) -> Result<Conn, StoreError> {
-    let config = config.clone();
-    let (abandon, abandoned) = tokio::sync::oneshot::channel::<()>();
-    let (sender, connected) = std::sync::mpsc::channel::<Result<Client, StoreError>>();
-    std::thread::Builder::new()
-        .name("svc-cli-postgres".into())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(err) => {
-                    let _ = sender.send(Err(StoreError::Postgres(err.to_string())));
-                    return;
-                }
-            };
-            runtime.block_on(async move {
-                match config.connect(NoTls).await {
-                    Ok((client, connection)) => {
-                        let _ = sender.send(Ok(client));
-                        // Runs until the client is dropped (or the server goes away), or the
-                        // connection is given up.
-                        tokio::select! {
-                            _ = connection => {}
-                            _ = abandoned => {}
-                        }
-                    }
-                    Err(err) => {
-                        let _ = sender.send(Err(pg_error(&err)));
-                    }
-                }
-            });
+impl PgSession {
+    /// Runs `work` in one read transaction on this session's connection.
+    pub(crate) fn transaction<T, F>(&mut self, work: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&mut dyn Sql) -> Result<T, StoreError>,
+    {
+        attempt(&mut self.conn, false, work)?.unwrap_or_else(|_| {
+            Err(StoreError::Unavailable(
+                "the connection holding the run lock closed".into(),
+            ))
         })
-        .map_err(|err| StoreError::Postgres(format!("cannot start a thread: {err}")))?;
-    let client = connected
-        .recv()
-        .map_err(|_| StoreError::Postgres("the connection thread stopped".into()))?
-        .map_err(|err| match err {
-            StoreError::Unavailable(message) => {
-                StoreError::Unavailable(format!("cannot connect to {url_text}: {message}"))
-            }
-            StoreError::Postgres(message) => {
-                StoreError::Postgres(format!("cannot connect to {url_text}: {message}"))
-            }
-            other => other,
-        })?;
-    let conn = Conn {
-        client,
-        _abandon: abandon,
-    };
-    let set = format!(
-        "SET lock_timeout = '{}ms'",
-        lock_timeout(answer_timeout).as_millis()
-    );
-    match block_on(conn.client.batch_execute(&set), answer_timeout) {
-        Some(result) => result?,
-        None => return Err(unanswered(url_text, answer_timeout)),
     }
-    Ok(conn)
 }
 
-/// Runs `work` in one transaction on `client`, committed when it succeeds; a write
-/// transaction takes the store's write lock first. `Err(work)`, untouched, when the
-/// connection turned out closed at `BEGIN`.
+/// A statement (or `BEGIN`, `COMMIT`) that got no answer within the answer timeout: the
+/// connection is given up (closed when dropped).
+fn unanswered(err: PgPoolError) -> StoreError {
+    StoreError::Unavailable(err.to_string())
+}
+
+/// Waits for one exchange with the server at most the answer timeout.
+fn wait<T>(
+    watch: &AnswerWatch,
+    future: impl Future<Output = Result<T, tokio_postgres::Error>>,
+) -> Result<T, StoreError> {
+    block_on(watch.answer_raw(future))?
+        .map_err(unanswered)?
+        .map_err(Into::into)
+}
+
+/// Runs `work` in one transaction on `conn`, committed when it succeeds; a write transaction
+/// takes the store's write lock first, waiting at most [`lock_timeout`] for it. `Ok(Err(work))`,
+/// untouched, when the connection turned out closed at `BEGIN`.
 fn attempt<T, F>(
-    client: &mut Client,
+    conn: &mut PgConn,
     write: bool,
-    answers: &Answers<'_>,
     work: F,
-) -> Result<Result<T, StoreError>, F>
+) -> Result<Result<Result<T, StoreError>, F>, StoreError>
 where
     F: FnOnce(&mut dyn Sql) -> Result<T, StoreError>,
 {
-    let tx = match block_on(client.transaction(), answers.timeout) {
-        Some(Ok(tx)) => tx,
-        Some(Err(err)) if err.is_closed() => return Err(work),
-        Some(Err(err)) => return Ok(Err(err.into())),
-        None => {
-            answers.unanswered.set(true);
-            return Ok(Err(unanswered(answers.url_text, answers.timeout)));
-        }
+    let watch = conn.watch();
+    let lock_timeout = lock_timeout(watch.timeout());
+    let tx = match block_on(watch.answer_raw(conn.transaction()))? {
+        Ok(Ok(tx)) => tx,
+        Ok(Err(err)) if err.is_closed() => return Ok(Err(work)),
+        Ok(Err(err)) => return Ok(Ok(Err(err.into()))),
+        Err(err) => return Ok(Ok(Err(unanswered(err)))),
     };
     let run = || {
         if write {
-            answers.wait(tx.execute(
-                &format!("SELECT pg_advisory_xact_lock($1, {STORE_KEY})"),
-                &[&WRITE_LOCK],
-            ))?;
+            // One round trip: the wait for another writer is bounded as SQLite's busy timeout.
+            wait(
+                &watch,
+                tx.batch_execute(&format!(
+                    "SET LOCAL lock_timeout = '{}ms'; \
+                     SELECT pg_advisory_xact_lock({WRITE_LOCK}, {STORE_KEY})",
+                    lock_timeout.as_millis()
+                )),
+            )?;
         }
-        work(&mut PgSql { tx: &tx, answers })
+        work(&mut PgSql {
+            tx: &tx,
+            watch: &watch,
+        })
     };
-    Ok(match run() {
-        Ok(value) => answers.wait(tx.commit()).map(|()| value),
+    Ok(Ok(match run() {
+        Ok(value) => wait(&watch, tx.commit()).map(|()| value),
         Err(err) => {
             // Not on a connection given up: the answer would never come either.
-            if !answers.unanswered.get() {
-                let _ = answers.wait(tx.rollback());
+            if !watch.is_unanswered() {
+                let _ = wait(&watch, tx.rollback());
             }
             Err(err)
         }
-    })
+    }))
 }
 
 /// The store's schema version, `None` when the schema has no store.
@@ -578,28 +525,26 @@ fn read_version(db: &mut dyn Sql, location: &StoreLocation) -> Result<Option<u32
 }
 
 /// The PostgreSQL backend: a transaction the store opened, and how its statements wait.
-struct PgSql<'t, 'c, 'a> {
+struct PgSql<'t, 'c> {
     tx: &'t Transaction<'c>,
-    answers: &'t Answers<'a>,
+    watch: &'t AnswerWatch,
 }
 
 fn to_sql_params(params: &[Value]) -> Vec<&(dyn ToSql + Sync)> {
     params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
 }
 
-impl Sql for PgSql<'_, '_, '_> {
+impl Sql for PgSql<'_, '_> {
     fn batch(&mut self, sql: &str) -> Result<(), StoreError> {
-        self.answers.wait(self.tx.batch_execute(sql))
+        wait(self.watch, self.tx.batch_execute(sql))
     }
 
     fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, StoreError> {
-        self.answers
-            .wait(self.tx.execute(sql, &to_sql_params(params)))
+        wait(self.watch, self.tx.execute(sql, &to_sql_params(params)))
     }
 
     fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, StoreError> {
-        self.answers
-            .wait(self.tx.query(sql, &to_sql_params(params)))?
+        wait(self.watch, self.tx.query(sql, &to_sql_params(params)))?
             .iter()
             .map(row_values)
             .collect()
@@ -611,14 +556,11 @@ impl Sql for PgSql<'_, '_, '_> {
         params: &[Value],
         each: &mut dyn FnMut(Row) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let rows = self
-            .answers
-            .wait(self.tx.query_raw(sql, to_sql_params(params)))?;
+        let rows = wait(self.watch, self.tx.query_raw(sql, to_sql_params(params)))?;
         let mut rows = std::pin::pin!(rows);
-        while let Some(row) = self
-            .answers
-            .wait(async { Ok::<_, tokio_postgres::Error>(rows.next().await) })?
-        {
+        while let Some(row) = wait(self.watch, async {
+            Ok::<_, tokio_postgres::Error>(rows.next().await)
+        })? {
             each(row_values(&row?)?)?;
         }
         Ok(())

@@ -706,3 +706,123 @@ fn a_delivered_call_and_its_delivery_are_recorded_together_and_count_as_delivere
         },
     );
 }
+
+/// A fresh PostgreSQL store (its own schema) and a runtime for async calls beside it; `None`
+/// when no test server is set.
+#[cfg(feature = "postgres")]
+fn postgres_store(test: &str) -> Option<(tokio::runtime::Runtime, Store)> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let url = runtime.block_on(svc_fixtures::postgres::fresh_schema_url(test))?;
+    let location = StoreLocation::parse(&url).expect("a location");
+    let store = Store::open_or_create(location).expect("a PostgreSQL store");
+    Some((runtime, store))
+}
+
+/// Issue 23: one PostgreSQL layer. The inbox `webhook serve` opens beside a PostgreSQL store
+/// runs on the store's own pool of connections (one set of connections, one answer timeout),
+/// not on a second pool: used one after the other, both are served by the same connection.
+#[cfg(feature = "postgres")]
+#[test]
+fn the_inbox_beside_a_postgres_store_runs_on_the_stores_connections() {
+    use super::inbox::StoreInbox;
+    use svc_receiver::inbox::InboxPolicy;
+
+    let Some((runtime, store)) =
+        postgres_store("the_inbox_beside_a_postgres_store_runs_on_the_stores_connections")
+    else {
+        return;
+    };
+    let backend_pid = |store: &Store| {
+        store
+            .read(|db| {
+                db.query_one("SELECT pg_backend_pid()::bigint", &[])?
+                    .count(0)
+            })
+            .expect("the store's connection")
+    };
+    let store_pid = backend_pid(&store);
+    let inbox = runtime
+        .block_on(StoreInbox::open_beside(&store, InboxPolicy::default()))
+        .expect("the inbox");
+    let StoreInbox::Postgres(inbox) = inbox else {
+        panic!("a PostgreSQL store's inbox is in PostgreSQL");
+    };
+    let inbox_pid: u64 = runtime.block_on(async {
+        let conn = inbox.database().pool().get().await.expect("a connection");
+        let row = conn
+            .query_one("SELECT pg_backend_pid()::bigint", &[])
+            .await
+            .expect("pid");
+        u64::try_from(row.get::<_, i64>(0)).expect("a pid")
+    });
+    assert_eq!(inbox_pid, store_pid, "one pool, one idle connection");
+    assert_eq!(backend_pid(&store), store_pid);
+    let StoreLocation::Postgres(url) = store.location() else {
+        panic!("a PostgreSQL location");
+    };
+    assert_eq!(
+        inbox.database().answer_timeout(),
+        url.answer_timeout(),
+        "the store's answer timeout"
+    );
+}
+
+/// Issue 23: on PostgreSQL the store's transactions have connections of their own (its pool),
+/// so a read in one thread is not held behind a long write transaction in another, as it was
+/// on the single connection the store used to drive; and writers still follow each other.
+#[cfg(feature = "postgres")]
+#[test]
+fn on_postgres_a_read_goes_on_while_another_thread_holds_a_write_transaction() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let Some((_runtime, store)) =
+        postgres_store("on_postgres_a_read_goes_on_while_another_thread_holds_a_write")
+    else {
+        return;
+    };
+    let (started, write_started) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    let writer = store.clone();
+    let write = std::thread::spawn(move || {
+        writer.write(|db| {
+            db.execute(
+                "INSERT INTO sync_state (source, watermark) VALUES ('roleplay', 'held')",
+                &[],
+            )?;
+            let _ = started.send(());
+            let _ = released.recv_timeout(Duration::from_secs(20));
+            Ok(())
+        })
+    });
+    write_started
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the write began");
+    let (read_done, read_finished) = mpsc::channel();
+    let reader = store.clone();
+    std::thread::spawn(move || {
+        let count = reader.read(|db| {
+            db.query_one("SELECT COUNT(*) FROM sync_state", &[])?
+                .count(0)
+        });
+        let _ = read_done.send(count);
+    });
+    let count = read_finished
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the read was not held behind the write")
+        .expect("read");
+    assert_eq!(count, 0, "the uncommitted write is not seen");
+    release.send(()).expect("release the write");
+    write.join().expect("writer").expect("the write committed");
+    assert_eq!(
+        texts(
+            &store,
+            "SELECT watermark FROM sync_state WHERE source = 'roleplay'"
+        ),
+        vec!["held".to_owned()]
+    );
+}

@@ -1,0 +1,379 @@
+//! [`PgPool`]: the one PostgreSQL connection layer of the workspace. A pool of connections to
+//! one database that replaces connections the server closed, and whose statements wait for
+//! the server's answer at most an answer timeout. Nothing here knows of the crate's tables:
+//! [`super::PgDatabase`] adds them (migrated when it opens), and `svc-reconcile`'s PostgreSQL
+//! store builds on the same pool.
+//!
+//! A connection whose answer does not come in time (a network that stalls, a server that
+//! hangs) is closed, never handed out again, and the idle connections of the pool are closed
+//! with it (they likely went through the same broken path): the next caller opens a fresh
+//! connection rather than waiting on a dead one. Without this a stalled connection would hold
+//! its caller, and its place in the pool, forever: TCP does not notice a peer that is silent
+//! but alive, and the pool only drops connections the driver has seen closed. A connection the
+//! server closed (a restart, `pg_terminate_backend`, a network cut) is seen closed by the
+//! driver and replaced at the next checkout.
+//!
+//! Connections are opened on the Tokio runtime of the task that checks one out (their I/O
+//! runs as a task of that runtime).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, Object, Pool, Runtime};
+use tokio_postgres::NoTls;
+use tokio_postgres::config::SslMode;
+
+use super::{describe_error, redact_url};
+use crate::dedup::StorageError;
+
+/// How long a checkout waits for a free connection before failing.
+const WAIT_FOR_CONNECTION: Duration = Duration::from_secs(5);
+
+/// How long opening one connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a statement waits for the server's answer by default (see the module docs).
+pub const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A pool of connections to one database; cheap to clone (every clone shares the pool).
+#[derive(Clone)]
+pub struct PgPool {
+    pool: Pool,
+    /// The URL with its password hidden, for messages.
+    url: Arc<str>,
+    /// How long a statement waits for its answer.
+    answer_timeout: Duration,
+}
+
+impl std::fmt::Debug for PgPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgPool")
+            .field("url", &self.url)
+            .field("max_connections", &self.pool.status().max_size)
+            .field("answer_timeout", &self.answer_timeout)
+            .finish()
+    }
+}
+
+/// Why no connection could be checked out of a [`PgPool`], or a statement got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum PgPoolError {
+    /// A new connection could not be opened (refused, unreachable, a refused password, no
+    /// slot left on the server): the driver's error, to tell transient causes apart.
+    #[error("{url}: {}", describe_error(source))]
+    Connect {
+        /// The URL, with its password hidden.
+        url: Arc<str>,
+        /// The driver's error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// Every connection was in use for longer than the pool waits for one, or opening one
+    /// took longer than its timeout.
+    #[error("{url}: no connection could be had within {waited:?}")]
+    Timeout {
+        /// The URL, with its password hidden.
+        url: Arc<str>,
+        /// How long the checkout waited.
+        waited: Duration,
+    },
+    /// A statement got no answer within the answer timeout; its connection is closed.
+    #[error("{url}: no answer within {timeout:?}; the connection was closed")]
+    Unanswered {
+        /// The URL, with its password hidden.
+        url: Arc<str>,
+        /// The answer timeout.
+        timeout: Duration,
+    },
+    /// The pool is closed, or another failure of the pool itself.
+    #[error("{url}: {message}")]
+    Pool {
+        /// The URL, with its password hidden.
+        url: Arc<str>,
+        /// What failed.
+        message: String,
+    },
+}
+
+impl From<PgPoolError> for StorageError {
+    fn from(err: PgPoolError) -> Self {
+        Self::Database(err.to_string())
+    }
+}
+
+impl PgPool {
+    /// A pool of at most `max_connections` (at least 1) connections to the database at `url`
+    /// (`postgres://user:password@host:port/database`; a host that starts with `/`,
+    /// percent-encoded, is a Unix socket directory). No connection is opened yet.
+    ///
+    /// # Errors
+    /// [`StorageError::Config`] for a URL that does not parse or asks for TLS.
+    pub fn new(url: &str, max_connections: usize) -> Result<Self, StorageError> {
+        Self::with_config(connect_config(url)?, &redact_url(url), max_connections)
+    }
+
+    /// Like [`PgPool::new`], from a parsed configuration (to set `application_name` or
+    /// options first); `url_text` names the database in messages and must not hold a password.
+    ///
+    /// # Errors
+    /// [`StorageError::Config`] when the pool cannot be built.
+    pub fn with_config(
+        mut config: tokio_postgres::Config,
+        url_text: &str,
+        max_connections: usize,
+    ) -> Result<Self, StorageError> {
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let pool = Pool::builder(Manager::new(config, NoTls))
+            .max_size(max_connections.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(WAIT_FOR_CONNECTION))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|err| StorageError::Config(format!("{url_text}: {err}")))?;
+        Ok(Self {
+            pool,
+            url: url_text.into(),
+            answer_timeout: DEFAULT_ANSWER_TIMEOUT,
+        })
+    }
+
+    /// The same pool, whose connections' statements wait for the server's answer at most
+    /// `timeout` (default [`DEFAULT_ANSWER_TIMEOUT`]). Clones made before keep theirs.
+    #[must_use]
+    pub fn with_answer_timeout(mut self, timeout: Duration) -> Self {
+        self.answer_timeout = timeout;
+        self
+    }
+
+    /// How long a statement waits for the server's answer.
+    pub fn answer_timeout(&self) -> Duration {
+        self.answer_timeout
+    }
+
+    /// The URL, with its password hidden.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Connections the pool opens at most.
+    pub fn max_connections(&self) -> usize {
+        self.pool.status().max_size
+    }
+
+    /// A connection of the pool, opened when none is idle (on the current Tokio runtime);
+    /// back in the pool when dropped.
+    ///
+    /// # Errors
+    /// [`PgPoolError::Connect`] when a new connection cannot be opened,
+    /// [`PgPoolError::Timeout`] when none could be had in time.
+    pub async fn get(&self) -> Result<PgConn, PgPoolError> {
+        let object = self.pool.get().await.map_err(|err| self.pool_error(err))?;
+        Ok(PgConn {
+            object: Some(object),
+            pool: self.pool.clone(),
+            watch: AnswerWatch {
+                timeout: self.answer_timeout,
+                url: Arc::clone(&self.url),
+                unanswered: Arc::new(AtomicBool::new(false)),
+            },
+            close_on_drop: false,
+        })
+    }
+
+    /// Closes the pool's idle connections (after a sign that they died together, such as a
+    /// server restart): the next checkout opens a fresh one.
+    pub fn close_idle(&self) {
+        let _ = self.pool.retain(|_, _| false);
+    }
+
+    fn pool_error(&self, err: deadpool_postgres::PoolError) -> PgPoolError {
+        use deadpool_postgres::{PoolError, TimeoutType};
+        let url = Arc::clone(&self.url);
+        match err {
+            PoolError::Backend(source) => PgPoolError::Connect { url, source },
+            PoolError::Timeout(TimeoutType::Create) => PgPoolError::Timeout {
+                url,
+                waited: CONNECT_TIMEOUT,
+            },
+            PoolError::Timeout(_) => PgPoolError::Timeout {
+                url,
+                waited: WAIT_FOR_CONNECTION,
+            },
+            other => PgPoolError::Pool {
+                url,
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// A connection checked out of a [`PgPool`]; back in the pool when dropped, unless a statement
+/// on it went unanswered ([`AnswerWatch`]) or [`PgConn::close_on_drop`] was called: then it is
+/// closed, and with an unanswered one the pool's idle connections too.
+pub struct PgConn {
+    /// `Some` until dropped.
+    object: Option<Object>,
+    pool: Pool,
+    watch: AnswerWatch,
+    close_on_drop: bool,
+}
+
+impl std::fmt::Debug for PgConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgConn")
+            .field("url", &self.watch.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::ops::Deref for PgConn {
+    type Target = tokio_postgres::Client;
+
+    fn deref(&self) -> &tokio_postgres::Client {
+        self.object()
+    }
+}
+
+impl std::ops::DerefMut for PgConn {
+    fn deref_mut(&mut self) -> &mut tokio_postgres::Client {
+        self.object_mut()
+    }
+}
+
+impl PgConn {
+    /// The pool's object (with its statement cache), for the crate's own statements.
+    pub(crate) fn object(&self) -> &Object {
+        match &self.object {
+            Some(object) => object,
+            None => unreachable!("a connection is only taken when dropped"),
+        }
+    }
+
+    /// As [`PgConn::object`], to open a transaction with the statement cache.
+    pub(crate) fn object_mut(&mut self) -> &mut Object {
+        match &mut self.object {
+            Some(object) => object,
+            None => unreachable!("a connection is only taken when dropped"),
+        }
+    }
+
+    /// How this connection's statements wait for their answers. It does not borrow the
+    /// connection, so it also waits on a transaction open on it.
+    pub fn watch(&self) -> AnswerWatch {
+        self.watch.clone()
+    }
+
+    /// Waits for `work` (statements on this connection) at most the answer timeout, with the
+    /// driver's error kept as it is (for a caller that tells transient errors apart).
+    ///
+    /// # Errors
+    /// [`PgPoolError::Unanswered`] when no answer came in time: the connection is then closed
+    /// when dropped.
+    pub async fn answer_raw<T>(
+        &self,
+        work: impl Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<Result<T, tokio_postgres::Error>, PgPoolError> {
+        self.watch.answer_raw(work).await
+    }
+
+    /// Closes this connection when it is dropped instead of returning it to the pool: for a
+    /// connection whose session holds state (a session advisory lock) that must end with it.
+    pub fn close_on_drop(&mut self) {
+        self.close_on_drop = true;
+    }
+}
+
+impl Drop for PgConn {
+    fn drop(&mut self) {
+        let unanswered = self.watch.unanswered.load(Ordering::Relaxed);
+        if !unanswered && !self.close_on_drop {
+            return;
+        }
+        if let Some(object) = self.object.take() {
+            // Out of the pool and dropped: its driver task ends, its socket is closed.
+            drop(Object::take(object));
+        }
+        if unanswered {
+            // The idle ones went through the same path: let the next caller open a fresh one.
+            let _ = self.pool.retain(|_, _| false);
+        }
+    }
+}
+
+/// How the statements of one [`PgConn`] wait for their answers: at most the pool's answer
+/// timeout, after which the connection is marked to be closed. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AnswerWatch {
+    timeout: Duration,
+    url: Arc<str>,
+    unanswered: Arc<AtomicBool>,
+}
+
+impl AnswerWatch {
+    /// Waits for `work` at most the answer timeout, with the driver's error kept as it is.
+    /// Needs a Tokio runtime's timer.
+    ///
+    /// # Errors
+    /// [`PgPoolError::Unanswered`] when no answer came in time, or an earlier statement of the
+    /// connection went unanswered (its answer would never come either).
+    pub async fn answer_raw<T>(
+        &self,
+        work: impl Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<Result<T, tokio_postgres::Error>, PgPoolError> {
+        if self.is_unanswered() {
+            return Err(self.unanswered_error());
+        }
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(result) => Ok(result),
+            Err(_) => {
+                self.unanswered.store(true, Ordering::Relaxed);
+                tracing::warn!(database = %self.url, timeout = ?self.timeout,
+                    "the database did not answer in time; closing the connection");
+                Err(self.unanswered_error())
+            }
+        }
+    }
+
+    /// How long a statement waits for its answer.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Whether a statement of the connection went unanswered (it will be closed).
+    pub fn is_unanswered(&self) -> bool {
+        self.unanswered.load(Ordering::Relaxed)
+    }
+
+    fn unanswered_error(&self) -> PgPoolError {
+        PgPoolError::Unanswered {
+            url: Arc::clone(&self.url),
+            timeout: self.timeout,
+        }
+    }
+}
+
+/// Parses a connection URL (or key=value string) for `tokio-postgres`, refusing what this
+/// build cannot honour: TLS (`sslmode=require`). Errors name the URL without its password.
+///
+/// # Errors
+/// [`StorageError::Config`] when the URL does not parse or asks for TLS.
+pub fn connect_config(url: &str) -> Result<tokio_postgres::Config, StorageError> {
+    let config: tokio_postgres::Config = url.parse().map_err(|err: tokio_postgres::Error| {
+        StorageError::Config(format!(
+            "{} is not a PostgreSQL URL: {err}",
+            redact_url(url)
+        ))
+    })?;
+    match config.get_ssl_mode() {
+        SslMode::Disable | SslMode::Prefer => Ok(config),
+        _ => Err(StorageError::Config(format!(
+            "{}: TLS to PostgreSQL is not supported yet (sslmode=require); connect over a Unix \
+             socket, the loopback or a TLS tunnel, with sslmode=disable or prefer",
+            redact_url(url)
+        ))),
+    }
+}
