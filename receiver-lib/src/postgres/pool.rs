@@ -165,13 +165,24 @@ impl PgPool {
     }
 
     /// A connection of the pool, opened when none is idle (on the current Tokio runtime);
-    /// back in the pool when dropped.
+    /// back in the pool when dropped. Opening one takes at most the answer timeout when that
+    /// is shorter than the connect timeout (10 s): a stalled network is given up on as soon
+    /// as a statement would be.
     ///
     /// # Errors
     /// [`PgPoolError::Connect`] when a new connection cannot be opened,
     /// [`PgPoolError::Timeout`] when none could be had in time.
     pub async fn get(&self) -> Result<PgConn, PgPoolError> {
-        let object = self.pool.get().await.map_err(|err| self.pool_error(err))?;
+        let timeouts = deadpool_postgres::Timeouts {
+            wait: Some(WAIT_FOR_CONNECTION),
+            create: Some(self.connect_timeout()),
+            recycle: None,
+        };
+        let object = self
+            .pool
+            .timeout_get(&timeouts)
+            .await
+            .map_err(|err| self.pool_error(err))?;
         Ok(PgConn {
             object: Some(object),
             pool: self.pool.clone(),
@@ -182,6 +193,12 @@ impl PgPool {
             },
             close_on_drop: false,
         })
+    }
+
+    /// How long opening one connection may take: [`CONNECT_TIMEOUT`], or the answer timeout
+    /// when that is shorter.
+    fn connect_timeout(&self) -> Duration {
+        CONNECT_TIMEOUT.min(self.answer_timeout)
     }
 
     /// Closes the pool's idle connections (after a sign that they died together, such as a
@@ -197,7 +214,7 @@ impl PgPool {
             PoolError::Backend(source) => PgPoolError::Connect { url, source },
             PoolError::Timeout(TimeoutType::Create) => PgPoolError::Timeout {
                 url,
-                waited: CONNECT_TIMEOUT,
+                waited: self.connect_timeout(),
             },
             PoolError::Timeout(_) => PgPoolError::Timeout {
                 url,

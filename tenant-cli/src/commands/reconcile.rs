@@ -102,6 +102,10 @@ pub struct ReconcileArgs {
     /// run leaves it as it is
     #[arg(long, value_name = "PATH")]
     metrics_file: Option<PathBuf>,
+    /// On a PostgreSQL store: how long the database may leave one statement unanswered (a
+    /// stalled network, a hung server) before the run gives up on it and stops with 75
+    #[arg(long, default_value_t = 60, value_name = "SECS", value_parser = clap::value_parser!(u64).range(2..=3600))]
+    db_timeout: u64,
     #[command(flatten)]
     log: LogArgs,
 }
@@ -139,10 +143,14 @@ impl ReconcileArgs {
     pub async fn exec(self, ctx: &Ctx) -> anyhow::Result<()> {
         let options = self.options()?;
         let client = ctx.client()?;
+        let location = self
+            .store
+            .clone()
+            .with_answer_timeout(Duration::from_secs(self.db_timeout));
         let store = if self.dry_run {
-            Store::open_or_empty(self.store.clone())?
+            Store::open_or_empty(location)?
         } else {
-            Store::open_or_create(self.store.clone())?
+            Store::open_or_create(location)?
         };
         let reconciler = Reconciler::new(client, Arc::new(store.clone()), options.clone());
         let guard = if self.dry_run {

@@ -234,3 +234,69 @@ async fn latency_to_the_database_slows_deliveries_down_and_loses_none() {
     wait_ready(&client, &replica.addr, 200, Duration::from_secs(10)).await;
     drop(replica);
 }
+
+/// Whether a reconcile run holds the store's run lock (the session advisory lock of class
+/// `0x73766303` the store takes).
+async fn run_lock_held(db: &tokio_postgres::Client) -> bool {
+    db.query_one(
+        "SELECT COUNT(*) FROM pg_locks
+         WHERE locktype = 'advisory' AND granted AND classid::bigint = 1937138435",
+        &[],
+    )
+    .await
+    .expect("pg_locks")
+    .get::<_, i64>(0)
+        > 0
+}
+
+/// `reconcile --db-timeout`: a run whose store database stops answering mid-run (the run lock
+/// taken, the listing in flight) gives up within the timeout, exits 75 (try again later) and
+/// says why, instead of waiting a minute (the default) or forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reconcile_on_a_database_that_stops_answering_exits_75_within_its_db_timeout() {
+    let Some(store) = fresh_store("pg_net_reconcile_stall").await else {
+        return;
+    };
+    let proxy = Proxy::start(svc_fixtures::postgres::upstream(&store))
+        .await
+        .expect("proxy");
+    let proxied = svc_fixtures::postgres::via_proxy(&store, proxy.addr());
+    let server = wiremock::MockServer::start().await;
+    let calls = svc_fixtures::calls::Calls::mount(&server).await;
+    calls.add_many(
+        svc_fixtures::calls::ROLEPLAY,
+        (1..=5).map(|n| chrono::Utc::now() - chrono::Duration::seconds(30 * n)),
+    );
+    // The listing answers late, so the database stalls while the run waits for it.
+    calls.delay_list_after(0, Some(Duration::from_secs(4)));
+    let sandbox = Sandbox::for_server(&server);
+    let started = Instant::now();
+    let args = [
+        "reconcile",
+        "--store",
+        &proxied,
+        "--source",
+        "roleplay",
+        "--db-timeout",
+        "2",
+    ];
+    let run = sandbox.run(&args);
+    let stall = async {
+        let db = database(&store).await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !run_lock_held(&db).await {
+            assert!(Instant::now() < deadline, "the run never took its lock");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        proxy.set(Fault::StallAfter(0));
+    };
+    let (run, ()) = tokio::join!(run, stall);
+    let took = started.elapsed();
+    assert_eq!(run.code, 75, "{run:?}");
+    assert!(run.stderr.contains("no answer within 2s"), "{}", run.stderr);
+    assert!(
+        took < Duration::from_secs(30),
+        "gave up within the timeout, not the default minute: {took:?}"
+    );
+    assert!(proxy.stats().stalled >= 1, "{:?}", proxy.stats());
+}
