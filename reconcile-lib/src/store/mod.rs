@@ -109,8 +109,9 @@ pub enum StoreError {
     #[error("store: {0}")]
     Postgres(String),
     /// The store's database cannot be reached for now: it refuses connections, does not
-    /// answer, is shutting down or restarting, refused the credentials, or dropped the
-    /// connection. Trying again later can succeed (the command line exits 75).
+    /// answer, is shutting down or restarting, refused the credentials, dropped the
+    /// connection, or (PostgreSQL's `disk_full`) has no space left. Trying again later can
+    /// succeed (the command line exits 75).
     #[error("store: {0}")]
     Unavailable(String),
     /// A PostgreSQL URL that cannot be used (it does not parse, or asks for TLS).

@@ -211,9 +211,11 @@ fn pool_error(err: PgPoolError) -> StoreError {
     }
 }
 
-/// Whether `err` says the database cannot be reached for now rather than that a statement
+/// Whether `err` says the database cannot take the work for now rather than that a statement
 /// failed: the connection is closed or cannot be made (refused, timed out, reset), the server
-/// is shutting down or starting, has no connection slot left, or refused the credentials.
+/// is shutting down or starting, has no connection slot left, refused the credentials, or
+/// its disk is full (`disk_full`: the transaction was rolled back whole, and the same work
+/// succeeds once space is freed, as SQLite's `SQLITE_FULL`).
 fn is_unavailable(err: &tokio_postgres::Error) -> bool {
     if err.is_closed() {
         return true;
@@ -223,7 +225,7 @@ fn is_unavailable(err: &tokio_postgres::Error) -> bool {
             let code = code.code();
             code.starts_with("08") // connection exception
                 || code.starts_with("28") // invalid authorization (a refused password)
-                || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
+                || matches!(code, "57P01" | "57P02" | "57P03" | "53300" | "53100")
         }
         // No server error: an I/O failure (refused, reset, timed out) is one.
         None => {

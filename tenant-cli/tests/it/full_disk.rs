@@ -1,7 +1,8 @@
 //! Issue 27, a full disk: `webhook serve` and `reconcile` run as the real binary with their
 //! SQLite store (and the receiver's inbox, tables of the same file) on a small tmpfs the test
 //! mounts and fills to its last byte (`svc_fixtures::tmpfs`; skipped with a line on stderr
-//! where it cannot be mounted). Nothing acknowledged is lost, nothing is stored twice, the
+//! where it cannot be mounted); and `reconcile` on a PostgreSQL store whose tables are in a
+//! tablespace on such a tmpfs. Nothing acknowledged is lost, nothing is stored twice, the
 //! file stays intact, and everything resumes once space returns, without a restart.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -314,4 +315,149 @@ async fn sandbox_ingest_real_on_a_full_disk_exits_75_and_the_same_file_later_sto
     );
     drop(sandbox);
     assert_eq!(integrity(&dir.path("sandbox.db")), "ok");
+}
+
+/// A test's schema and tablespace, dropped (the schema's tables first) when this is.
+struct DroppedTablespace {
+    url: String,
+    schema: String,
+    tablespace: String,
+}
+
+impl Drop for DroppedTablespace {
+    fn drop(&mut self) {
+        let statements = [
+            format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema),
+            format!("DROP TABLESPACE IF EXISTS {}", self.tablespace),
+        ];
+        let url = self.url.clone();
+        // A runtime of its own on a thread of its own: this may run inside the test's.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            runtime.block_on(async {
+                let db = crate::postgres::database(&url).await;
+                for statement in &statements {
+                    if let Err(err) = db.batch_execute(statement).await {
+                        eprintln!("{statement}: {err}");
+                    }
+                }
+            });
+        })
+        .join();
+        if dropped.is_err() {
+            eprintln!("could not drop tablespace {}", self.tablespace);
+        }
+    }
+}
+
+/// The watermark of `source` in the PostgreSQL store at `url`.
+async fn pg_watermark(db: &tokio_postgres::Client, source: &str) -> Option<String> {
+    db.query_opt(
+        "SELECT watermark FROM sync_state WHERE source = $1",
+        &[&source],
+    )
+    .await
+    .expect("sync_state")
+    .and_then(|row| row.get(0))
+}
+
+/// A full disk under a PostgreSQL store: the store's tables live in a tablespace on the
+/// tmpfs (the server's `disk_full`, SQLSTATE 53100, when a table or index cannot grow). The
+/// run stops with 75 (temporary, as on SQLite), the watermark stays, and the next run once
+/// space returns stores every call once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconcile_whose_postgres_disk_fills_exits_75_and_the_next_run_stores_every_call_once() {
+    use std::os::unix::fs::MetadataExt as _;
+
+    let test = "full-disk reconcile on PostgreSQL";
+    let Some(url) = svc_fixtures::postgres::fresh_schema_url(test).await else {
+        return;
+    };
+    let Some(fs) = Tmpfs::mount(test) else {
+        return;
+    };
+    let db = crate::postgres::database(&url).await;
+    // The tablespace's directory belongs to the server's own user (the data directory's).
+    let data_dir: String = db
+        .query_one("SHOW data_directory", &[])
+        .await
+        .expect("data_directory")
+        .get(0);
+    let owner = std::fs::metadata(&data_dir).expect("the data directory");
+    let space = fs.path().join("tablespace");
+    std::fs::create_dir(&space).expect("the tablespace's directory");
+    for dir in [fs.path(), space.as_path()] {
+        std::os::unix::fs::chown(dir, Some(owner.uid()), Some(owner.gid()))
+            .expect("hand the directory to the server's user");
+    }
+    let tablespace = format!("t_full_{}", std::process::id());
+    db.batch_execute(&format!(
+        "CREATE TABLESPACE {tablespace} LOCATION '{}'",
+        space.display()
+    ))
+    .await
+    .expect("create the tablespace");
+    let schema: String = db
+        .query_one("SELECT current_schema()", &[])
+        .await
+        .expect("schema")
+        .get(0);
+    // Dropped before the file system (declared after it), even when the test fails: the
+    // server must not keep a tablespace whose files are gone (its checkpoints would fail).
+    let _tablespace = DroppedTablespace {
+        url: url.clone(),
+        schema,
+        tablespace: tablespace.clone(),
+    };
+    // The URL's options already set the schema: the store's tables go to the tablespace too.
+    let store = format!("{url}%20-c%20default_tablespace%3D{tablespace}");
+    let store = Path::new(&store);
+
+    let fake = fake().await;
+    let old = fake
+        .calls
+        .add_many(ROLEPLAY, [secs_ago(5 * 3600), secs_ago(4 * 3600)]);
+    let first = fake.reconcile_at(store, &["--source", "roleplay"]).await;
+    assert_eq!(first.code, 0, "{first:?}");
+    let mark = pg_watermark(&db, ROLEPLAY).await.expect("a watermark");
+
+    fs.fill();
+    let new = fake
+        .calls
+        .add_many(ROLEPLAY, (1..=150).map(|n| secs_ago(10 * n)));
+    let full = fake.reconcile_at(store, &["--source", "roleplay"]).await;
+    assert_eq!(full.code, 75, "{full:?}");
+    assert!(
+        full.stderr.contains("space"),
+        "it says why: {}",
+        full.stderr
+    );
+    assert_eq!(
+        pg_watermark(&db, ROLEPLAY).await.as_deref(),
+        Some(mark.as_str()),
+        "the watermark did not move"
+    );
+
+    fs.free();
+    let rerun = fake.reconcile_at(store, &["--source", "roleplay"]).await;
+    assert_eq!(rerun.code, 0, "{rerun:?}");
+    let mut expected: Vec<String> = old.into_iter().chain(new).collect();
+    expected.sort();
+    let stored: Vec<String> = db
+        .query("SELECT id FROM calls ORDER BY id", &[])
+        .await
+        .expect("calls")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(stored, expected, "every call once");
+    let running: i64 = db
+        .query_one("SELECT COUNT(*) FROM runs WHERE outcome = 'running'", &[])
+        .await
+        .expect("runs")
+        .get(0);
+    assert_eq!(running, 0, "no run is left running");
 }
