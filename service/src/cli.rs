@@ -62,7 +62,11 @@ pub async fn main() -> ExitCode {
                 return ExitCode::from(*code);
             }
             // stderr may be a closed pipe too: never panic over the message.
-            let _ = writeln!(std::io::stderr(), "error: {error:#}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: {}",
+                svc_ops::errors::chain(error.as_ref())
+            );
             if error.downcast_ref::<Usage>().is_some() {
                 ExitCode::from(2)
             } else if error.downcast_ref::<Temporary>().is_some() {

@@ -80,9 +80,10 @@ pub fn main_entry() -> ExitCode {
                 error.downcast_ref::<exit::CliError>(),
                 Some(exit::CliError::Reported(_))
             ) {
+                let message = svc_ops::errors::chain(error.as_ref());
                 match exit::hint(&error) {
-                    Some(hint) => log.error(&format!("svc-cli: error: {error:#} ({hint})")),
-                    None => log.error(&format!("svc-cli: error: {error:#}")),
+                    Some(hint) => log.error(&format!("svc-cli: error: {message} ({hint})")),
+                    None => log.error(&format!("svc-cli: error: {message}")),
                 }
             }
             ExitCode::from(exit::code_for(&error))

@@ -300,6 +300,13 @@ async fn sandbox_ingest_real_on_a_full_disk_exits_75_and_the_same_file_later_sto
         full.stderr.contains("ingest the same file again"),
         "{full:?}"
     );
+    assert!(
+        ["No space left on device", "database or disk is full"]
+            .iter()
+            .all(|says| full.stderr.matches(says).count() <= 1),
+        "the cause is said once: {}",
+        full.stderr
+    );
     assert_eq!(full.stdout, "", "nothing reported stored");
 
     fs.free();

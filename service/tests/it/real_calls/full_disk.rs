@@ -122,6 +122,11 @@ async fn an_ingestion_on_a_full_disk_stores_nothing_and_the_same_file_stores_eve
         "{}",
         run.stderr
     );
+    assert!(
+        full.iter().all(|says| run.stderr.matches(says).count() <= 1),
+        "the cause is said once: {}",
+        run.stderr
+    );
     let failed = ingest
         .ingest(&world.tenant.id, records.iter().cloned().map(Ok).collect())
         .await;
