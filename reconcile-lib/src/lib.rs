@@ -43,7 +43,9 @@
 //!
 //! Receiving itself (verification, dedupe, the durable inbox, the HTTP route) is
 //! `svc-receiver`'s: a tenant hands it a [`SinkHandler`] over its sink. `svc-cli webhook serve`
-//! is the same receiver writing into the `store::Store`, with health and metrics endpoints.
+//! is the same receiver with a [`SinkHandler`] over the `store::Store` (its `--fetch`), which
+//! first records every delivery, scored or not, in the store's ledger; and health and metrics
+//! endpoints.
 
 #![warn(missing_docs)]
 

@@ -1,6 +1,7 @@
 //! The webhook receiver behind `svc-cli webhook serve`, usable on its own (tests embed it on
 //! port 0): `svc-receiver`'s durable inbox in the store file, and workers that record each
-//! verified delivery in the store's ledger (and, with a client, store the call's detail).
+//! verified delivery in the store's ledger (and, with a client, store the call through
+//! `svc_reconcile::SinkHandler`, as a tenant embedding the library would).
 //!
 //! A delivery is verified over its raw body, deduplicated on `X-Service-Webhook-Id` and
 //! committed to the inbox (tables of the store file, `synchronous=FULL`) before the `200`; a
@@ -14,6 +15,7 @@
 //! recorder.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -26,9 +28,9 @@ use tokio::net::TcpListener;
 
 use crate::ops::health::{HEALTHZ, METRICS, Ops, READYZ};
 use crate::ops::prometheus::Metrics;
-use svc_client::{CallId, Client, ErrorClass};
+use svc_client::Client;
+use svc_reconcile::SinkHandler;
 use svc_reconcile::store::Store;
-use svc_reconcile::store::calls::Writer;
 use svc_reconcile::store::deliveries::NewDelivery;
 use svc_reconcile::store::inbox::StoreInbox;
 use svc_reconcile::time::format_ts;
@@ -173,10 +175,14 @@ async fn serve(
         .route(&config.path, inbox_route(receiver))
         .merge(ops.router(listeners.metrics.is_none()));
     let handler = {
-        let (store, client) = (config.store.clone(), config.client.clone());
+        let store = config.store.clone();
+        let calls = config
+            .client
+            .clone()
+            .map(|client| SinkHandler::new(client, Arc::new(store.clone())));
         move |received: Received| {
-            let (store, client) = (store.clone(), client.clone());
-            async move { record(&store, client.as_ref(), received).await }
+            let (store, calls) = (store.clone(), calls.clone());
+            async move { record(&store, calls.as_ref(), received).await }
         }
     };
     // One signal stops both servers.
@@ -219,9 +225,16 @@ async fn serve(
     served.context("serving webhooks")
 }
 
-/// Records one verified delivery in the ledger and, with a client, stores the call's detail.
-/// An `Err` leaves the entry in the inbox, retried later.
-async fn record(store: &Store, client: Option<&Client>, received: Received) -> Result<(), String> {
+/// Records one verified delivery in the ledger (every delivery, scored or not, in a transaction
+/// of its own, so that reconcile counts it delivered even while its call cannot be read) and,
+/// with `--fetch`, stores the call through the same `SinkHandler` a tenant embeds (which reads
+/// the detail, leaves a 404 to reconcile, and stores the call with its delivery in one
+/// transaction). An `Err` leaves the entry in the inbox, retried later.
+async fn record(
+    store: &Store,
+    calls: Option<&SinkHandler<Store>>,
+    received: Received,
+) -> Result<(), String> {
     let event = received.event.clone();
     let verified_at = DateTime::<Utc>::from_timestamp(received.received_at, 0).unwrap_or_default();
     let inserted = {
@@ -249,26 +262,12 @@ async fn record(store: &Store, client: Option<&Client>, received: Received) -> R
                 "call not scored");
         }
     }
-    let Some(client) = client.filter(|_| event.success) else {
-        return Ok(());
-    };
-    let call_id = CallId::from_service(event.call_id.clone());
-    match client.call_raw(&call_id).await {
-        Ok(detail) => {
-            let writer = Writer::webhook();
-            store
-                .blocking(move |s| s.store_calls(&[(None, detail)], &writer))
-                .await
-                .map(drop)
-                .map_err(|e| format!("storing call {call_id}: {e}"))
-        }
-        // Scored calls are readable; a 404 or a malformed detail will not heal by retrying
-        // now. Reconcile stores the call from its listing.
-        Err(e) if e.class() == ErrorClass::Failure => {
-            tracing::warn!(call_id = %call_id, error = %e,
-                "call detail not stored; reconcile will store it");
-            Ok(())
-        }
-        Err(e) => Err(format!("reading call {call_id}: {e:#}")),
+    match calls {
+        Some(calls) => calls
+            .store(&received)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string()),
+        None => Ok(()),
     }
 }

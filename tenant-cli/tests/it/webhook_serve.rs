@@ -272,6 +272,96 @@ async fn with_fetch_the_detail_of_each_scored_call_is_stored() {
     assert_eq!(delivery, "webhook");
 }
 
+/// `--fetch` stores calls through `svc_reconcile::SinkHandler` after the ledger row: a detail
+/// the service refuses for good (404) leaves the delivery in the ledger and the call to
+/// reconcile, and a detail that fails for now (503 past the client's retries) is retried from
+/// the inbox until the call is stored, once.
+#[tokio::test]
+async fn with_fetch_a_404_detail_is_left_to_reconcile_and_a_503_is_retried_until_stored() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, ResponseTemplate};
+
+    let server = MockServer::start().await;
+    let call_id = svc_fixtures::bodies::ROLEPLAY_CALL_ID;
+    let unavailable = serde_json::json!({
+        "error": { "code": "INTERNAL_ERROR", "message": "try again", "requestId": "req_1" }
+    });
+    // Reads are not retried by the client (--retries 0): each 503 fails the inbox's attempt,
+    // which tries the entry again later.
+    Mock::given(method("GET"))
+        .and(path(format!("/v1/calls/{call_id}")))
+        .respond_with(ResponseTemplate::new(503).set_body_json(&unavailable))
+        .up_to_n_times(2)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/v1/calls/svc_call_gone"))
+        .respond_with(ResponseTemplate::new(404).set_body_json(serde_json::json!({
+            "error": { "code": "CALL_NOT_FOUND", "message": "no such call", "requestId": "req_2" }
+        })))
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    svc_fixtures::happy::mount(&server).await;
+    let base = svc_fixtures::base_url(&server);
+    let mut serving = serve(
+        &[
+            ("SVC_BASE_URL", &base),
+            ("SVC_API_KEY", svc_fixtures::API_KEY),
+        ],
+        &["--fetch", "--retries", "0"],
+    )
+    .await;
+    let gone = body(&scored("svc_call_gone"));
+    assert_eq!(post(&serving.url, "wh_gone", &gone, SECRET).await, 200);
+    let flaky = body(&scored(call_id));
+    assert_eq!(post(&serving.url, "wh_flaky", &flaky, SECRET).await, 200);
+    // Both deliveries are in the ledger at once, whatever their calls' details do.
+    wait_for(&serving.store, "SELECT COUNT(*) FROM deliveries", 2).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while count(&serving.store, "SELECT COUNT(*) FROM calls") < 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call was never stored after its detail came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let reads = server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.url.path() == format!("/v1/calls/{call_id}"))
+        .count();
+    assert_eq!(
+        reads, 3,
+        "two attempts met a 503, the third stored the call"
+    );
+    assert_eq!(terminate(&mut serving.child).await, 0);
+    assert_eq!(
+        count(
+            &serving.store,
+            &format!("SELECT COUNT(*) FROM calls WHERE id = '{call_id}' AND delivery = 'webhook'")
+        ),
+        1,
+        "stored once, as delivered by its webhook"
+    );
+    assert_eq!(
+        count(
+            &serving.store,
+            "SELECT COUNT(*) FROM calls WHERE id = 'svc_call_gone'"
+        ),
+        0,
+        "a refused detail is left to reconcile"
+    );
+    assert_eq!(
+        count(&serving.store, "SELECT COUNT(*) FROM deliveries"),
+        2,
+        "each delivery once in the ledger"
+    );
+}
+
 #[tokio::test]
 async fn a_missing_secret_or_store_directory_is_a_usage_error() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -123,7 +123,8 @@ async fn an_ingestion_on_a_full_disk_stores_nothing_and_the_same_file_stores_eve
         run.stderr
     );
     assert!(
-        full.iter().all(|says| run.stderr.matches(says).count() <= 1),
+        full.iter()
+            .all(|says| run.stderr.matches(says).count() <= 1),
         "the cause is said once: {}",
         run.stderr
     );
