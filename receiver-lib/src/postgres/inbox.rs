@@ -272,12 +272,19 @@ impl Inbox for PgInbox {
         Ok((n(0), n(1), n(2)))
     }
 
-    /// A round trip on a connection of the pool, as an accept would take: the database
-    /// answers and a connection is free.
+    /// A committed write on a connection of the pool, as an accept would take: a connection
+    /// is free, and the database answers and takes a write (the schema's version row set to
+    /// what it holds, a new row version and its WAL record). A read would pass where every
+    /// accept fails: a database switched read-only (a standby after a failover,
+    /// `default_transaction_read_only`), or one whose disk is full.
     async fn check_writable(&self) -> Result<(), StorageError> {
         let client = self.database.client().await?;
         client
-            .answer(client.execute("SELECT 1", &[]))
+            .answer(client.execute(
+                "UPDATE svc_receiver_schema SET version = version
+                 WHERE version = (SELECT max(version) FROM svc_receiver_schema)",
+                &[],
+            ))
             .await
             .map(drop)
     }

@@ -1,8 +1,8 @@
 //! The PostgreSQL stores on a network that stalls (issue 27), through `svc_fixtures::proxy`: a
 //! statement left unanswered fails within the database's answer timeout instead of holding its
 //! caller (and its place in the pool) forever, and once the network is back the next calls
-//! get fresh connections rather than the dead ones. Skipped loudly without
-//! `SVC_TEST_POSTGRES_URL`.
+//! get fresh connections rather than the dead ones; and a database that answers but takes no
+//! write fails the inbox's readiness probe. Skipped loudly without `SVC_TEST_POSTGRES_URL`.
 
 use std::time::{Duration, Instant};
 
@@ -74,4 +74,91 @@ async fn a_stalled_connection_fails_within_the_answer_timeout_and_the_pool_recov
     );
     let (counts, _) = within(Duration::from_secs(10), inbox.counts()).await;
     assert_eq!(counts.expect("counts"), (2, 0, 0), "each delivery once");
+}
+
+/// The inbox's readiness probe writes: on a database that answers but takes no write (here
+/// its role switched to read-only transactions, as a standby after a failover), it fails,
+/// and it passes again once writes are back, on fresh connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readiness_probe_fails_while_the_database_takes_no_write() {
+    let Some(url) = svc_fixtures::postgres::fresh_schema_url("pg_probe_read_only").await else {
+        return;
+    };
+    let admin = connect(&url).await;
+    let role = format!(
+        "svc_read_only_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default()
+    );
+    admin
+        .batch_execute(&format!("CREATE ROLE {role} LOGIN SUPERUSER"))
+        .await
+        .expect("the test's role");
+    let database = PgDatabase::connect_with(&format!("{url}&user={role}"), 2)
+        .await
+        .expect("connect and migrate");
+    let inbox = PgInbox::new(database, InboxPolicy::default());
+    inbox.check_writable().await.expect("ready");
+
+    let switch = |read_only: bool| {
+        let (admin, role) = (&admin, &role);
+        async move {
+            let setting = if read_only {
+                "SET default_transaction_read_only = on"
+            } else {
+                "RESET default_transaction_read_only"
+            };
+            admin
+                .batch_execute(&format!("ALTER ROLE {role} {setting}"))
+                .await
+                .expect("alter the role");
+            // The role's sessions start again with the setting.
+            admin
+                .execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1",
+                    &[role],
+                )
+                .await
+                .expect("end the role's sessions");
+        }
+    };
+    // Until the probe says `done`: the first may meet a connection just ended.
+    let probe_until = |done: fn(&Result<(), svc_receiver::dedup::StorageError>) -> bool| {
+        let inbox = &inbox;
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let probed = inbox.check_writable().await;
+                if done(&probed) {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the probe kept saying {probed:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    switch(true).await;
+    probe_until(|probed| {
+        probed
+            .as_ref()
+            .is_err_and(|refused| refused.to_string().contains("read-only"))
+    })
+    .await;
+    switch(false).await;
+    probe_until(Result::is_ok).await;
+}
+
+/// A plain client on `url`, for the test's own statements.
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test PostgreSQL");
+    tokio::spawn(connection);
+    client
 }
