@@ -102,11 +102,21 @@ const SERVICE_FLAGS: [&str; 8] = [
     "max_retry_after",
 ];
 
-/// The commands that never call the service, by path: their help leaves out
-/// [`SERVICE_FLAGS`] (still accepted, as every global flag is, so that a shared alias or
-/// environment does not break them).
-const LOCAL_COMMANDS: [[&str; 2]; 3] =
-    [["store", "stats"], ["store", "export"], ["store", "report"]];
+/// The commands that never call the service, by path (a group whose every command is local
+/// among them): their help leaves out [`SERVICE_FLAGS`] (still accepted, as every global flag
+/// is, so that a shared alias or environment does not break them).
+const LOCAL_COMMANDS: [&[&str]; 10] = [
+    &["store"],
+    &["store", "stats"],
+    &["store", "export"],
+    &["store", "report"],
+    &["inbox"],
+    &["inbox", "dead-letters"],
+    &["inbox", "requeue"],
+    &["inbox", "discard"],
+    &["webhook", "verify"],
+    &["webhook", "sign"],
+];
 
 /// The command line's definition, as parsed and as `--help` shows it.
 pub fn command() -> clap::Command {
@@ -119,11 +129,21 @@ pub fn command() -> clap::Command {
         .filter(|a| SERVICE_FLAGS.contains(&a.get_id().as_str()))
         .map(|a| a.clone().hide(true))
         .collect();
-    LOCAL_COMMANDS.iter().fold(cli, |cli, [group, name]| {
-        cli.mut_subcommand(group, |group| {
-            group.mut_subcommand(name, |command| command.args(hidden.iter().cloned()))
-        })
+    LOCAL_COMMANDS.iter().fold(cli, |cli, path| {
+        with_subcommand(cli, path, &|command| command.args(hidden.iter().cloned()))
     })
+}
+
+/// `command` with its subcommand at `path` changed by `change`.
+fn with_subcommand(
+    command: clap::Command,
+    path: &[&str],
+    change: &dyn Fn(clap::Command) -> clap::Command,
+) -> clap::Command {
+    match path {
+        [] => change(command),
+        [name, rest @ ..] => command.mut_subcommand(name, |sub| with_subcommand(sub, rest, change)),
+    }
 }
 
 impl std::fmt::Debug for GlobalArgs {

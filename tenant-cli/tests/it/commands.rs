@@ -672,8 +672,19 @@ async fn help_names_the_store_variable_once_and_local_commands_list_no_service_f
             run.stdout
         );
     }
-    for command in ["stats", "export", "report"] {
-        let run = sandbox.run(&["store", command, "--help"]).await;
+    for command in [
+        &["store", "stats"][..],
+        &["store", "export"],
+        &["store", "report"],
+        &["store"],
+        &["inbox"],
+        &["inbox", "dead-letters"],
+        &["inbox", "requeue"],
+        &["inbox", "discard"],
+        &["webhook", "verify"],
+        &["webhook", "sign"],
+    ] {
+        let run = sandbox.run(&[command, &["--help"]].concat()).await;
         for flag in [
             "--base-url",
             "--api-key",
@@ -684,7 +695,7 @@ async fn help_names_the_store_variable_once_and_local_commands_list_no_service_f
         ] {
             assert!(
                 !run.stdout.contains(flag),
-                "store {command} does not use {flag}: {}",
+                "{command:?} does not use {flag}: {}",
                 run.stdout
             );
         }
@@ -695,10 +706,12 @@ async fn help_names_the_store_variable_once_and_local_commands_list_no_service_f
         .run(&["--retries", "1", "store", "stats", "--store", "none.db"])
         .await;
     assert!(run.stderr.contains("no store at none.db"), "{run:?}");
-    let run = sandbox.run(&["calls", "list", "--help"]).await;
-    assert!(
-        run.stdout.contains("--base-url") && run.stdout.contains("--retries"),
-        "{}",
-        run.stdout
-    );
+    for command in [&["calls", "list"][..], &["webhook", "serve"], &["webhook"]] {
+        let run = sandbox.run(&[command, &["--help"]].concat()).await;
+        assert!(
+            run.stdout.contains("--base-url") && run.stdout.contains("--retries"),
+            "{command:?}: {}",
+            run.stdout
+        );
+    }
 }
