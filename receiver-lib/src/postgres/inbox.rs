@@ -274,9 +274,10 @@ impl Inbox for PgInbox {
 
     /// A committed write on a connection of the pool, as an accept would take: a connection
     /// is free, and the database answers and takes a write (the schema's version row set to
-    /// what it holds, a new row version and its WAL record). A read would pass where every
-    /// accept fails: a database switched read-only (a standby after a failover,
-    /// `default_transaction_read_only`), or one whose disk is full.
+    /// what it holds: a new row version and its WAL record). A read would pass where every
+    /// accept fails on a database switched read-only (a standby after a failover,
+    /// `default_transaction_read_only`). It does not see a full disk: the row fits in its
+    /// page, where accepts need new ones.
     async fn check_writable(&self) -> Result<(), StorageError> {
         let client = self.database.client().await?;
         client

@@ -13,8 +13,10 @@
 //! server closed (a restart, `pg_terminate_backend`, a network cut) is seen closed by the
 //! driver and replaced at the next checkout.
 //!
-//! Connections are opened on the Tokio runtime of the task that checks one out (their I/O
-//! runs as a task of that runtime).
+//! A connection's I/O runs as a task of the Tokio runtime that opened it: the runtime of the
+//! task that checks one out, or the runtime given with [`PgPool::on_runtime`] (what a caller
+//! that blocks a thread on the pool's futures needs, so that no connection's I/O waits for
+//! the thread it blocks).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -45,6 +47,8 @@ pub struct PgPool {
     url: Arc<str>,
     /// How long a statement waits for its answer.
     answer_timeout: Duration,
+    /// The runtime new connections are opened on, when not the caller's.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl std::fmt::Debug for PgPool {
@@ -59,6 +63,7 @@ impl std::fmt::Debug for PgPool {
 
 /// Why no connection could be checked out of a [`PgPool`], or a statement got no answer.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PgPoolError {
     /// A new connection could not be opened (refused, unreachable, a refused password, no
     /// slot left on the server): the driver's error, to tell transient causes apart.
@@ -138,7 +143,18 @@ impl PgPool {
             pool,
             url: url_text.into(),
             answer_timeout: DEFAULT_ANSWER_TIMEOUT,
+            runtime: None,
         })
+    }
+
+    /// The same pool, whose new connections are opened on `runtime` (their I/O a task of it)
+    /// rather than on the runtime of whoever checks one out. For a pool whose futures are
+    /// also awaited by blocking a thread (`svc-reconcile`'s store): a connection whose I/O
+    /// belonged to the blocked thread's runtime could wait for that very thread.
+    #[must_use]
+    pub fn on_runtime(mut self, runtime: tokio::runtime::Handle) -> Self {
+        self.runtime = Some(runtime);
+        self
     }
 
     /// The same pool, whose connections' statements wait for the server's answer at most
@@ -178,11 +194,21 @@ impl PgPool {
             create: Some(self.connect_timeout()),
             recycle: None,
         };
-        let object = self
-            .pool
-            .timeout_get(&timeouts)
-            .await
-            .map_err(|err| self.pool_error(err))?;
+        let checkout = {
+            let pool = self.pool.clone();
+            async move { pool.timeout_get(&timeouts).await }
+        };
+        let object = match &self.runtime {
+            Some(runtime) => runtime
+                .spawn(checkout)
+                .await
+                .map_err(|err| PgPoolError::Pool {
+                    url: Arc::clone(&self.url),
+                    message: format!("the checkout task failed: {err}"),
+                })?,
+            None => checkout.await,
+        }
+        .map_err(|err| self.pool_error(err))?;
         Ok(PgConn {
             object: Some(object),
             pool: self.pool.clone(),
@@ -231,6 +257,11 @@ impl PgPool {
 /// A connection checked out of a [`PgPool`]; back in the pool when dropped, unless a statement
 /// on it went unanswered ([`AnswerWatch`]) or [`PgConn::close_on_drop`] was called: then it is
 /// closed, and with an unanswered one the pool's idle connections too.
+///
+/// It derefs to the driver's client: whatever session state a statement leaves (a `SET`
+/// outside a transaction, a session advisory lock, a `LISTEN`) goes back to the pool with it,
+/// to the next user of the connection; use `SET LOCAL` and transaction-scoped locks, or
+/// [`PgConn::close_on_drop`].
 pub struct PgConn {
     /// `Some` until dropped.
     object: Option<Object>,

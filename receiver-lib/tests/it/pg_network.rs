@@ -152,6 +152,14 @@ async fn the_readiness_probe_fails_while_the_database_takes_no_write() {
     .await;
     switch(false).await;
     probe_until(Result::is_ok).await;
+
+    // The role goes with what it made (the test schema's tables), once its sessions are gone.
+    drop(inbox);
+    switch(false).await;
+    admin
+        .batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE {role}"))
+        .await
+        .expect("drop the test's role");
 }
 
 /// A plain client on `url`, for the test's own statements.

@@ -207,7 +207,8 @@ fn pool_error(err: PgPoolError) -> StoreError {
         PgPoolError::Timeout { .. } | PgPoolError::Unanswered { .. } => {
             StoreError::Unavailable(err.to_string())
         }
-        PgPoolError::Pool { .. } => StoreError::Postgres(err.to_string()),
+        // The pool closed or failing itself (and any later kind).
+        _ => StoreError::Postgres(err.to_string()),
     }
 }
 
@@ -247,18 +248,20 @@ impl From<tokio_postgres::Error> for StoreError {
     }
 }
 
-/// The runtime that drives the I/O of every store connection of the process (one thread,
-/// started with the first PostgreSQL store). The store's methods are synchronous: they wait
-/// for their statements by parking their own thread ([`block_on`]), while this runtime's
-/// thread does the I/O and runs the timers. So they work from any thread, a Tokio worker of
-/// the caller's own runtime included (where the SQLite store blocks in the same way), and the
-/// connections outlive any runtime of the caller's.
+/// The runtime that drives the I/O of every store connection of the process (two threads,
+/// started with the first PostgreSQL store; the store's pool opens its connections on it, the
+/// inbox's too when `webhook serve` shares the pool). The store's methods are synchronous:
+/// they wait for their statements by parking their own thread ([`block_on`]), while this
+/// runtime's threads do the I/O and run the timers. So no connection's I/O waits for the
+/// parked thread, whichever thread calls (a Tokio worker of the caller's own runtime included,
+/// where the SQLite store blocks in the same way), and the connections outlive any runtime of
+/// the caller's.
 fn driver() -> Result<&'static tokio::runtime::Runtime, StoreError> {
     static DRIVER: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
     DRIVER
         .get_or_init(|| {
             tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
+                .worker_threads(2)
                 .thread_name("svc-store-postgres")
                 .enable_all()
                 .build()
@@ -281,7 +284,9 @@ fn block_on<F: Future>(future: F) -> Result<F::Output, StoreError> {
     let _context = driver()?.enter();
     let waker = Arc::new(Unpark(std::thread::current())).into();
     let mut cx = Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
+    // Outside Tokio's cooperative budget: on a thread whose task spent it, a budgeted future
+    // (a semaphore, a timer) would hand its wake-up to a scheduler this parked thread stops.
+    let mut future = std::pin::pin!(tokio::task::unconstrained(future));
     loop {
         if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
             return Ok(output);
@@ -306,9 +311,22 @@ impl PgBackend {
         let mut config = svc_receiver::postgres::connect_config(url.expose())
             .map_err(|e| StoreError::Config(e.to_string()))?;
         config.application_name(application_name);
+        // Every statement waits for another transaction's lock at most `lock_timeout` (as
+        // SQLite's busy timeout), reads as writes (and the inbox's, when `webhook serve` shares
+        // the pool: an accept held that long fails, answered 503, and the sender retries).
+        let lock_timeout = format!(
+            "-c lock_timeout={}",
+            lock_timeout(url.answer_timeout()).as_millis()
+        );
+        let options = match config.get_options() {
+            Some(options) => format!("{options} {lock_timeout}"),
+            None => lock_timeout,
+        };
+        config.options(options);
         let pool = PgPool::with_config(config, &url.to_string(), max_connections)
             .map_err(|e| StoreError::Config(e.to_string()))?
-            .with_answer_timeout(url.answer_timeout());
+            .with_answer_timeout(url.answer_timeout())
+            .on_runtime(driver()?.handle().clone());
         let backend = Self { pool };
         drop(backend.checkout()?);
         Ok(backend)
@@ -449,8 +467,8 @@ fn wait<T>(
 }
 
 /// Runs `work` in one transaction on `conn`, committed when it succeeds; a write transaction
-/// takes the store's write lock first, waiting at most [`lock_timeout`] for it. `Ok(Err(work))`,
-/// untouched, when the connection turned out closed at `BEGIN`.
+/// takes the store's write lock first, waiting at most [`lock_timeout`] for it (the session's
+/// setting). `Ok(Err(work))`, untouched, when the connection turned out closed at `BEGIN`.
 fn attempt<T, F>(
     conn: &mut PgConn,
     write: bool,
@@ -460,7 +478,6 @@ where
     F: FnOnce(&mut dyn Sql) -> Result<T, StoreError>,
 {
     let watch = conn.watch();
-    let lock_timeout = lock_timeout(watch.timeout());
     let tx = match block_on(watch.answer_raw(conn.transaction()))? {
         Ok(Ok(tx)) => tx,
         Ok(Err(err)) if err.is_closed() => return Ok(Err(work)),
@@ -469,13 +486,10 @@ where
     };
     let run = || {
         if write {
-            // One round trip: the wait for another writer is bounded as SQLite's busy timeout.
             wait(
                 &watch,
                 tx.batch_execute(&format!(
-                    "SET LOCAL lock_timeout = '{}ms'; \
-                     SELECT pg_advisory_xact_lock({WRITE_LOCK}, {STORE_KEY})",
-                    lock_timeout.as_millis()
+                    "SELECT pg_advisory_xact_lock({WRITE_LOCK}, {STORE_KEY})"
                 )),
             )?;
         }

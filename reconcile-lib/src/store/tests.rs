@@ -826,3 +826,39 @@ fn on_postgres_a_read_goes_on_while_another_thread_holds_a_write_transaction() {
         vec!["held".to_owned()]
     );
 }
+
+/// The store's PostgreSQL methods block the calling thread; called many times in one poll of
+/// a task on a Tokio worker (an embedder's async code calling it directly), they neither hang
+/// nor spin once the task's cooperative budget is spent.
+#[cfg(feature = "postgres")]
+#[test]
+fn on_postgres_many_store_calls_in_one_poll_of_a_tokio_task_all_finish() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let Some((_runtime, store)) = postgres_store("many_store_calls_in_one_poll") else {
+        return;
+    };
+    let (done, finished) = mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let calls = runtime.block_on(runtime.spawn(async move {
+            let mut total = 0;
+            for _ in 0..300 {
+                total += store.read(|db| db.query_one("SELECT 1::bigint", &[])?.count(0))?;
+            }
+            Ok::<_, StoreError>(total)
+        }));
+        let _ = done.send(calls);
+    });
+    let total = finished
+        .recv_timeout(Duration::from_secs(120))
+        .expect("every call finished")
+        .expect("the task")
+        .expect("the reads");
+    assert_eq!(total, 300);
+}

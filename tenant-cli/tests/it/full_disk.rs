@@ -387,31 +387,12 @@ async fn a_reconcile_whose_postgres_disk_fills_exits_75_and_the_next_run_stores_
         return;
     };
     let db = crate::postgres::database(&url).await;
-    // The tablespace's directory belongs to the server's own user (the data directory's).
-    let data_dir: String = db
-        .query_one("SHOW data_directory", &[])
-        .await
-        .expect("data_directory")
-        .get(0);
-    let owner = std::fs::metadata(&data_dir).expect("the data directory");
-    let space = fs.path().join("tablespace");
-    std::fs::create_dir(&space).expect("the tablespace's directory");
-    for dir in [fs.path(), space.as_path()] {
-        std::os::unix::fs::chown(dir, Some(owner.uid()), Some(owner.gid()))
-            .expect("hand the directory to the server's user");
-    }
-    let tablespace = format!("t_full_{}", std::process::id());
-    db.batch_execute(&format!(
-        "CREATE TABLESPACE {tablespace} LOCATION '{}'",
-        space.display()
-    ))
-    .await
-    .expect("create the tablespace");
     let schema: String = db
         .query_one("SELECT current_schema()", &[])
         .await
         .expect("schema")
         .get(0);
+    let tablespace = format!("t_full_{}", std::process::id());
     // Dropped before the file system (declared after it), even when the test fails: the
     // server must not keep a tablespace whose files are gone (its checkpoints would fail).
     let _tablespace = DroppedTablespace {
@@ -419,6 +400,32 @@ async fn a_reconcile_whose_postgres_disk_fills_exits_75_and_the_next_run_stores_
         schema,
         tablespace: tablespace.clone(),
     };
+    // The tablespace's directory belongs to the server's own user (the data directory's): a
+    // server this test cannot see the files of (another machine's) cannot take part.
+    let data_dir: String = db
+        .query_one("SHOW data_directory", &[])
+        .await
+        .expect("data_directory")
+        .get(0);
+    let Ok(owner) = std::fs::metadata(&data_dir) else {
+        svc_fixtures::skip::announce(
+            test,
+            "the PostgreSQL server's data directory is not on this machine",
+        );
+        return;
+    };
+    let space = fs.path().join("tablespace");
+    std::fs::create_dir(&space).expect("the tablespace's directory");
+    for dir in [fs.path(), space.as_path()] {
+        std::os::unix::fs::chown(dir, Some(owner.uid()), Some(owner.gid()))
+            .expect("hand the directory to the server's user");
+    }
+    db.batch_execute(&format!(
+        "CREATE TABLESPACE {tablespace} LOCATION '{}'",
+        space.display()
+    ))
+    .await
+    .expect("create the tablespace");
     // The URL's options already set the schema: the store's tables go to the tablespace too.
     let store = format!("{url}%20-c%20default_tablespace%3D{tablespace}");
     let store = Path::new(&store);

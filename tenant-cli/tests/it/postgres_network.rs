@@ -235,12 +235,13 @@ async fn latency_to_the_database_slows_deliveries_down_and_loses_none() {
     drop(replica);
 }
 
-/// Whether a reconcile run holds the store's run lock (the session advisory lock of class
-/// `0x73766303` the store takes).
+/// Whether a reconcile run holds the run lock of the store `db` is on (the session advisory
+/// lock of class `0x73766303`, keyed by the store's schema).
 async fn run_lock_held(db: &tokio_postgres::Client) -> bool {
     db.query_one(
         "SELECT COUNT(*) FROM pg_locks
-         WHERE locktype = 'advisory' AND granted AND classid::bigint = 1937138435",
+         WHERE locktype = 'advisory' AND granted AND classid::bigint = 1937138435
+           AND objid::bigint = (hashtext(current_schema())::bigint & 4294967295)",
         &[],
     )
     .await
