@@ -1,7 +1,6 @@
 //! Group commit of exactly-once direct-mode deliveries on PostgreSQL (issue 24's benchmark
-//! target): the deliveries that wait together share one transaction of the tenant's database,
-//! each tenant effect under a savepoint of its own, and one commit (one WAL flush) before any
-//! of them is answered. Both drivers ([`super::PgExactlyOnce`] and, with the feature
+//! target): the deliveries that wait together share one transaction of the tenant's database
+//! and one commit (one WAL flush) before any of them is answered. Both drivers ([`super::PgExactlyOnce`] and, with the feature
 //! `sqlx-postgres`, `SqlxPgExactlyOnce`) run their direct mode through it.
 //!
 //! A [`Gatherer`] starts a task on its first call (and again in the caller's runtime if the one
@@ -16,11 +15,16 @@
 //!    each other in a cycle);
 //! 2. each delivery classified by what is already recorded: a duplicate (its signature is
 //!    remembered with the batch, nothing runs), a replay (nothing runs), or fresh;
-//! 3. each fresh delivery's effect, in arrival order, under the savepoint `svc_effect`: its
-//!    error or panic rolls back to the savepoint only, and only that delivery fails (answered
-//!    `500`, so the sender retries it); the others of the batch are not held past the batch;
-//! 4. the done records of the effects that succeeded and the signatures, in one statement;
-//! 5. one commit, and only then every caller's answer.
+//! 3. each fresh delivery's effect, in arrival order (or, with `effects_at_once`, all at once),
+//!    with no savepoint; when one fails (an `Err`, a panic, or an `Ok` after a failed
+//!    statement, which aborts the transaction and fails the next statement), the attempt is
+//!    rolled back and the batch runs again the careful way: steps 1 and 2 anew, then each
+//!    effect one after the other under the savepoint `svc_effect`, where its error or panic
+//!    rolls back to the savepoint only, and only that delivery fails (answered `500`, so the
+//!    sender retries it); the others of the batch are not held past the batch;
+//! 4. the done records of the effects that succeeded and the signatures, in one statement
+//!    (the first after the effects, so it fails if one of them aborted the transaction);
+//! 5. one commit (tokio-postgres sends it with step 4), and only then every caller's answer.
 //!
 //! A batch holds distinct ids and distinct signatures: a second copy of an id (or a signature
 //! under a second id) waits for the next batch, which then finds the first one recorded (or

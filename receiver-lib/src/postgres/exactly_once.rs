@@ -11,15 +11,17 @@
 //!   are group-committed (the `effect_batch` module): one transaction takes the advisory locks
 //!   of every id and signature of the batch (the ones inbox batches take, in the same global
 //!   order), so concurrent deliveries of one id on any replicas run one after the other; it
-//!   runs each fresh delivery's effect under a savepoint of its own, records those that
-//!   succeeded as done inbox entries with their signatures, and commits once before anyone is
-//!   answered: the sender's retry after a lost answer is a duplicate, a replay of the
-//!   signature under another id is refused.
+//!   runs each fresh delivery's effect (first with no savepoint; when one fails, the attempt
+//!   is rolled back and run again with each effect under a savepoint of its own), records
+//!   those that succeeded as done inbox entries with their signatures, and commits once
+//!   before anyone is answered: the sender's retry after a lost answer is a duplicate, a
+//!   replay of the signature under another id is refused.
 //!
 //! Your code gets `&tokio_postgres::Transaction` and never commits or rolls back (in direct
-//! mode the transaction is the batch's, shared with other deliveries' effects, and your code
-//! runs inside a savepoint of it): the crate commits once it returns `Ok`, and rolls back
-//! (direct mode: to the savepoint) when it returns `Err`, panics or is cancelled.
+//! mode the transaction is the batch's, shared with other deliveries' effects, and in its
+//! careful run your code runs inside a savepoint of it): the crate commits once it returns
+//! `Ok`, and rolls back (direct mode: the attempt, or in the careful run to the savepoint)
+//! when it returns `Err`, panics or is cancelled.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -159,13 +161,12 @@ impl<E: PgEffect> PgExactlyOnce<E> {
     }
 
     /// As [`PgExactlyOnce::new`], but direct mode runs the effects of a batch at once instead
-    /// of one after the other: their statements are pipelined on the batch's connection, with
-    /// no savepoint each, and the batch waits for one round trip for all of them instead of
-    /// one per effect (0.70x the PostgreSQL inbox on the load bench, against 0.51x one by
-    /// one, in the same quiet run). When any effect fails, the whole
-    /// attempt is rolled back and the batch runs again the careful way, one effect at a time
-    /// under a savepoint of its own, so a failing effect still rolls back alone and nothing
-    /// happens twice.
+    /// of one after the other: their statements are pipelined on the batch's connection, and
+    /// the batch waits for one round trip for all of them instead of one per effect (see the
+    /// README's "Performance" for what it gains on the load bench). When any effect fails,
+    /// the whole attempt is rolled back and the batch runs again the careful way, one effect
+    /// at a time under a savepoint of its own, so a failing effect still rolls back alone and
+    /// nothing happens twice.
     ///
     /// Turn it on only for effects that do not depend on one another within a transaction:
     /// each writes rows of its own, or changes shared rows in single statements
@@ -335,8 +336,9 @@ impl<E: PgEffect> BatchRunner for Core<E> {
             classify,
             record,
         };
-        if self.at_once
-            && let Some(outcomes) = self.run_at_once(&mut client, &prepared, batch).await?
+        if let Some(outcomes) = self
+            .run_without_savepoints(&mut client, &prepared, batch)
+            .await?
         {
             return Ok(outcomes);
         }
@@ -413,13 +415,21 @@ impl<E: PgEffect> Core<E> {
         Ok((tx, sorted))
     }
 
-    /// Records what is to be recorded, then commits.
+    /// Records what is to be recorded and commits, both sent at once (one round trip): the
+    /// record is the first statement after the effects, so an effect that returned `Ok` with
+    /// a statement of it failed (the transaction aborted) fails it with
+    /// `IN_FAILED_SQL_TRANSACTION`, and PostgreSQL then answers the `COMMIT` of the aborted
+    /// transaction by rolling it back. Committed only when both succeed.
     async fn record_and_commit(
         tx: Transaction<'_>,
         prepared: &Prepared,
         records: &Records<'_>,
     ) -> Result<(), tokio_postgres::Error> {
-        if !records.is_empty() {
+        if records.is_empty() {
+            // No effect ran in it: nothing to record, and nothing aborted it.
+            return tx.commit().await;
+        }
+        let (recorded, committed) = futures_util::future::join(
             tx.execute(
                 &prepared.record,
                 &[
@@ -431,20 +441,28 @@ impl<E: PgEffect> Core<E> {
                     &records.seen_ats,
                     &records.firsts,
                 ],
-            )
-            .await?;
-        }
-        tx.commit().await
+            ),
+            tx.batch_execute("COMMIT"),
+        )
+        .await;
+        // The transaction has ended (committed, or rolled back by its COMMIT after the record
+        // failed, or its connection is gone): its drop must not send a `ROLLBACK` of its own,
+        // which the server would answer with a warning in its log. It holds no resources but
+        // its borrow of the connection (no savepoint name: it is a top-level transaction).
+        std::mem::forget(tx);
+        recorded?;
+        committed
     }
 
-    /// The fast path: every fresh effect of the batch at once, their statements pipelined on
-    /// the batch's connection, with no savepoint. When every effect returns `Ok` and the
-    /// transaction is still sound, the batch is recorded and committed as it is. When any
-    /// effect fails (or returned `Ok` after a statement of it failed, which aborts the
+    /// The fast path: the batch's fresh effects with no savepoint, one after the other (or,
+    /// with [`PgExactlyOnce::effects_at_once`], at once: their statements pipelined on the
+    /// batch's connection). When every effect returns `Ok` and the transaction is still
+    /// sound, the batch is recorded and committed as it is. When an effect fails (the rest
+    /// do not run), or returned `Ok` after a statement of it failed (which aborts the
     /// transaction), the whole transaction is rolled back and `None` says to run the batch
-    /// again one effect at a time, each under its own savepoint: nothing of this attempt was
-    /// committed, so no effect happens twice.
-    async fn run_at_once(
+    /// again the careful way, one effect at a time under a savepoint of its own: nothing of
+    /// this attempt was committed, so no effect happens twice.
+    async fn run_without_savepoints(
         &self,
         client: &mut tokio_postgres::Client,
         prepared: &Prepared,
@@ -458,13 +476,26 @@ impl<E: PgEffect> Core<E> {
             .copied()
             .filter(|&i| batch[i].wanted())
             .collect();
-        let results = futures_util::future::join_all(
-            running
-                .iter()
-                .map(|&i| self.run_effect(&batch[i].received, &tx)),
-        )
-        .await;
-        if results.iter().any(Result::is_err) {
+        let sound = if self.at_once {
+            futures_util::future::join_all(
+                running
+                    .iter()
+                    .map(|&i| self.run_effect(&batch[i].received, &tx)),
+            )
+            .await
+            .iter()
+            .all(Result::is_ok)
+        } else {
+            let mut sound = true;
+            for &i in &running {
+                if self.run_effect(&batch[i].received, &tx).await.is_err() {
+                    sound = false;
+                    break;
+                }
+            }
+            sound
+        };
+        if !sound {
             tx.rollback().await.map_err(failed)?;
             return Ok(None);
         }
@@ -474,7 +505,7 @@ impl<E: PgEffect> Core<E> {
         match Self::record_and_commit(tx, prepared, &sorted.records).await {
             Ok(()) => {}
             // An effect returned Ok with a statement of it failed: the transaction was aborted
-            // (the rollback happened with the failed commit or the dropped transaction).
+            // (and rolled back by its COMMIT).
             Err(err) if err.code() == Some(&SqlState::IN_FAILED_SQL_TRANSACTION) => {
                 return Ok(None);
             }
