@@ -71,14 +71,14 @@ pub trait PgEffect: Send + Sync + 'static {
 pub(super) struct Statements {
     pub(super) lock_entry: String,
     pub(super) mark_done: String,
-    /// Takes the advisory locks of a batch's ids and signatures, in the global order.
-    pub(super) lock_batch: String,
-    /// Per delivery of a batch (in order): whether its id is recorded, and the id its
-    /// signature is remembered under. Both are scalar subqueries, which PostgreSQL always
-    /// runs per delivery through the primary keys: an `EXISTS` may be planned as a hashed
-    /// subplan that reads the whole inbox table on every batch (it was, for the plan made
-    /// while the table was small, and then cached: 9 ms a batch at 20 000 entries).
-    pub(super) classify: String,
+    /// Takes the advisory locks of a batch's ids and signatures, in the global order, then
+    /// (read after them) per delivery of the batch, in order: whether its id is recorded, and
+    /// the id its signature is remembered under (migration 4). Both are scalar subqueries,
+    /// which PostgreSQL always runs per delivery through the primary keys: an `EXISTS` may be
+    /// planned as a hashed subplan that reads the whole inbox table on every batch (it was,
+    /// for the plan made while the table was small, and then cached: 9 ms a batch at 20 000
+    /// entries).
+    pub(super) lock_and_classify: String,
     /// Records a batch's done entries and remembers its signatures.
     pub(super) record: String,
 }
@@ -93,15 +93,9 @@ impl Statements {
             mark_done: format!(
                 "UPDATE {table} SET state = 'done', last_error = NULL WHERE id = $1"
             ),
-            lock_batch: format!(
-                "SELECT {}($1::TEXT[], $2::BYTEA[])",
-                database.qualified("svc_receiver_lock_keys")
-            ),
-            classify: format!(
-                "SELECT (SELECT TRUE FROM {table} i WHERE i.id = d.id) IS NOT NULL,
-                        (SELECT s.id FROM {signatures} s WHERE s.signature = d.signature)
-                 FROM unnest($1::TEXT[], $2::BYTEA[]) WITH ORDINALITY AS d (id, signature, n)
-                 ORDER BY d.n"
+            lock_and_classify: format!(
+                "SELECT stored, owner FROM {}($1::TEXT[], $2::BYTEA[])",
+                database.qualified("svc_receiver_lock_and_classify")
             ),
             record: format!(
                 "WITH entries AS (
@@ -296,8 +290,7 @@ fn batch_failed(err: &tokio_postgres::Error) -> BatchFailed {
 
 /// The crate's prepared statements of a batch, on its connection.
 struct Prepared {
-    lock: tokio_postgres::Statement,
-    classify: tokio_postgres::Statement,
+    lock_and_classify: tokio_postgres::Statement,
     record: tokio_postgres::Statement,
 }
 
@@ -324,16 +317,14 @@ impl<E: PgEffect> BatchRunner for Core<E> {
                 message: err.to_string(),
                 transient: false,
             })?;
-        let (lock, classify, record) = futures_util::future::try_join3(
-            client.prepare_cached(&self.sql.lock_batch),
-            client.prepare_cached(&self.sql.classify),
+        let (lock_and_classify, record) = futures_util::future::try_join(
+            client.prepare_cached(&self.sql.lock_and_classify),
             client.prepare_cached(&self.sql.record),
         )
         .await
         .map_err(failed)?;
         let prepared = Prepared {
-            lock,
-            classify,
+            lock_and_classify,
             record,
         };
         if let Some(outcomes) = self
@@ -371,9 +362,8 @@ impl<E: PgEffect> Core<E> {
                 Ok(())
             }
         };
-        let (_, rows, ()) = futures_util::future::try_join3(
-            tx.execute(&prepared.lock, &[&ids, &signatures]),
-            tx.query(&prepared.classify, &[&ids, &signatures]),
+        let (rows, ()) = futures_util::future::try_join(
+            tx.query(&prepared.lock_and_classify, &[&ids, &signatures]),
             open,
         )
         .await

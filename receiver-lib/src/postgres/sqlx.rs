@@ -223,13 +223,7 @@ impl<E: SqlxPgEffect> Core<E> {
             .collect();
         let signatures: Vec<&[u8]> = batch.iter().map(|d| &d.signature[..]).collect();
         let mut tx = self.pool.begin().await.map_err(failed)?;
-        query(&self.sql.lock_batch)
-            .bind(&ids)
-            .bind(&signatures)
-            .execute(&mut *tx)
-            .await
-            .map_err(failed)?;
-        let rows = query(&self.sql.classify)
+        let rows = query(&self.sql.lock_and_classify)
             .bind(&ids)
             .bind(&signatures)
             .fetch_all(&mut *tx)
