@@ -1489,6 +1489,86 @@ mod pg {
         }
     }
 
+    /// Inbox mode with 40 entries in hand at once, every fifth one's effect failing and four
+    /// that return `Ok` after a statement of theirs failed: the entries handed out together
+    /// share a transaction (a failing effect shared one with an effect that committed), the
+    /// failing ones are settled for a retry with nothing committed, the others are done with
+    /// their effect once; the retries then apply each failed one once.
+    #[tokio::test]
+    async fn postgres_inbox_mode_entries_in_hand_together_share_a_transaction_and_fail_alone() {
+        let Some((driver, record, client)) = batch_driver("eo_pg_inbox_batch", false).await else {
+            return;
+        };
+        let inbox = driver.inbox().clone();
+        let ids: Vec<String> = (0..40).map(|n| format!("wh_entries_{n:02}")).collect();
+        for (n, id) in ids.iter().enumerate() {
+            let signature = [u8::try_from(n).expect("small") + 1; 32];
+            inbox
+                .accept(&webhook_id(id), &signature, &event_body(id), T)
+                .await
+                .expect("accept");
+        }
+        let failing: Vec<String> = ids.iter().step_by(5).cloned().collect();
+        let swallowing: Vec<String> = ids.iter().skip(3).step_by(10).cloned().collect();
+        record
+            .failing
+            .lock()
+            .expect("failing")
+            .extend(failing.iter().cloned());
+        record
+            .swallowing
+            .lock()
+            .expect("swallowing")
+            .extend(swallowing.iter().cloned());
+        let failing: Vec<String> = failing.into_iter().chain(swallowing).collect();
+        let steps =
+            futures_util::future::join_all(ids.iter().map(|_| process_next(&inbox, &driver, T)))
+                .await;
+        let retrying = steps
+            .iter()
+            .filter(|step| *step.as_ref().expect("step") == Step::Settled(Settled::Retrying))
+            .count();
+        assert_eq!(retrying, failing.len(), "{steps:?}");
+        for id in &ids {
+            let fails = failing.contains(id);
+            assert_eq!(effects(&client, id).await, i64::from(!fails), "{id}");
+        }
+        let runs = record.runs.lock().expect("runs").clone();
+        let txid_of = |wanted: &str| {
+            runs.iter()
+                .filter(|(id, _)| id == wanted)
+                .map(|(_, txid)| *txid)
+                .collect::<Vec<_>>()
+        };
+        let shared = failing.iter().any(|bad| {
+            let bad_txids = txid_of(bad);
+            ids.iter()
+                .filter(|id| !failing.contains(id))
+                .any(|good| txid_of(good).iter().any(|txid| bad_txids.contains(txid)))
+        });
+        assert!(
+            shared,
+            "no failing effect shared its batch with one that committed: {runs:?}"
+        );
+        record.failing.lock().expect("failing").clear();
+        record.swallowing.lock().expect("swallowing").clear();
+        let later = T + 3600;
+        let steps = futures_util::future::join_all(
+            failing.iter().map(|_| process_next(&inbox, &driver, later)),
+        )
+        .await;
+        for step in &steps {
+            assert_eq!(*step.as_ref().expect("step"), Step::Settled(Settled::Done));
+        }
+        assert_eq!(
+            process_next(&inbox, &driver, later).await.expect("step"),
+            Step::Empty
+        );
+        for id in &ids {
+            assert_eq!(effects(&client, id).await, 1, "{id}: exactly once");
+        }
+    }
+
     #[tokio::test]
     async fn postgres_inbox_mode_rolls_a_failed_effect_back_retries_it_and_applies_it_once() {
         let Some((url, schema, client)) = tenant("eo_pg_inbox_fail").await else {
