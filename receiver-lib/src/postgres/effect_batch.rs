@@ -177,9 +177,6 @@ pub(super) trait BatchRunner: Send + Sync + 'static {
 /// (with the last handle of its driver) stops its task once the batches queued are done.
 pub(super) struct Gatherer<R> {
     runner: Arc<R>,
-    /// Whether its deliveries carry signatures, which a batch holds distinct (direct mode);
-    /// inbox mode's entries have none.
-    signed: bool,
     /// The running task's queue; `None` before the first call.
     queue: Mutex<Option<mpsc::UnboundedSender<Delivery>>>,
 }
@@ -191,22 +188,10 @@ impl<R> std::fmt::Debug for Gatherer<R> {
 }
 
 impl<R: BatchRunner> Gatherer<R> {
-    /// A gatherer of direct-mode deliveries whose batches `runner` runs; its task starts on
-    /// the first call.
+    /// A gatherer whose batches `runner` runs; its task starts on the first call.
     pub(super) fn new(runner: Arc<R>) -> Self {
         Self {
             runner,
-            signed: true,
-            queue: Mutex::new(None),
-        }
-    }
-
-    /// A gatherer of inbox entries the workers hand out (their signatures are not looked at:
-    /// pass any), whose batches `runner` runs.
-    pub(super) fn for_entries(runner: Arc<R>) -> Self {
-        Self {
-            runner,
-            signed: false,
             queue: Mutex::new(None),
         }
     }
@@ -218,7 +203,7 @@ impl<R: BatchRunner> Gatherer<R> {
             Some(running) if !running.is_closed() => running.clone(),
             _ => {
                 let (sender, deliveries) = mpsc::unbounded_channel();
-                tokio::spawn(gather(Arc::clone(&self.runner), deliveries, self.signed));
+                tokio::spawn(gather(Arc::clone(&self.runner), deliveries));
                 *queue = Some(sender.clone());
                 sender
             }
@@ -246,12 +231,8 @@ impl<R: BatchRunner> Gatherer<R> {
 }
 
 /// The gathering task: until every handle is dropped, takes what is queued whenever a slot is
-/// free and runs it as one batch (distinct ids, and distinct signatures when `signed`).
-async fn gather<R: BatchRunner>(
-    runner: Arc<R>,
-    mut queue: mpsc::UnboundedReceiver<Delivery>,
-    signed: bool,
-) {
+/// free and runs it as one batch.
+async fn gather<R: BatchRunner>(runner: Arc<R>, mut queue: mpsc::UnboundedReceiver<Delivery>) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     // Deliveries that shared an id or a signature with an earlier one of their batch.
     let mut deferred = VecDeque::new();
@@ -275,7 +256,7 @@ async fn gather<R: BatchRunner>(
             let id = delivery.received.webhook_id.as_str().to_owned();
             if batch.len() < MAX_BATCH
                 && !ids.contains(&id)
-                && !(signed && signatures.contains(&delivery.signature))
+                && !signatures.contains(&delivery.signature)
             {
                 ids.insert(id);
                 signatures.insert(delivery.signature);

@@ -36,7 +36,7 @@ use super::batch::is_transient;
 use super::effect_batch::{
     BatchFailed, BatchRunner, Class, Delivery, Gatherer, Records, SAVEPOINT,
 };
-use super::{PgInbox, describe_error};
+use super::{PgInbox, db_error, describe_error};
 use crate::dedup::StorageError;
 use crate::exactly_once::{Applied, EffectError, Transactional, panic_text};
 use crate::handler::{EventHandler, Received};
@@ -81,11 +81,6 @@ pub(super) struct Statements {
     pub(super) lock_and_classify: String,
     /// Records a batch's done entries and remembers its signatures.
     pub(super) record: String,
-    /// Inbox mode: locks the rows of a batch's entries, in id order (so that batches never
-    /// wait for each other in a cycle), and reads their states.
-    pub(super) lock_entries: String,
-    /// Inbox mode: marks a batch's entries whose effects succeeded done.
-    pub(super) mark_entries_done: String,
 }
 
 impl Statements {
@@ -97,12 +92,6 @@ impl Statements {
             lock_entry: format!("SELECT state FROM {table} WHERE id = $1 FOR UPDATE"),
             mark_done: format!(
                 "UPDATE {table} SET state = 'done', last_error = NULL WHERE id = $1"
-            ),
-            lock_entries: format!(
-                "SELECT id, state FROM {table} WHERE id = ANY($1::TEXT[]) ORDER BY id FOR UPDATE"
-            ),
-            mark_entries_done: format!(
-                "UPDATE {table} SET state = 'done', last_error = NULL WHERE id = ANY($1::TEXT[])"
             ),
             lock_and_classify: format!(
                 "SELECT stored, owner FROM {}($1::TEXT[], $2::BYTEA[])",
@@ -138,8 +127,6 @@ pub struct PgExactlyOnce<E> {
     core: Arc<Core<E>>,
     /// Gathers direct-mode deliveries into batches.
     direct: Arc<Gatherer<Core<E>>>,
-    /// Gathers the entries the inbox's workers hand out into batches.
-    entries: Arc<Gatherer<Entries<E>>>,
 }
 
 impl<E> Clone for PgExactlyOnce<E> {
@@ -147,7 +134,6 @@ impl<E> Clone for PgExactlyOnce<E> {
         Self {
             core: Arc::clone(&self.core),
             direct: Arc::clone(&self.direct),
-            entries: Arc::clone(&self.entries),
         }
     }
 }
@@ -195,7 +181,6 @@ impl<E: PgEffect> PgExactlyOnce<E> {
         });
         Self {
             direct: Arc::new(Gatherer::new(Arc::clone(&core))),
-            entries: Arc::new(Gatherer::for_entries(Arc::new(Entries(Arc::clone(&core))))),
             core,
         }
     }
@@ -207,6 +192,41 @@ impl<E: PgEffect> PgExactlyOnce<E> {
 }
 
 impl<E: PgEffect> Core<E> {
+    /// Inbox mode: one attempt at an entry the workers handed out.
+    async fn apply_entry(&self, received: Received) -> Result<(), EffectError> {
+        let id = received.webhook_id.as_str();
+        let mut client = self.inbox.database().user_client().await?;
+        let tx = client.transaction().await.map_err(|e| db_error(&e))?;
+        let lock_entry = tx
+            .prepare_cached(&self.sql.lock_entry)
+            .await
+            .map_err(|e| db_error(&e))?;
+        let state = tx
+            .query_opt(&lock_entry, &[&id])
+            .await
+            .map_err(|e| db_error(&e))?;
+        match state.as_ref().map(|row| row.get::<_, &str>(0)) {
+            None => {
+                return Err(EffectError::Store(StorageError::Database(format!(
+                    "webhook {id} is not stored in this exactly-once handler's inbox"
+                ))));
+            }
+            // Done by an earlier run whose settlement was lost: nothing more to do.
+            Some("done") => return Ok(()),
+            Some(_) => {}
+        }
+        self.run_effect(&received, &tx).await?;
+        let mark_done = tx
+            .prepare_cached(&self.sql.mark_done)
+            .await
+            .map_err(|e| db_error(&e))?;
+        tx.execute(&mark_done, &[&id])
+            .await
+            .map_err(|e| db_error(&e))?;
+        tx.commit().await.map_err(|e| db_error(&e))?;
+        Ok(())
+    }
+
     /// Runs user code in `tx`: its error or panic as [`EffectError::Effect`].
     async fn run_effect(
         &self,
@@ -228,11 +248,10 @@ impl<E: PgEffect> EventHandler for PgExactlyOnce<E> {
     type Error = String;
 
     async fn handle(&self, received: Received) -> Result<(), String> {
-        // Inbox mode's entries have no signature in hand; the batch does not look at it.
-        match self.entries.call(received, [0; 32]).await {
-            Ok(Applied::Done | Applied::Duplicate | Applied::Replayed) => Ok(()),
-            Err(err) => Err(err.into_text()),
-        }
+        self.core
+            .apply_entry(received)
+            .await
+            .map_err(EffectError::into_text)
     }
 }
 
@@ -569,177 +588,5 @@ impl<E: PgEffect> Core<E> {
             .await
             .map_err(failed)?;
         Ok(outcomes)
-    }
-}
-
-/// Inbox mode's batches: the entries that the inbox's workers hand to the handler while the
-/// batches before are running share one transaction. It locks their rows (in id order), runs
-/// the effects of those not done yet and marks them done, and commits once before any worker
-/// is answered (each worker then settles its entry, which never turns a done entry back).
-/// As in direct mode, the effects first run one after the other with no savepoint; when one
-/// fails, the attempt is rolled back and the batch runs again with each effect under a
-/// savepoint of its own, so a failing effect fails its entry alone (retried with the inbox's
-/// backoff) and the others are done.
-struct Entries<E>(Arc<Core<E>>);
-
-impl<E: PgEffect> BatchRunner for Entries<E> {
-    async fn run(
-        &self,
-        batch: &[Delivery],
-    ) -> Result<Vec<Result<Applied, EffectError>>, BatchFailed> {
-        let failed = |err: tokio_postgres::Error| batch_failed(&err);
-        let core = &*self.0;
-        let mut client = core
-            .inbox
-            .database()
-            .user_client()
-            .await
-            .map_err(|err| BatchFailed {
-                message: err.to_string(),
-                transient: false,
-            })?;
-        let (lock, mark) = futures_util::future::try_join(
-            client.prepare_cached(&core.sql.lock_entries),
-            client.prepare_cached(&core.sql.mark_entries_done),
-        )
-        .await
-        .map_err(failed)?;
-        if let Some(outcomes) = core
-            .run_entries(&mut client, (&lock, &mark), batch, false)
-            .await?
-        {
-            return Ok(outcomes);
-        }
-        core.run_entries(&mut client, (&lock, &mark), batch, true)
-            .await?
-            .ok_or_else(|| BatchFailed {
-                message: "the careful run of a batch of entries gave up".to_owned(),
-                transient: false,
-            })
-    }
-}
-
-impl<E: PgEffect> Core<E> {
-    /// One attempt at a batch of inbox entries (see [`Entries`]): with no savepoint (`None`
-    /// when an effect failed: nothing was committed, run it again carefully), or `careful`,
-    /// each effect under a savepoint of its own (always `Some`).
-    async fn run_entries(
-        &self,
-        client: &mut tokio_postgres::Client,
-        (lock, mark): (&tokio_postgres::Statement, &tokio_postgres::Statement),
-        batch: &[Delivery],
-        careful: bool,
-    ) -> Result<Option<Vec<Result<Applied, EffectError>>>, BatchFailed> {
-        let failed = |err: tokio_postgres::Error| batch_failed(&err);
-        let ids: Vec<&str> = batch
-            .iter()
-            .map(|delivery| delivery.received.webhook_id.as_str())
-            .collect();
-        let tx = client.transaction().await.map_err(failed)?;
-        let rows = tx.query(lock, &[&ids]).await.map_err(failed)?;
-        let mut states = std::collections::HashMap::with_capacity(rows.len());
-        for row in &rows {
-            let id: &str = row.try_get(0).map_err(failed)?;
-            let state: &str = row.try_get(1).map_err(failed)?;
-            states.insert(id, state);
-        }
-        let mut outcomes = Vec::with_capacity(batch.len());
-        let mut fresh = Vec::new();
-        for (i, id) in ids.iter().enumerate() {
-            outcomes.push(match states.get(id) {
-                None => Err(EffectError::Store(StorageError::Database(format!(
-                    "webhook {id} is not stored in this exactly-once handler's inbox"
-                )))),
-                // Done by an earlier run whose settlement was lost: nothing more to do.
-                Some(&"done") => Ok(Applied::Duplicate),
-                Some(_) => {
-                    fresh.push(i);
-                    // Until its effect has run.
-                    Err(EffectError::Store(StorageError::Unavailable))
-                }
-            });
-        }
-        let mut done: Vec<&str> = Vec::with_capacity(fresh.len());
-        for &i in &fresh {
-            let delivery = &batch[i];
-            if !delivery.wanted() {
-                // Its worker gave up (its deadline passed): nothing of it runs, the entry is
-                // handed out again.
-                continue;
-            }
-            if !careful {
-                if self.run_effect(&delivery.received, &tx).await.is_err() {
-                    tx.rollback().await.map_err(failed)?;
-                    return Ok(None);
-                }
-                done.push(ids[i]);
-                continue;
-            }
-            tx.batch_execute(&format!("SAVEPOINT {SAVEPOINT}"))
-                .await
-                .map_err(failed)?;
-            let outcome = match self.run_effect(&delivery.received, &tx).await {
-                Ok(()) => match tx
-                    .batch_execute(&format!("RELEASE SAVEPOINT {SAVEPOINT}"))
-                    .await
-                {
-                    Ok(()) => Ok(()),
-                    // It returned Ok with a statement of it failed (the transaction is
-                    // aborted): it failed.
-                    Err(err) => Err(statement_failed(&err)),
-                },
-                Err(err) => Err(err),
-            };
-            match outcome {
-                Ok(()) => {
-                    done.push(ids[i]);
-                    outcomes[i] = Ok(Applied::Done);
-                }
-                Err(err) => {
-                    tx.batch_execute(&format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}"))
-                        .await
-                        .map_err(failed)?;
-                    outcomes[i] = Err(err);
-                }
-            }
-        }
-        match Self::mark_and_commit(tx, mark, &done).await {
-            Ok(()) => {}
-            // An effect of the run with no savepoint returned Ok with a statement of it
-            // failed: the transaction was aborted (and rolled back by its COMMIT).
-            Err(err) if !careful && err.code() == Some(&SqlState::IN_FAILED_SQL_TRANSACTION) => {
-                return Ok(None);
-            }
-            Err(err) => return Err(failed(err)),
-        }
-        if !careful {
-            for id in &done {
-                if let Some(i) = ids.iter().position(|other| other == id) {
-                    outcomes[i] = Ok(Applied::Done);
-                }
-            }
-        }
-        Ok(Some(outcomes))
-    }
-
-    /// Marks the entries `done` and commits, both sent at once, as [`Self::record_and_commit`]
-    /// does: the mark is the first statement after the effects, so it fails when one of them
-    /// aborted the transaction, whose `COMMIT` then rolls it back.
-    async fn mark_and_commit(
-        tx: Transaction<'_>,
-        mark: &tokio_postgres::Statement,
-        done: &[&str],
-    ) -> Result<(), tokio_postgres::Error> {
-        if done.is_empty() {
-            // No effect ran in it: nothing to mark, and nothing aborted it.
-            return tx.commit().await;
-        }
-        let (marked, committed) =
-            futures_util::future::join(tx.execute(mark, &[&done]), tx.batch_execute("COMMIT"))
-                .await;
-        // Ended, as in record_and_commit: no ROLLBACK of its own on drop.
-        std::mem::forget(tx);
-        marked?;
-        committed
     }
 }
