@@ -196,11 +196,15 @@ impl<E: PgEffect> Core<E> {
     async fn apply_entry(&self, received: Received) -> Result<(), EffectError> {
         let id = received.webhook_id.as_str();
         let mut client = self.inbox.database().user_client().await?;
+        // Both prepared before the transaction (cached on the connection after its first
+        // use), so that the mark is the statement that runs first after the effect.
+        let (lock_entry, mark_done) = futures_util::future::try_join(
+            client.prepare_cached(&self.sql.lock_entry),
+            client.prepare_cached(&self.sql.mark_done),
+        )
+        .await
+        .map_err(|e| db_error(&e))?;
         let tx = client.transaction().await.map_err(|e| db_error(&e))?;
-        let lock_entry = tx
-            .prepare_cached(&self.sql.lock_entry)
-            .await
-            .map_err(|e| db_error(&e))?;
         let state = tx
             .query_opt(&lock_entry, &[&id])
             .await
@@ -216,14 +220,17 @@ impl<E: PgEffect> Core<E> {
             Some(_) => {}
         }
         self.run_effect(&received, &tx).await?;
-        let mark_done = tx
-            .prepare_cached(&self.sql.mark_done)
-            .await
-            .map_err(|e| db_error(&e))?;
-        tx.execute(&mark_done, &[&id])
-            .await
-            .map_err(|e| db_error(&e))?;
-        tx.commit().await.map_err(|e| db_error(&e))?;
+        // The mark and the COMMIT sent at once, as a batch's record and COMMIT are (see
+        // `record_and_commit`): the mark is the first statement after the effect, so it fails
+        // when the effect returned Ok with a statement of it failed, and PostgreSQL then
+        // answers the COMMIT of the aborted transaction by rolling it back.
+        let (marked, committed) =
+            futures_util::future::join(tx.execute(&mark_done, &[&id]), tx.batch_execute("COMMIT"))
+                .await;
+        // Ended (committed or rolled back): no ROLLBACK of its own on drop.
+        std::mem::forget(tx);
+        marked.map_err(|e| db_error(&e))?;
+        committed.map_err(|e| db_error(&e))?;
         Ok(())
     }
 

@@ -1489,6 +1489,40 @@ mod pg {
         }
     }
 
+    /// Inbox mode: an effect that writes, runs a statement that fails, ignores the error and
+    /// returns `Ok` fails its attempt with nothing committed (the mark of the entry, sent with
+    /// the `COMMIT`, finds the transaction aborted), and the retry applies it once.
+    #[tokio::test]
+    async fn postgres_inbox_mode_an_effect_that_swallows_a_failed_statement_is_retried_and_applied_once()
+     {
+        let Some((driver, record, client)) = batch_driver("eo_pg_inbox_swallowed", false).await
+        else {
+            return;
+        };
+        let inbox = driver.inbox().clone();
+        let id = "wh_inbox_swallowed";
+        inbox
+            .accept(&webhook_id(id), &[7; 32], &event_body(id), T)
+            .await
+            .expect("accept");
+        record
+            .swallowing
+            .lock()
+            .expect("swallowing")
+            .insert(id.to_owned());
+        assert_eq!(
+            process_next(&inbox, &driver, T).await.expect("step"),
+            Step::Settled(Settled::Retrying)
+        );
+        assert_eq!(effects(&client, id).await, 0, "nothing committed");
+        record.swallowing.lock().expect("swallowing").clear();
+        assert_eq!(
+            process_next(&inbox, &driver, T + 3600).await.expect("step"),
+            Step::Settled(Settled::Done)
+        );
+        assert_eq!(effects(&client, id).await, 1, "exactly once");
+    }
+
     #[tokio::test]
     async fn postgres_inbox_mode_rolls_a_failed_effect_back_retries_it_and_applies_it_once() {
         let Some((url, schema, client)) = tenant("eo_pg_inbox_fail").await else {
