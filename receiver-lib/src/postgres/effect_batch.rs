@@ -34,8 +34,9 @@
 //! whole (a deadlock or serialization failure of the crate's own statements or of the commit,
 //! or, under `REPEATABLE READ`, a unique key another transaction took after the batch's
 //! snapshot) is rolled back and run again, up to [`ATTEMPTS`] tries; then each of its callers gets the
-//! error (`503`). The batch's savepoints stay below PostgreSQL's cache of 64 subtransactions
-//! per transaction ([`MAX_BATCH`]), past which every snapshot of the server gets slower.
+//! error (`503`). The savepoints of a batch's careful run stay below PostgreSQL's cache of 64
+//! subtransactions per transaction ([`MAX_BATCH`]), past which every snapshot of the server
+//! gets slower.
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
@@ -50,14 +51,15 @@ use crate::handler::Received;
 
 /// Batches one driver runs at once, each on its own pooled connection of the tenant's pool.
 /// A batch is a chain of round trips on its connection (the effects' own, one after the
-/// other, and with sqlx one per effect for its savepoint), so several batches keep the server
-/// busy while each waits for its answers. On the 2-core development VM, busy with other
-/// builds, 2 and 4 did about as well (noisy runs) and 8 worse (smaller batches).
+/// other unless they run at once), so several batches keep the server busy while each waits
+/// for its answers. On the 2-core development VM, busy with other builds, 2 and 4 did about
+/// as well (noisy runs) and 8 worse (smaller batches); after the savepoint-free first run, 2
+/// batches of up to 64 again did no better than 4 of up to 32 (noisy side-by-side runs).
 pub(super) const IN_FLIGHT: usize = 4;
 
-/// Most deliveries in one batch: each fresh one opens a savepoint, and PostgreSQL caches the
-/// subtransactions of a transaction up to 64 (past that every snapshot on the server has to
-/// look them up on disk).
+/// Most deliveries in one batch: in a batch's careful run (after an effect failed) each fresh
+/// one opens a savepoint, and PostgreSQL caches the subtransactions of a transaction up to 64
+/// (past that every snapshot on the server has to look them up on disk).
 pub(super) const MAX_BATCH: usize = 32;
 
 /// Tries of a batch that fails as a whole on a deadlock or serialization failure.
