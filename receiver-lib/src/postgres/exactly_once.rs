@@ -204,6 +204,9 @@ impl<E: PgEffect> Core<E> {
         )
         .await
         .map_err(|e| db_error(&e))?;
+        // tokio-postgres's own transaction, not the pool's wrapper of it (which holds a
+        // reference count of the connection's statement cache): it is forgotten once ended.
+        let client: &mut tokio_postgres::Client = &mut client;
         let tx = client.transaction().await.map_err(|e| db_error(&e))?;
         let state = tx
             .query_opt(&lock_entry, &[&id])
@@ -227,7 +230,8 @@ impl<E: PgEffect> Core<E> {
         let (marked, committed) =
             futures_util::future::join(tx.execute(&mark_done, &[&id]), tx.batch_execute("COMMIT"))
                 .await;
-        // Ended (committed or rolled back): no ROLLBACK of its own on drop.
+        // Ended (committed or rolled back): no ROLLBACK of its own on drop. It holds nothing
+        // but its borrow of the connection.
         std::mem::forget(tx);
         marked.map_err(|e| db_error(&e))?;
         committed.map_err(|e| db_error(&e))?;
