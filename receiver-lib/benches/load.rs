@@ -31,13 +31,13 @@
 //!   `sqlx-postgres` too, through `sqlx` (`SqlxPgExactlyOnce`, on a `sqlx::PgPool` of the
 //!   tenant's): the deliveries that wait together share one transaction (group commit)
 //!   that takes their ids' and signatures' locks, runs each effect (one row into the
-//!   tenant's `effects` table) under a savepoint of its own, records the deliveries and
-//!   commits once. Each driver has a tenant schema of its own (where `effects`
+//!   tenant's `effects` table) one after the other, with no savepoint (again under a
+//!   savepoint each only when one fails), records the deliveries and commits once. Each driver has a tenant schema of its own (where `effects`
 //!   is) with the crate's tables in a schema beside it (`PgDatabase::connect_in_schema`).
 //!
 //! - the same through `tokio-postgres` with `PgExactlyOnce::effects_at_once`: a batch's
-//!   effects run at once, pipelined, with no savepoint each (and again one by one, under
-//!   savepoints, only when one fails);
+//!   effects run at once, pipelined (and again one by one, under savepoints, only when one
+//!   fails);
 //! - a ceiling for exactly once on PostgreSQL: verify, then hand the delivery to one task
 //!   that commits every delivery waiting in one transaction: their records in one statement
 //!   (`unnest`, as the inbox's batches) and one prepared row per delivery into `effects` (the

@@ -1,7 +1,6 @@
 //! Group commit of exactly-once direct-mode deliveries on PostgreSQL (issue 24's benchmark
-//! target): the deliveries that wait together share one transaction of the tenant's database,
-//! each tenant effect under a savepoint of its own, and one commit (one WAL flush) before any
-//! of them is answered. Both drivers ([`super::PgExactlyOnce`] and, with the feature
+//! target): the deliveries that wait together share one transaction of the tenant's database
+//! and one commit (one WAL flush) before any of them is answered. Both drivers ([`super::PgExactlyOnce`] and, with the feature
 //! `sqlx-postgres`, `SqlxPgExactlyOnce`) run their direct mode through it.
 //!
 //! A [`Gatherer`] starts a task on its first call (and again in the caller's runtime if the one
@@ -16,11 +15,16 @@
 //!    each other in a cycle);
 //! 2. each delivery classified by what is already recorded: a duplicate (its signature is
 //!    remembered with the batch, nothing runs), a replay (nothing runs), or fresh;
-//! 3. each fresh delivery's effect, in arrival order, under the savepoint `svc_effect`: its
-//!    error or panic rolls back to the savepoint only, and only that delivery fails (answered
-//!    `500`, so the sender retries it); the others of the batch are not held past the batch;
-//! 4. the done records of the effects that succeeded and the signatures, in one statement;
-//! 5. one commit, and only then every caller's answer.
+//! 3. each fresh delivery's effect, in arrival order (or, with `effects_at_once`, all at once),
+//!    with no savepoint; when one fails (an `Err`, a panic, or an `Ok` after a failed
+//!    statement, which aborts the transaction and fails the next statement), the attempt is
+//!    rolled back and the batch runs again the careful way: steps 1 and 2 anew, then each
+//!    effect one after the other under the savepoint `svc_effect`, where its error or panic
+//!    rolls back to the savepoint only, and only that delivery fails (answered `500`, so the
+//!    sender retries it); the others of the batch are not held past the batch;
+//! 4. the done records of the effects that succeeded and the signatures, in one statement
+//!    (the first after the effects, so it fails if one of them aborted the transaction);
+//! 5. one commit (tokio-postgres sends it with step 4), and only then every caller's answer.
 //!
 //! A batch holds distinct ids and distinct signatures: a second copy of an id (or a signature
 //! under a second id) waits for the next batch, which then finds the first one recorded (or
@@ -30,8 +34,9 @@
 //! whole (a deadlock or serialization failure of the crate's own statements or of the commit,
 //! or, under `REPEATABLE READ`, a unique key another transaction took after the batch's
 //! snapshot) is rolled back and run again, up to [`ATTEMPTS`] tries; then each of its callers gets the
-//! error (`503`). The batch's savepoints stay below PostgreSQL's cache of 64 subtransactions
-//! per transaction ([`MAX_BATCH`]), past which every snapshot of the server gets slower.
+//! error (`503`). The savepoints of a batch's careful run stay below PostgreSQL's cache of 64
+//! subtransactions per transaction ([`MAX_BATCH`]), past which every snapshot of the server
+//! gets slower.
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
@@ -46,14 +51,15 @@ use crate::handler::Received;
 
 /// Batches one driver runs at once, each on its own pooled connection of the tenant's pool.
 /// A batch is a chain of round trips on its connection (the effects' own, one after the
-/// other, and with sqlx one per effect for its savepoint), so several batches keep the server
-/// busy while each waits for its answers. On the 2-core development VM, busy with other
-/// builds, 2 and 4 did about as well (noisy runs) and 8 worse (smaller batches).
+/// other unless they run at once), so several batches keep the server busy while each waits
+/// for its answers. On the 2-core development VM, busy with other builds, 2 and 4 did about
+/// as well (noisy runs) and 8 worse (smaller batches); after the savepoint-free first run, 2
+/// batches of up to 64 again did no better than 4 of up to 32 (noisy side-by-side runs).
 pub(super) const IN_FLIGHT: usize = 4;
 
-/// Most deliveries in one batch: each fresh one opens a savepoint, and PostgreSQL caches the
-/// subtransactions of a transaction up to 64 (past that every snapshot on the server has to
-/// look them up on disk).
+/// Most deliveries in one batch: in a batch's careful run (after an effect failed) each fresh
+/// one opens a savepoint, and PostgreSQL caches the subtransactions of a transaction up to 64
+/// (past that every snapshot on the server has to look them up on disk).
 pub(super) const MAX_BATCH: usize = 32;
 
 /// Tries of a batch that fails as a whole on a deadlock or serialization failure.

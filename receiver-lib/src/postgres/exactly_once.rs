@@ -11,15 +11,17 @@
 //!   are group-committed (the `effect_batch` module): one transaction takes the advisory locks
 //!   of every id and signature of the batch (the ones inbox batches take, in the same global
 //!   order), so concurrent deliveries of one id on any replicas run one after the other; it
-//!   runs each fresh delivery's effect under a savepoint of its own, records those that
-//!   succeeded as done inbox entries with their signatures, and commits once before anyone is
-//!   answered: the sender's retry after a lost answer is a duplicate, a replay of the
-//!   signature under another id is refused.
+//!   runs each fresh delivery's effect (first with no savepoint; when one fails, the attempt
+//!   is rolled back and run again with each effect under a savepoint of its own), records
+//!   those that succeeded as done inbox entries with their signatures, and commits once
+//!   before anyone is answered: the sender's retry after a lost answer is a duplicate, a
+//!   replay of the signature under another id is refused.
 //!
 //! Your code gets `&tokio_postgres::Transaction` and never commits or rolls back (in direct
-//! mode the transaction is the batch's, shared with other deliveries' effects, and your code
-//! runs inside a savepoint of it): the crate commits once it returns `Ok`, and rolls back
-//! (direct mode: to the savepoint) when it returns `Err`, panics or is cancelled.
+//! mode the transaction is the batch's, shared with other deliveries' effects, and in its
+//! careful run your code runs inside a savepoint of it): the crate commits once it returns
+//! `Ok`, and rolls back (direct mode: the attempt, or in the careful run to the savepoint)
+//! when it returns `Err`, panics or is cancelled.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -69,11 +71,14 @@ pub trait PgEffect: Send + Sync + 'static {
 pub(super) struct Statements {
     pub(super) lock_entry: String,
     pub(super) mark_done: String,
-    /// Takes the advisory locks of a batch's ids and signatures, in the global order.
-    pub(super) lock_batch: String,
-    /// Per delivery of a batch (in order): whether its id is recorded, and the id its
-    /// signature is remembered under.
-    pub(super) classify: String,
+    /// Takes the advisory locks of a batch's ids and signatures, in the global order, then
+    /// (read after them) per delivery of the batch, in order: whether its id is recorded, and
+    /// the id its signature is remembered under (migration 4). Both are scalar subqueries,
+    /// which PostgreSQL always runs per delivery through the primary keys: an `EXISTS` may be
+    /// planned as a hashed subplan that reads the whole inbox table on every batch (it was,
+    /// for the plan made while the table was small, and then cached: 9 ms a batch at 20 000
+    /// entries).
+    pub(super) lock_and_classify: String,
     /// Records a batch's done entries and remembers its signatures.
     pub(super) record: String,
 }
@@ -88,15 +93,9 @@ impl Statements {
             mark_done: format!(
                 "UPDATE {table} SET state = 'done', last_error = NULL WHERE id = $1"
             ),
-            lock_batch: format!(
-                "SELECT {}($1::TEXT[], $2::BYTEA[])",
-                database.qualified("svc_receiver_lock_keys")
-            ),
-            classify: format!(
-                "SELECT EXISTS (SELECT 1 FROM {table} i WHERE i.id = d.id),
-                        (SELECT s.id FROM {signatures} s WHERE s.signature = d.signature)
-                 FROM unnest($1::TEXT[], $2::BYTEA[]) WITH ORDINALITY AS d (id, signature, n)
-                 ORDER BY d.n"
+            lock_and_classify: format!(
+                "SELECT stored, owner FROM {}($1::TEXT[], $2::BYTEA[])",
+                database.qualified("svc_receiver_lock_and_classify")
             ),
             record: format!(
                 "WITH entries AS (
@@ -156,13 +155,12 @@ impl<E: PgEffect> PgExactlyOnce<E> {
     }
 
     /// As [`PgExactlyOnce::new`], but direct mode runs the effects of a batch at once instead
-    /// of one after the other: their statements are pipelined on the batch's connection, with
-    /// no savepoint each, and the batch waits for one round trip for all of them instead of
-    /// one per effect (0.70x the PostgreSQL inbox on the load bench, against 0.51x one by
-    /// one, in the same quiet run). When any effect fails, the whole
-    /// attempt is rolled back and the batch runs again the careful way, one effect at a time
-    /// under a savepoint of its own, so a failing effect still rolls back alone and nothing
-    /// happens twice.
+    /// of one after the other: their statements are pipelined on the batch's connection, and
+    /// the batch waits for one round trip for all of them instead of one per effect (see the
+    /// README's "Performance" for what it gains on the load bench). When any effect fails,
+    /// the whole attempt is rolled back and the batch runs again the careful way, one effect
+    /// at a time under a savepoint of its own, so a failing effect still rolls back alone and
+    /// nothing happens twice.
     ///
     /// Turn it on only for effects that do not depend on one another within a transaction:
     /// each writes rows of its own, or changes shared rows in single statements
@@ -198,11 +196,18 @@ impl<E: PgEffect> Core<E> {
     async fn apply_entry(&self, received: Received) -> Result<(), EffectError> {
         let id = received.webhook_id.as_str();
         let mut client = self.inbox.database().user_client().await?;
+        // Both prepared before the transaction (cached on the connection after its first
+        // use), so that the mark is the statement that runs first after the effect.
+        let (lock_entry, mark_done) = futures_util::future::try_join(
+            client.prepare_cached(&self.sql.lock_entry),
+            client.prepare_cached(&self.sql.mark_done),
+        )
+        .await
+        .map_err(|e| db_error(&e))?;
+        // tokio-postgres's own transaction, not the pool's wrapper of it (which holds a
+        // reference count of the connection's statement cache): it is forgotten once ended.
+        let client: &mut tokio_postgres::Client = &mut client;
         let tx = client.transaction().await.map_err(|e| db_error(&e))?;
-        let lock_entry = tx
-            .prepare_cached(&self.sql.lock_entry)
-            .await
-            .map_err(|e| db_error(&e))?;
         let state = tx
             .query_opt(&lock_entry, &[&id])
             .await
@@ -218,14 +223,18 @@ impl<E: PgEffect> Core<E> {
             Some(_) => {}
         }
         self.run_effect(&received, &tx).await?;
-        let mark_done = tx
-            .prepare_cached(&self.sql.mark_done)
-            .await
-            .map_err(|e| db_error(&e))?;
-        tx.execute(&mark_done, &[&id])
-            .await
-            .map_err(|e| db_error(&e))?;
-        tx.commit().await.map_err(|e| db_error(&e))?;
+        // The mark and the COMMIT sent at once, as a batch's record and COMMIT are (see
+        // `record_and_commit`): the mark is the first statement after the effect, so it fails
+        // when the effect returned Ok with a statement of it failed, and PostgreSQL then
+        // answers the COMMIT of the aborted transaction by rolling it back.
+        let (marked, committed) =
+            futures_util::future::join(tx.execute(&mark_done, &[&id]), tx.batch_execute("COMMIT"))
+                .await;
+        // Ended (committed or rolled back): no ROLLBACK of its own on drop. It holds nothing
+        // but its borrow of the connection.
+        std::mem::forget(tx);
+        marked.map_err(|e| db_error(&e))?;
+        committed.map_err(|e| db_error(&e))?;
         Ok(())
     }
 
@@ -292,8 +301,7 @@ fn batch_failed(err: &tokio_postgres::Error) -> BatchFailed {
 
 /// The crate's prepared statements of a batch, on its connection.
 struct Prepared {
-    lock: tokio_postgres::Statement,
-    classify: tokio_postgres::Statement,
+    lock_and_classify: tokio_postgres::Statement,
     record: tokio_postgres::Statement,
 }
 
@@ -320,20 +328,19 @@ impl<E: PgEffect> BatchRunner for Core<E> {
                 message: err.to_string(),
                 transient: false,
             })?;
-        let (lock, classify, record) = futures_util::future::try_join3(
-            client.prepare_cached(&self.sql.lock_batch),
-            client.prepare_cached(&self.sql.classify),
+        let (lock_and_classify, record) = futures_util::future::try_join(
+            client.prepare_cached(&self.sql.lock_and_classify),
             client.prepare_cached(&self.sql.record),
         )
         .await
         .map_err(failed)?;
         let prepared = Prepared {
-            lock,
-            classify,
+            lock_and_classify,
             record,
         };
-        if self.at_once
-            && let Some(outcomes) = self.run_at_once(&mut client, &prepared, batch).await?
+        if let Some(outcomes) = self
+            .run_without_savepoints(&mut client, &prepared, batch)
+            .await?
         {
             return Ok(outcomes);
         }
@@ -366,9 +373,8 @@ impl<E: PgEffect> Core<E> {
                 Ok(())
             }
         };
-        let (_, rows, ()) = futures_util::future::try_join3(
-            tx.execute(&prepared.lock, &[&ids, &signatures]),
-            tx.query(&prepared.classify, &[&ids, &signatures]),
+        let (rows, ()) = futures_util::future::try_join(
+            tx.query(&prepared.lock_and_classify, &[&ids, &signatures]),
             open,
         )
         .await
@@ -410,13 +416,21 @@ impl<E: PgEffect> Core<E> {
         Ok((tx, sorted))
     }
 
-    /// Records what is to be recorded, then commits.
+    /// Records what is to be recorded and commits, both sent at once (one round trip): the
+    /// record is the first statement after the effects, so an effect that returned `Ok` with
+    /// a statement of it failed (the transaction aborted) fails it with
+    /// `IN_FAILED_SQL_TRANSACTION`, and PostgreSQL then answers the `COMMIT` of the aborted
+    /// transaction by rolling it back. Committed only when both succeed.
     async fn record_and_commit(
         tx: Transaction<'_>,
         prepared: &Prepared,
         records: &Records<'_>,
     ) -> Result<(), tokio_postgres::Error> {
-        if !records.is_empty() {
+        if records.is_empty() {
+            // No effect ran in it: nothing to record, and nothing aborted it.
+            return tx.commit().await;
+        }
+        let (recorded, committed) = futures_util::future::join(
             tx.execute(
                 &prepared.record,
                 &[
@@ -428,20 +442,28 @@ impl<E: PgEffect> Core<E> {
                     &records.seen_ats,
                     &records.firsts,
                 ],
-            )
-            .await?;
-        }
-        tx.commit().await
+            ),
+            tx.batch_execute("COMMIT"),
+        )
+        .await;
+        // The transaction has ended (committed, or rolled back by its COMMIT after the record
+        // failed, or its connection is gone): its drop must not send a `ROLLBACK` of its own,
+        // which the server would answer with a warning in its log. It holds no resources but
+        // its borrow of the connection (no savepoint name: it is a top-level transaction).
+        std::mem::forget(tx);
+        recorded?;
+        committed
     }
 
-    /// The fast path: every fresh effect of the batch at once, their statements pipelined on
-    /// the batch's connection, with no savepoint. When every effect returns `Ok` and the
-    /// transaction is still sound, the batch is recorded and committed as it is. When any
-    /// effect fails (or returned `Ok` after a statement of it failed, which aborts the
+    /// The fast path: the batch's fresh effects with no savepoint, one after the other (or,
+    /// with [`PgExactlyOnce::effects_at_once`], at once: their statements pipelined on the
+    /// batch's connection). When every effect returns `Ok` and the transaction is still
+    /// sound, the batch is recorded and committed as it is. When an effect fails (the rest
+    /// do not run), or returned `Ok` after a statement of it failed (which aborts the
     /// transaction), the whole transaction is rolled back and `None` says to run the batch
-    /// again one effect at a time, each under its own savepoint: nothing of this attempt was
-    /// committed, so no effect happens twice.
-    async fn run_at_once(
+    /// again the careful way, one effect at a time under a savepoint of its own: nothing of
+    /// this attempt was committed, so no effect happens twice.
+    async fn run_without_savepoints(
         &self,
         client: &mut tokio_postgres::Client,
         prepared: &Prepared,
@@ -455,13 +477,26 @@ impl<E: PgEffect> Core<E> {
             .copied()
             .filter(|&i| batch[i].wanted())
             .collect();
-        let results = futures_util::future::join_all(
-            running
-                .iter()
-                .map(|&i| self.run_effect(&batch[i].received, &tx)),
-        )
-        .await;
-        if results.iter().any(Result::is_err) {
+        let sound = if self.at_once {
+            futures_util::future::join_all(
+                running
+                    .iter()
+                    .map(|&i| self.run_effect(&batch[i].received, &tx)),
+            )
+            .await
+            .iter()
+            .all(Result::is_ok)
+        } else {
+            let mut sound = true;
+            for &i in &running {
+                if self.run_effect(&batch[i].received, &tx).await.is_err() {
+                    sound = false;
+                    break;
+                }
+            }
+            sound
+        };
+        if !sound {
             tx.rollback().await.map_err(failed)?;
             return Ok(None);
         }
@@ -471,7 +506,7 @@ impl<E: PgEffect> Core<E> {
         match Self::record_and_commit(tx, prepared, &sorted.records).await {
             Ok(()) => {}
             // An effect returned Ok with a statement of it failed: the transaction was aborted
-            // (the rollback happened with the failed commit or the dropped transaction).
+            // (and rolled back by its COMMIT).
             Err(err) if err.code() == Some(&SqlState::IN_FAILED_SQL_TRANSACTION) => {
                 return Ok(None);
             }

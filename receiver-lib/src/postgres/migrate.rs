@@ -272,6 +272,30 @@ const MIGRATIONS: &[&str] = &[
     END
     $$;
     "#,
+    // 4: an exactly-once direct-mode batch's locks and what is recorded of its deliveries in
+    // one statement (issue 24, benchmark): the advisory locks of migration 3, then, read
+    // after them (each statement of a VOLATILE function takes a snapshot of its own, under
+    // READ COMMITTED after the locks were granted), per delivery in order whether its id is
+    // recorded and the id its signature is remembered under. One plain statement could not
+    // do both: its one snapshot would be taken before it waited for the locks. Scalar
+    // subqueries, so that each is a primary-key lookup whatever the plan (an EXISTS may be
+    // planned as a hashed subplan that reads the whole table). It is called on the tenant's
+    // connections, whose `search_path` is the tenant's: `SET search_path FROM CURRENT` keeps
+    // the schema the migration ran in (the crate's).
+    r#"
+    CREATE FUNCTION svc_receiver_lock_and_classify(p_ids TEXT[], p_signatures BYTEA[])
+    RETURNS TABLE (stored BOOLEAN, owner TEXT) LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+    BEGIN
+        PERFORM svc_receiver_lock_keys(p_ids, p_signatures);
+        RETURN QUERY
+            SELECT (SELECT TRUE FROM webhook_inbox i WHERE i.id = d.id) IS NOT NULL,
+                   (SELECT s.id FROM webhook_inbox_signatures s WHERE s.signature = d.signature)
+            FROM unnest(p_ids, p_signatures) WITH ORDINALITY AS d (id, signature, n)
+            ORDER BY d.n;
+    END
+    $$;
+    "#,
 ];
 
 /// The schema version this build writes (how many migrations it knows).

@@ -188,11 +188,34 @@ impl<E: SqlxPgEffect> Transactional for SqlxPgExactlyOnce<E> {
     }
 }
 
+/// A batch's deliveries sorted out after its locks: each one's outcome so far, what to record,
+/// and which are fresh (their effect runs; until then their outcome is a placeholder).
+struct Sorted<'a> {
+    outcomes: Vec<Result<Applied, EffectError>>,
+    records: Records<'a>,
+    fresh: Vec<usize>,
+}
+
+/// A batch's transaction on a connection of the tenant's pool.
+type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
+
 impl<E: SqlxPgEffect> BatchRunner for Core<E> {
     async fn run(
         &self,
         batch: &[Delivery],
     ) -> Result<Vec<Result<Applied, EffectError>>, BatchFailed> {
+        if let Some(outcomes) = self.run_without_savepoints(batch).await? {
+            return Ok(outcomes);
+        }
+        self.run_one_by_one(batch).await
+    }
+}
+
+impl<E: SqlxPgEffect> Core<E> {
+    /// Begins the batch's transaction, takes its locks (other batches of these ids or
+    /// signatures, on any replica, wait for this one's end) and sorts its deliveries by what
+    /// is recorded, read after the locks.
+    async fn begin<'b>(&self, batch: &'b [Delivery]) -> Result<(Tx, Sorted<'b>), BatchFailed> {
         let failed = |err: sqlx::Error| batch_failed(&err);
         let ids: Vec<&str> = batch
             .iter()
@@ -200,15 +223,7 @@ impl<E: SqlxPgEffect> BatchRunner for Core<E> {
             .collect();
         let signatures: Vec<&[u8]> = batch.iter().map(|d| &d.signature[..]).collect();
         let mut tx = self.pool.begin().await.map_err(failed)?;
-        // Other batches of these ids or signatures, on any replica, wait for this one's end;
-        // what is recorded is read after the locks.
-        query(&self.sql.lock_batch)
-            .bind(&ids)
-            .bind(&signatures)
-            .execute(&mut *tx)
-            .await
-            .map_err(failed)?;
-        let rows = query(&self.sql.classify)
+        let rows = query(&self.sql.lock_and_classify)
             .bind(&ids)
             .bind(&signatures)
             .fetch_all(&mut *tx)
@@ -224,26 +239,116 @@ impl<E: SqlxPgEffect> BatchRunner for Core<E> {
                 transient: false,
             });
         }
-        let mut outcomes = Vec::with_capacity(batch.len());
-        let mut records = Records::default();
-        let mut fresh = Vec::new();
+        let mut sorted = Sorted {
+            outcomes: Vec::with_capacity(batch.len()),
+            records: Records::default(),
+            fresh: Vec::new(),
+        };
         for (i, (delivery, row)) in batch.iter().zip(&rows).enumerate() {
             let id = delivery.received.webhook_id.as_str();
             let stored: bool = row.try_get(0).map_err(failed)?;
             let owner: Option<String> = row.try_get(1).map_err(failed)?;
             match Class::of(id, stored, owner.as_deref()) {
                 Class::Duplicate => {
-                    records.signature(delivery, false);
-                    outcomes.push(Ok(Applied::Duplicate));
+                    sorted.records.signature(delivery, false);
+                    sorted.outcomes.push(Ok(Applied::Duplicate));
                 }
-                Class::Replayed => outcomes.push(Ok(Applied::Replayed)),
+                Class::Replayed => sorted.outcomes.push(Ok(Applied::Replayed)),
                 Class::Fresh => {
-                    fresh.push(i);
+                    sorted.fresh.push(i);
                     // Until its effect has run.
-                    outcomes.push(Err(EffectError::Store(StorageError::Unavailable)));
+                    sorted
+                        .outcomes
+                        .push(Err(EffectError::Store(StorageError::Unavailable)));
                 }
             }
         }
+        Ok((tx, sorted))
+    }
+
+    /// Records what is to be recorded (the first statement after the effects: it fails with
+    /// `IN_FAILED_SQL_TRANSACTION` when an effect returned `Ok` with a statement of it
+    /// failed), then commits.
+    async fn record_and_commit(
+        &self,
+        mut tx: Tx,
+        records: &Records<'_>,
+    ) -> Result<(), sqlx::Error> {
+        if !records.is_empty() {
+            query(&self.sql.record)
+                .bind(&records.ids)
+                .bind(&records.bodies)
+                .bind(&records.received_ats)
+                .bind(&records.signatures)
+                .bind(&records.signature_ids)
+                .bind(&records.seen_ats)
+                .bind(&records.firsts)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await
+    }
+
+    /// The fast path: the batch's fresh effects one after the other with no savepoint (one
+    /// round trip less per effect). When every effect returns `Ok` and the transaction is
+    /// still sound, the batch is recorded and committed as it is. When an effect fails (the
+    /// rest do not run), or returned `Ok` after a statement of it failed (which aborts the
+    /// transaction), the whole transaction is rolled back and `None` says to run the batch
+    /// again the careful way, one effect at a time under a savepoint of its own: nothing of
+    /// this attempt was committed, so no effect happens twice.
+    async fn run_without_savepoints(
+        &self,
+        batch: &[Delivery],
+    ) -> Result<Option<Vec<Result<Applied, EffectError>>>, BatchFailed> {
+        let failed = |err: sqlx::Error| batch_failed(&err);
+        let (mut tx, mut sorted) = self.begin(batch).await?;
+        let running: Vec<usize> = sorted
+            .fresh
+            .iter()
+            .copied()
+            .filter(|&i| batch[i].wanted())
+            .collect();
+        for &i in &running {
+            if self.run_effect(&batch[i].received, &mut tx).await.is_err() {
+                tx.rollback().await.map_err(failed)?;
+                return Ok(None);
+            }
+        }
+        for &i in &running {
+            sorted.records.done(&batch[i]);
+        }
+        match self.record_and_commit(tx, &sorted.records).await {
+            Ok(()) => {}
+            // An effect returned Ok with a statement of it failed: the transaction was aborted
+            // (and is rolled back as it is dropped).
+            Err(err)
+                if err.as_database_error().and_then(|db| db.code()).as_deref()
+                    == Some(IN_FAILED_SQL_TRANSACTION) =>
+            {
+                return Ok(None);
+            }
+            Err(err) => return Err(failed(err)),
+        }
+        for &i in &running {
+            crate::metrics::handler_run("direct", "ok");
+            sorted.outcomes[i] = Ok(Applied::Done);
+        }
+        Ok(Some(sorted.outcomes))
+    }
+
+    /// The careful path, after the fast one failed: one effect at a time, each under a
+    /// savepoint of its own, so that a failing effect rolls back alone.
+    async fn run_one_by_one(
+        &self,
+        batch: &[Delivery],
+    ) -> Result<Vec<Result<Applied, EffectError>>, BatchFailed> {
+        let failed = |err: sqlx::Error| batch_failed(&err);
+        let (mut tx, sorted) = self.begin(batch).await?;
+        let Sorted {
+            mut outcomes,
+            mut records,
+            fresh,
+        } = sorted;
         let mut savepoint = false;
         for (k, &i) in fresh.iter().enumerate() {
             let delivery = &batch[i];
@@ -296,23 +401,13 @@ impl<E: SqlxPgEffect> BatchRunner for Core<E> {
                 }
             };
         }
-        if !records.is_empty() {
-            query(&self.sql.record)
-                .bind(&records.ids)
-                .bind(&records.bodies)
-                .bind(&records.received_ats)
-                .bind(&records.signatures)
-                .bind(&records.signature_ids)
-                .bind(&records.seen_ats)
-                .bind(&records.firsts)
-                .execute(&mut *tx)
-                .await
-                .map_err(failed)?;
-        }
-        tx.commit().await.map_err(failed)?;
+        self.record_and_commit(tx, &records).await.map_err(failed)?;
         Ok(outcomes)
     }
 }
+
+/// PostgreSQL's code for a statement in an aborted transaction.
+const IN_FAILED_SQL_TRANSACTION: &str = "25P02";
 
 /// The savepoint statements of a batch (fixed text: see [`SAVEPOINT`]).
 const SAVEPOINT_SQL: &str = "SAVEPOINT svc_effect";

@@ -1103,6 +1103,33 @@ mod pg {
             );
             batch_effect_runs_alone_in_its_savepoint(driver, &record, &client, "sqlx").await;
         }
+        #[tokio::test]
+        async fn sqlx_an_effect_that_swallows_a_failed_statement_is_answered_500_and_not_committed()
+        {
+            let Some((url, schema, client)) = tenant("eo_sqlx_swallowed").await else {
+                return;
+            };
+            let database = PgDatabase::connect_in_schema(&url, &schema, 8)
+                .await
+                .expect("database");
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(8)
+                .connect(&url)
+                .await
+                .expect("sqlx pool");
+            let record = Arc::new(BatchRecord::default());
+            let driver = SqlxPgExactlyOnce::new(
+                PgInbox::new(database, quick_policy()),
+                pool,
+                BatchEffect {
+                    record: Arc::clone(&record),
+                },
+            );
+            a_swallowed_statement_failure_of_the_last_effect_is_not_committed(
+                driver, &record, &client, "sqlx",
+            )
+            .await;
+        }
     }
 
     /// What the batch test's effects saw: each run's webhook id and transaction id; and
@@ -1282,6 +1309,41 @@ mod pg {
         );
     }
 
+    /// A delivery alone in its batch whose effect writes, runs a statement that fails, ignores
+    /// the error and returns `Ok`: the batch's first attempt (no savepoints) learns of the
+    /// aborted transaction only from the statement that records the batch, sent with the
+    /// `COMMIT`, which PostgreSQL then answers by rolling back. The delivery must be answered
+    /// 500 with nothing committed (not 200 with nothing committed), and the sender's retry
+    /// must apply it once.
+    pub(super) async fn a_swallowed_statement_failure_of_the_last_effect_is_not_committed<
+        X: svc_receiver::exactly_once::Transactional,
+    >(
+        driver: X,
+        record: &BatchRecord,
+        client: &tokio_postgres::Client,
+        label: &str,
+    ) {
+        let id = format!("wh_swallowed_{label}");
+        record
+            .swallowing
+            .lock()
+            .expect("swallowing")
+            .insert(id.clone());
+        let clock = Arc::new(ManualClock::new(T));
+        let addr = spawn(direct_router(driver, Arc::clone(&clock))).await;
+        let http = super::client();
+        let (header, body) = delivery(&id, T);
+        let (status, _) = post(&http, addr, Some(&id), Some(&header), body).await;
+        assert_eq!(status, 500, "{label}: the effect's statement failed");
+        assert_eq!(effects(client, &id).await, 0, "{label}: nothing committed");
+        record.swallowing.lock().expect("swallowing").clear();
+        clock.set(T + 300);
+        let (header, body) = delivery(&id, T + 300);
+        let (status, _) = post(&http, addr, Some(&id), Some(&header), body).await;
+        assert_eq!(status, 200, "{label}: the sender's retry");
+        assert_eq!(effects(client, &id).await, 1, "{label}: exactly once");
+    }
+
     /// A tokio-postgres driver of the batch test's effect in a fresh tenant schema (effects
     /// at once or not), with what its effects saw and a connection to the tenant's schema;
     /// `None` (skipped) without a test server.
@@ -1325,6 +1387,34 @@ mod pg {
             return;
         };
         batch_effect_runs_alone_in_its_savepoint(driver, &record, &client, "pg_at_once").await;
+    }
+
+    #[tokio::test]
+    async fn postgres_an_effect_that_swallows_a_failed_statement_is_answered_500_and_not_committed()
+    {
+        let Some((driver, record, client)) = batch_driver("eo_pg_swallowed", false).await else {
+            return;
+        };
+        a_swallowed_statement_failure_of_the_last_effect_is_not_committed(
+            driver, &record, &client, "pg",
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn postgres_effects_at_once_an_effect_that_swallows_a_failed_statement_is_not_committed()
+    {
+        let Some((driver, record, client)) = batch_driver("eo_pg_swallowed_at_once", true).await
+        else {
+            return;
+        };
+        a_swallowed_statement_failure_of_the_last_effect_is_not_committed(
+            driver,
+            &record,
+            &client,
+            "pg_at_once",
+        )
+        .await;
     }
 
     /// With effects at once and none failing, a batch commits on its first attempt: each
@@ -1397,6 +1487,40 @@ mod pg {
                 other => panic!("{bad:?}: expected a configuration error, got {other:?}"),
             }
         }
+    }
+
+    /// Inbox mode: an effect that writes, runs a statement that fails, ignores the error and
+    /// returns `Ok` fails its attempt with nothing committed (the mark of the entry, sent with
+    /// the `COMMIT`, finds the transaction aborted), and the retry applies it once.
+    #[tokio::test]
+    async fn postgres_inbox_mode_an_effect_that_swallows_a_failed_statement_is_retried_and_applied_once()
+     {
+        let Some((driver, record, client)) = batch_driver("eo_pg_inbox_swallowed", false).await
+        else {
+            return;
+        };
+        let inbox = driver.inbox().clone();
+        let id = "wh_inbox_swallowed";
+        inbox
+            .accept(&webhook_id(id), &[7; 32], &event_body(id), T)
+            .await
+            .expect("accept");
+        record
+            .swallowing
+            .lock()
+            .expect("swallowing")
+            .insert(id.to_owned());
+        assert_eq!(
+            process_next(&inbox, &driver, T).await.expect("step"),
+            Step::Settled(Settled::Retrying)
+        );
+        assert_eq!(effects(&client, id).await, 0, "nothing committed");
+        record.swallowing.lock().expect("swallowing").clear();
+        assert_eq!(
+            process_next(&inbox, &driver, T + 3600).await.expect("step"),
+            Step::Settled(Settled::Done)
+        );
+        assert_eq!(effects(&client, id).await, 1, "exactly once");
     }
 
     #[tokio::test]
