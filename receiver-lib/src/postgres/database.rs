@@ -215,6 +215,11 @@ impl std::ops::DerefMut for Conn {
 }
 
 impl Conn {
+    /// How this connection's exchanges wait for their answers (see `PgConn::watch`).
+    pub(crate) fn watch(&self) -> super::AnswerWatch {
+        self.0.watch()
+    }
+
     /// Waits for `work` (statements on this connection) at most the answer timeout, with the
     /// driver's error kept as it is (for a caller that tells transient errors apart).
     ///

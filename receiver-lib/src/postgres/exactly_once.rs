@@ -194,8 +194,24 @@ impl<E: PgEffect> PgExactlyOnce<E> {
 impl<E: PgEffect> Core<E> {
     /// Inbox mode: one attempt at an entry the workers handed out.
     async fn apply_entry(&self, received: Received) -> Result<(), EffectError> {
-        let id = received.webhook_id.as_str();
         let mut client = self.inbox.database().user_client().await?;
+        // The whole attempt, the effect included, within the database's answer timeout: on a
+        // stalled network the worker gives up, the connection is closed, and the entry is
+        // retried with the inbox's backoff.
+        let watch = client.watch();
+        watch
+            .bound(self.apply_entry_on(&mut client, &received))
+            .await
+            .map_err(|err| EffectError::Store(err.into()))?
+    }
+
+    /// [`Core::apply_entry`] on `client`.
+    async fn apply_entry_on(
+        &self,
+        client: &mut super::database::Conn,
+        received: &Received,
+    ) -> Result<(), EffectError> {
+        let id = received.webhook_id.as_str();
         // Both prepared before the transaction (cached on the connection after its first
         // use), so that the mark is the statement that runs first after the effect.
         let (lock_entry, mark_done) = futures_util::future::try_join(
@@ -206,7 +222,7 @@ impl<E: PgEffect> Core<E> {
         .map_err(|e| db_error(&e))?;
         // tokio-postgres's own transaction, not the pool's wrapper of it (which holds a
         // reference count of the connection's statement cache): it is forgotten once ended.
-        let client: &mut tokio_postgres::Client = &mut client;
+        let client: &mut tokio_postgres::Client = client;
         let tx = client.transaction().await.map_err(|e| db_error(&e))?;
         let state = tx
             .query_opt(&lock_entry, &[&id])
@@ -222,7 +238,7 @@ impl<E: PgEffect> Core<E> {
             Some("done") => return Ok(()),
             Some(_) => {}
         }
-        self.run_effect(&received, &tx).await?;
+        self.run_effect(received, &tx).await?;
         // The mark and the COMMIT sent at once, as a batch's record and COMMIT are (see
         // `record_and_commit`): the mark is the first statement after the effect, so it fails
         // when the effect returned Ok with a statement of it failed, and PostgreSQL then
@@ -328,23 +344,33 @@ impl<E: PgEffect> BatchRunner for Core<E> {
                 message: err.to_string(),
                 transient: false,
             })?;
-        let (lock_and_classify, record) = futures_util::future::try_join(
-            client.prepare_cached(&self.sql.lock_and_classify),
-            client.prepare_cached(&self.sql.record),
-        )
-        .await
-        .map_err(failed)?;
-        let prepared = Prepared {
-            lock_and_classify,
-            record,
+        // The whole batch, the effects included, within the database's answer timeout: on a
+        // stalled network the batch fails (its callers are answered, the sender retries), the
+        // connection is closed, and the batch's slot is free for the next.
+        let watch = client.watch();
+        let run = async {
+            let (lock_and_classify, record) = futures_util::future::try_join(
+                client.prepare_cached(&self.sql.lock_and_classify),
+                client.prepare_cached(&self.sql.record),
+            )
+            .await
+            .map_err(failed)?;
+            let prepared = Prepared {
+                lock_and_classify,
+                record,
+            };
+            if let Some(outcomes) = self
+                .run_without_savepoints(&mut client, &prepared, batch)
+                .await?
+            {
+                return Ok(outcomes);
+            }
+            self.run_one_by_one(&mut client, &prepared, batch).await
         };
-        if let Some(outcomes) = self
-            .run_without_savepoints(&mut client, &prepared, batch)
-            .await?
-        {
-            return Ok(outcomes);
-        }
-        self.run_one_by_one(&mut client, &prepared, batch).await
+        watch.bound(run).await.map_err(|err| BatchFailed {
+            message: err.to_string(),
+            transient: false,
+        })?
     }
 }
 

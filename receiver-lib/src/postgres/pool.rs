@@ -386,6 +386,29 @@ impl AnswerWatch {
         }
     }
 
+    /// Waits for `work` (any exchange on this connection: a whole transaction, code of yours
+    /// included) at most the answer timeout; past it the connection is marked as
+    /// [`AnswerWatch::answer_raw`] marks it, to be closed. For work whose statements are not
+    /// each awaited through `answer_raw`.
+    ///
+    /// # Errors
+    /// [`PgPoolError::Unanswered`] when `work` did not end in time (it is dropped), or an
+    /// earlier statement of the connection went unanswered.
+    pub async fn bound<F: Future>(&self, work: F) -> Result<F::Output, PgPoolError> {
+        if self.is_unanswered() {
+            return Err(self.unanswered_error());
+        }
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(output) => Ok(output),
+            Err(_) => {
+                self.unanswered.store(true, Ordering::Relaxed);
+                tracing::warn!(database = %self.url, timeout = ?self.timeout,
+                    "a transaction on the database did not end in time; closing the connection");
+                Err(self.unanswered_error())
+            }
+        }
+    }
+
     /// How long a statement waits for its answer.
     pub fn timeout(&self) -> Duration {
         self.timeout
