@@ -372,18 +372,7 @@ impl AnswerWatch {
         &self,
         work: impl Future<Output = Result<T, tokio_postgres::Error>>,
     ) -> Result<Result<T, tokio_postgres::Error>, PgPoolError> {
-        if self.is_unanswered() {
-            return Err(self.unanswered_error());
-        }
-        match tokio::time::timeout(self.timeout, work).await {
-            Ok(result) => Ok(result),
-            Err(_) => {
-                self.unanswered.store(true, Ordering::Relaxed);
-                tracing::warn!(database = %self.url, timeout = ?self.timeout,
-                    "the database did not answer in time; closing the connection");
-                Err(self.unanswered_error())
-            }
-        }
+        self.bound(work).await
     }
 
     /// Waits for `work` (any exchange on this connection: a whole transaction, code of yours
@@ -403,7 +392,7 @@ impl AnswerWatch {
             Err(_) => {
                 self.unanswered.store(true, Ordering::Relaxed);
                 tracing::warn!(database = %self.url, timeout = ?self.timeout,
-                    "a transaction on the database did not end in time; closing the connection");
+                    "the database did not answer in time; closing the connection");
                 Err(self.unanswered_error())
             }
         }
