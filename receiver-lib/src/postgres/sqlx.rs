@@ -14,7 +14,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::pool::PoolConnection;
+use sqlx::{Connection, PgConnection, PgPool, Row};
 
 use super::PgInbox;
 use super::effect_batch::{BatchFailed, BatchRunner, Class, Delivery, Gatherer, Records};
@@ -134,10 +135,46 @@ impl<E: SqlxPgEffect> Core<E> {
         }
     }
 
-    /// Inbox mode: one attempt at an entry the workers handed out.
+    /// Inbox mode: one attempt at an entry the workers handed out, within the database's
+    /// answer timeout (see [`Core::bounded`]).
     async fn apply_entry(&self, received: Received) -> Result<(), EffectError> {
+        let mut held: Option<PoolConnection<sqlx::Postgres>> = None;
+        let attempt = async {
+            // The checkout too: the pool pings the connection it hands out.
+            let conn = held.insert(self.pool.acquire().await.map_err(db)?);
+            self.apply_entry_on(conn, &received).await
+        };
+        let outcome = self.bounded(attempt).await;
+        outcome.unwrap_or_else(|message| {
+            if let Some(conn) = held.as_mut() {
+                conn.close_on_drop();
+            }
+            Err(EffectError::Store(StorageError::Database(message)))
+        })
+    }
+
+    /// Runs `work` (a transaction on a connection of your pool) within the inbox database's
+    /// answer timeout; past it, `Err` with why, and the caller closes the connection instead of
+    /// handing it back to your pool (on a stalled network its answers would never come).
+    async fn bounded<T>(&self, work: impl Future<Output = T>) -> Result<T, String> {
+        let timeout = self.inbox.database().answer_timeout();
+        tokio::time::timeout(timeout, work).await.map_err(|_| {
+            tracing::warn!(
+                ?timeout,
+                "an exactly-once transaction did not end in time; closing its connection"
+            );
+            format!("the transaction did not end within {timeout:?}; its connection was closed")
+        })
+    }
+
+    /// [`Core::apply_entry`] on `conn`.
+    async fn apply_entry_on(
+        &self,
+        conn: &mut PoolConnection<sqlx::Postgres>,
+        received: &Received,
+    ) -> Result<(), EffectError> {
         let id = received.webhook_id.as_str();
-        let mut tx = self.pool.begin().await.map_err(db)?;
+        let mut tx = Connection::begin(&mut **conn).await.map_err(db)?;
         let state = query(&self.sql.lock_entry)
             .bind(id)
             .fetch_optional(&mut *tx)
@@ -156,7 +193,7 @@ impl<E: SqlxPgEffect> Core<E> {
             Some("done") => return Ok(()),
             Some(_) => {}
         }
-        self.run_effect(&received, &mut tx).await?;
+        self.run_effect(received, &mut tx).await?;
         query(&self.sql.mark_done)
             .bind(id)
             .execute(&mut *tx)
@@ -197,17 +234,38 @@ struct Sorted<'a> {
 }
 
 /// A batch's transaction on a connection of the tenant's pool.
-type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
+type Tx<'c> = sqlx::Transaction<'c, sqlx::Postgres>;
 
 impl<E: SqlxPgEffect> BatchRunner for Core<E> {
     async fn run(
         &self,
         batch: &[Delivery],
     ) -> Result<Vec<Result<Applied, EffectError>>, BatchFailed> {
-        if let Some(outcomes) = self.run_without_savepoints(batch).await? {
-            return Ok(outcomes);
-        }
-        self.run_one_by_one(batch).await
+        let mut held: Option<PoolConnection<sqlx::Postgres>> = None;
+        // The whole batch, the checkout (the pool pings the connection it hands out) and the
+        // effects included, within the inbox database's answer timeout.
+        let run = async {
+            let conn = held.insert(
+                self.pool
+                    .acquire()
+                    .await
+                    .map_err(|err| batch_failed(&err))?,
+            );
+            if let Some(outcomes) = self.run_without_savepoints(conn, batch).await? {
+                return Ok(outcomes);
+            }
+            self.run_one_by_one(conn, batch).await
+        };
+        let outcome = self.bounded(run).await;
+        outcome.unwrap_or_else(|message| {
+            if let Some(conn) = held.as_mut() {
+                conn.close_on_drop();
+            }
+            Err(BatchFailed {
+                message,
+                transient: false,
+            })
+        })
     }
 }
 
@@ -215,14 +273,18 @@ impl<E: SqlxPgEffect> Core<E> {
     /// Begins the batch's transaction, takes its locks (other batches of these ids or
     /// signatures, on any replica, wait for this one's end) and sorts its deliveries by what
     /// is recorded, read after the locks.
-    async fn begin<'b>(&self, batch: &'b [Delivery]) -> Result<(Tx, Sorted<'b>), BatchFailed> {
+    async fn begin<'c, 'b>(
+        &self,
+        conn: &'c mut PoolConnection<sqlx::Postgres>,
+        batch: &'b [Delivery],
+    ) -> Result<(Tx<'c>, Sorted<'b>), BatchFailed> {
         let failed = |err: sqlx::Error| batch_failed(&err);
         let ids: Vec<&str> = batch
             .iter()
             .map(|delivery| delivery.received.webhook_id.as_str())
             .collect();
         let signatures: Vec<&[u8]> = batch.iter().map(|d| &d.signature[..]).collect();
-        let mut tx = self.pool.begin().await.map_err(failed)?;
+        let mut tx = Connection::begin(&mut **conn).await.map_err(failed)?;
         let rows = query(&self.sql.lock_and_classify)
             .bind(&ids)
             .bind(&signatures)
@@ -271,7 +333,7 @@ impl<E: SqlxPgEffect> Core<E> {
     /// failed), then commits.
     async fn record_and_commit(
         &self,
-        mut tx: Tx,
+        mut tx: Tx<'_>,
         records: &Records<'_>,
     ) -> Result<(), sqlx::Error> {
         if !records.is_empty() {
@@ -298,10 +360,11 @@ impl<E: SqlxPgEffect> Core<E> {
     /// this attempt was committed, so no effect happens twice.
     async fn run_without_savepoints(
         &self,
+        conn: &mut PoolConnection<sqlx::Postgres>,
         batch: &[Delivery],
     ) -> Result<Option<Vec<Result<Applied, EffectError>>>, BatchFailed> {
         let failed = |err: sqlx::Error| batch_failed(&err);
-        let (mut tx, mut sorted) = self.begin(batch).await?;
+        let (mut tx, mut sorted) = self.begin(conn, batch).await?;
         let running: Vec<usize> = sorted
             .fresh
             .iter()
@@ -340,10 +403,11 @@ impl<E: SqlxPgEffect> Core<E> {
     /// savepoint of its own, so that a failing effect rolls back alone.
     async fn run_one_by_one(
         &self,
+        conn: &mut PoolConnection<sqlx::Postgres>,
         batch: &[Delivery],
     ) -> Result<Vec<Result<Applied, EffectError>>, BatchFailed> {
         let failed = |err: sqlx::Error| batch_failed(&err);
-        let (mut tx, sorted) = self.begin(batch).await?;
+        let (mut tx, sorted) = self.begin(conn, batch).await?;
         let Sorted {
             mut outcomes,
             mut records,

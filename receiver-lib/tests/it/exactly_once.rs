@@ -982,6 +982,72 @@ mod pg {
             }
         }
 
+        /// As `postgres_direct_mode_on_a_stalled_database_answers_in_time_and_recovers`, with
+        /// the transactions on the tenant's `sqlx` pool, itself reached through the proxy: a
+        /// batch ends within the inbox database's answer timeout and its stalled connection is
+        /// closed, not handed back to the tenant's pool.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn sqlx_direct_mode_on_a_stalled_database_answers_in_time_and_recovers() {
+            use svc_fixtures::proxy::{Fault, Proxy};
+
+            let Some((url, schema, client)) = tenant("eo_sqlx_direct_stall").await else {
+                return;
+            };
+            let proxy = Proxy::start(svc_fixtures::postgres::upstream(&url))
+                .await
+                .expect("proxy");
+            let proxied = svc_fixtures::postgres::via_proxy(&url, proxy.addr());
+            let database = PgDatabase::connect_in_schema(&proxied, &schema, 8)
+                .await
+                .expect("database")
+                .with_answer_timeout(std::time::Duration::from_secs(1));
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(8)
+                .connect(&proxied)
+                .await
+                .expect("sqlx pool");
+            let driver = SqlxPgExactlyOnce::new(
+                PgInbox::new(database, quick_policy()),
+                pool,
+                Effect {
+                    fail: Arc::new(AtomicBool::new(false)),
+                },
+            );
+            let addr = spawn(direct_router(driver, Arc::new(ManualClock::new(T)))).await;
+            let http = super::super::client();
+            let deliver = |id: String| {
+                let http = &http;
+                async move {
+                    let (header, body) = delivery(&id, T);
+                    post(http, addr, Some(&id), Some(&header), body).await.0
+                }
+            };
+            assert_eq!(deliver("wh_eo_sqlx_stall_before".into()).await, 200);
+
+            proxy.set(Fault::StallAfter(0));
+            let started = std::time::Instant::now();
+            let statuses = tokio::time::timeout(
+                std::time::Duration::from_secs(30),
+                futures_util::future::join_all(
+                    (0..12).map(|n| deliver(format!("wh_eo_sqlx_stalled_{n:02}"))),
+                ),
+            )
+            .await
+            .expect("every delivery answered instead of waiting forever");
+            assert!(
+                statuses.iter().all(|status| *status >= 500),
+                "nothing acknowledged while the database cannot answer: {statuses:?}"
+            );
+            // Within the answer timeout (1 s) and a little, not the route's deadline (8 s).
+            let took = started.elapsed();
+            assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+
+            proxy.set(Fault::Pass);
+            assert_eq!(deliver("wh_eo_sqlx_stall_after".into()).await, 200);
+            assert_eq!(effects(&client, "wh_eo_sqlx_stall_before").await, 1);
+            assert_eq!(effects(&client, "wh_eo_sqlx_stall_after").await, 1);
+        }
+
         #[tokio::test]
         async fn sqlx_rolls_a_failed_effect_back_and_applies_it_once_in_both_modes() {
             let Some((url, schema, client)) = tenant("eo_sqlx_fail").await else {
