@@ -377,6 +377,19 @@ async fn a_replica_records_again_after_the_server_terminates_its_connections() {
     );
     assert_eq!(readyz(&client, &replica.addr).await.0, 200);
     drop(replica);
+    // The role goes with what it made (the test schema's tables), once its sessions are gone.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        terminate(&db, &role).await;
+        match db
+            .batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE {role}"))
+            .await
+        {
+            Ok(()) => break,
+            Err(err) => assert!(Instant::now() < deadline, "drop the test's role: {err}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
