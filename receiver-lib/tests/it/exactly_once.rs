@@ -988,7 +988,7 @@ mod pg {
         /// closed, not handed back to the tenant's pool.
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn sqlx_direct_mode_on_a_stalled_database_answers_in_time_and_recovers() {
-            use svc_fixtures::proxy::{Fault, Proxy};
+            use svc_fixtures::proxy::Proxy;
 
             let Some((url, schema, client)) = tenant("eo_sqlx_direct_stall").await else {
                 return;
@@ -1013,39 +1013,8 @@ mod pg {
                     fail: Arc::new(AtomicBool::new(false)),
                 },
             );
-            let addr = spawn(direct_router(driver, Arc::new(ManualClock::new(T)))).await;
-            let http = super::super::client();
-            let deliver = |id: String| {
-                let http = &http;
-                async move {
-                    let (header, body) = delivery(&id, T);
-                    post(http, addr, Some(&id), Some(&header), body).await.0
-                }
-            };
-            assert_eq!(deliver("wh_eo_sqlx_stall_before".into()).await, 200);
-
-            proxy.set(Fault::StallAfter(0));
-            let started = std::time::Instant::now();
-            let statuses = tokio::time::timeout(
-                std::time::Duration::from_secs(30),
-                futures_util::future::join_all(
-                    (0..12).map(|n| deliver(format!("wh_eo_sqlx_stalled_{n:02}"))),
-                ),
-            )
-            .await
-            .expect("every delivery answered instead of waiting forever");
-            assert!(
-                statuses.iter().all(|status| *status >= 500),
-                "nothing acknowledged while the database cannot answer: {statuses:?}"
-            );
-            // Within the answer timeout (1 s) and a little, not the route's deadline (8 s).
-            let took = started.elapsed();
-            assert!(took < std::time::Duration::from_secs(5), "{took:?}");
-
-            proxy.set(Fault::Pass);
-            assert_eq!(deliver("wh_eo_sqlx_stall_after".into()).await, 200);
-            assert_eq!(effects(&client, "wh_eo_sqlx_stall_before").await, 1);
-            assert_eq!(effects(&client, "wh_eo_sqlx_stall_after").await, 1);
+            super::stalled_database_answers_in_time_and_recovers(driver, &proxy, &client, "sqlx")
+                .await;
         }
 
         #[tokio::test]
@@ -1659,7 +1628,7 @@ mod pg {
     /// the next deliveries commit on fresh connections, once each.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_direct_mode_on_a_stalled_database_answers_in_time_and_recovers() {
-        use svc_fixtures::proxy::{Fault, Proxy};
+        use svc_fixtures::proxy::Proxy;
 
         let Some((url, schema, client)) = tenant("eo_pg_direct_stall").await else {
             return;
@@ -1678,6 +1647,23 @@ mod pg {
                 fail: Arc::new(AtomicBool::new(false)),
             },
         );
+        stalled_database_answers_in_time_and_recovers(driver, &proxy, &client, "pg").await;
+    }
+
+    /// Direct mode of `driver` (whose connections go through `proxy`, with an answer timeout
+    /// of 1 s): one delivery before the stall, 12 at once during it (more than batch slots),
+    /// all answered within a few seconds and none acknowledged, then one after it, committed
+    /// once.
+    pub(super) async fn stalled_database_answers_in_time_and_recovers<
+        X: svc_receiver::exactly_once::Transactional,
+    >(
+        driver: X,
+        proxy: &svc_fixtures::proxy::Proxy,
+        client: &tokio_postgres::Client,
+        label: &str,
+    ) {
+        use svc_fixtures::proxy::Fault;
+
         let addr = spawn(direct_router(driver, Arc::new(ManualClock::new(T)))).await;
         let http = super::client();
         let deliver = |id: String| {
@@ -1687,7 +1673,11 @@ mod pg {
                 post(http, addr, Some(&id), Some(&header), body).await.0
             }
         };
-        assert_eq!(deliver("wh_eo_stall_before".into()).await, 200);
+        let (before, after) = (
+            format!("wh_eo_{label}_stall_before"),
+            format!("wh_eo_{label}_stall_after"),
+        );
+        assert_eq!(deliver(before.clone()).await, 200);
 
         proxy.set(Fault::StallAfter(0));
         // More deliveries than batch slots, at once.
@@ -1695,7 +1685,7 @@ mod pg {
         let statuses = tokio::time::timeout(
             std::time::Duration::from_secs(30),
             futures_util::future::join_all(
-                (0..12).map(|n| deliver(format!("wh_eo_stalled_{n:02}"))),
+                (0..12).map(|n| deliver(format!("wh_eo_{label}_stalled_{n:02}"))),
             ),
         )
         .await
@@ -1709,9 +1699,9 @@ mod pg {
         assert!(took < std::time::Duration::from_secs(5), "{took:?}");
 
         proxy.set(Fault::Pass);
-        assert_eq!(deliver("wh_eo_stall_after".into()).await, 200);
-        assert_eq!(effects(&client, "wh_eo_stall_before").await, 1);
-        assert_eq!(effects(&client, "wh_eo_stall_after").await, 1);
+        assert_eq!(deliver(after.clone()).await, 200);
+        assert_eq!(effects(client, &before).await, 1);
+        assert_eq!(effects(client, &after).await, 1);
     }
 
     #[tokio::test]
