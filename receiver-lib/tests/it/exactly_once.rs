@@ -908,10 +908,7 @@ mod pg {
             .expect("a schema")
             .to_owned();
         let crate_schema = format!("{tenant_schema}_svc");
-        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .expect("connect");
-        tokio::spawn(connection);
+        let client = svc_fixtures::postgres::connect(&url).await;
         client
             .batch_execute(
                 "CREATE TABLE effects (n BIGSERIAL PRIMARY KEY, webhook_id TEXT NOT NULL,
@@ -988,33 +985,28 @@ mod pg {
         /// closed, not handed back to the tenant's pool.
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn sqlx_direct_mode_on_a_stalled_database_answers_in_time_and_recovers() {
-            use svc_fixtures::proxy::Proxy;
-
-            let Some((url, schema, client)) = tenant("eo_sqlx_direct_stall").await else {
+            let Some(behind) = super::tenant_behind_proxy("eo_sqlx_direct_stall").await else {
                 return;
             };
-            let proxy = Proxy::start(svc_fixtures::postgres::upstream(&url))
-                .await
-                .expect("proxy");
-            let proxied = svc_fixtures::postgres::via_proxy(&url, proxy.addr());
-            let database = PgDatabase::connect_in_schema(&proxied, &schema, 8)
-                .await
-                .expect("database")
-                .with_answer_timeout(std::time::Duration::from_secs(1));
             let pool = sqlx::postgres::PgPoolOptions::new()
                 .max_connections(8)
-                .connect(&proxied)
+                .connect(&behind.proxied)
                 .await
                 .expect("sqlx pool");
             let driver = SqlxPgExactlyOnce::new(
-                PgInbox::new(database, quick_policy()),
+                PgInbox::new(behind.database, quick_policy()),
                 pool,
                 Effect {
                     fail: Arc::new(AtomicBool::new(false)),
                 },
             );
-            super::stalled_database_answers_in_time_and_recovers(driver, &proxy, &client, "sqlx")
-                .await;
+            super::stalled_database_answers_in_time_and_recovers(
+                driver,
+                &behind.proxy,
+                &behind.client,
+                "sqlx",
+            )
+            .await;
         }
 
         #[tokio::test]
@@ -1628,12 +1620,34 @@ mod pg {
     /// the next deliveries commit on fresh connections, once each.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_direct_mode_on_a_stalled_database_answers_in_time_and_recovers() {
-        use svc_fixtures::proxy::Proxy;
-
-        let Some((url, schema, client)) = tenant("eo_pg_direct_stall").await else {
+        let Some(behind) = tenant_behind_proxy("eo_pg_direct_stall").await else {
             return;
         };
-        let proxy = Proxy::start(svc_fixtures::postgres::upstream(&url))
+        let driver = PgExactlyOnce::new(
+            PgInbox::new(behind.database, quick_policy()),
+            Effect {
+                fail: Arc::new(AtomicBool::new(false)),
+            },
+        );
+        stalled_database_answers_in_time_and_recovers(driver, &behind.proxy, &behind.client, "pg")
+            .await;
+    }
+
+    /// A tenant (see [`tenant`]) reached through a proxy, for the stalled-database tests.
+    pub(super) struct BehindProxy {
+        pub(super) proxy: svc_fixtures::proxy::Proxy,
+        /// The tenant's URL through the proxy (for the sqlx driver's own pool).
+        #[cfg_attr(not(feature = "sqlx-postgres"), allow(dead_code))]
+        pub(super) proxied: String,
+        /// The crate's tables, through the proxy, with an answer timeout of 1 s.
+        pub(super) database: PgDatabase,
+        /// A client on the tenant's schema, not through the proxy.
+        pub(super) client: tokio_postgres::Client,
+    }
+
+    pub(super) async fn tenant_behind_proxy(test: &str) -> Option<BehindProxy> {
+        let (url, schema, client) = tenant(test).await?;
+        let proxy = svc_fixtures::proxy::Proxy::start(svc_fixtures::postgres::upstream(&url))
             .await
             .expect("proxy");
         let proxied = svc_fixtures::postgres::via_proxy(&url, proxy.addr());
@@ -1641,13 +1655,12 @@ mod pg {
             .await
             .expect("database")
             .with_answer_timeout(std::time::Duration::from_secs(1));
-        let driver = PgExactlyOnce::new(
-            PgInbox::new(database, quick_policy()),
-            Effect {
-                fail: Arc::new(AtomicBool::new(false)),
-            },
-        );
-        stalled_database_answers_in_time_and_recovers(driver, &proxy, &client, "pg").await;
+        Some(BehindProxy {
+            proxy,
+            proxied,
+            database,
+            client,
+        })
     }
 
     /// Direct mode of `driver` (whose connections go through `proxy`, with an answer timeout

@@ -17,10 +17,7 @@ async fn fresh(test: &str) -> Option<(String, tokio_postgres::Client)> {
     PgDatabase::connect(&url)
         .await
         .expect("connect and migrate");
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
+    let client = svc_fixtures::postgres::connect(&url).await;
     Some((url, client))
 }
 

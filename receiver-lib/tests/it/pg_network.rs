@@ -84,7 +84,7 @@ async fn the_readiness_probe_fails_while_the_database_takes_no_write() {
     let Some(url) = svc_fixtures::postgres::fresh_schema_url("pg_probe_read_only").await else {
         return;
     };
-    let admin = connect(&url).await;
+    let admin = svc_fixtures::postgres::connect(&url).await;
     let role = format!(
         "svc_read_only_{}_{}",
         std::process::id(),
@@ -160,13 +160,4 @@ async fn the_readiness_probe_fails_while_the_database_takes_no_write() {
         .batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE {role}"))
         .await
         .expect("drop the test's role");
-}
-
-/// A plain client on `url`, for the test's own statements.
-async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test PostgreSQL");
-    tokio::spawn(connection);
-    client
 }

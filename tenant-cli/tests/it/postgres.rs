@@ -27,11 +27,7 @@ pub(crate) async fn fresh_store(test: &str) -> Option<String> {
 
 /// A client on the store's schema, to look at what the replicas wrote.
 pub(crate) async fn database(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test PostgreSQL");
-    tokio::spawn(connection);
-    client
+    svc_fixtures::postgres::connect(url).await
 }
 
 /// A running `webhook serve` replica and its address.
