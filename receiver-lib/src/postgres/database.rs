@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use deadpool_postgres::Object;
 
-use super::pool::{PgConn, PgPool, connect_config};
+use super::pool::{PgConn, PgPool, append_options, connect_config};
 use super::{migrate, redact_url};
 use crate::dedup::StorageError;
 
@@ -121,11 +121,7 @@ impl PgDatabase {
         let user_config = connect_config(url)?;
         let redacted = redact_url(url);
         let mut config = user_config.clone();
-        let options = match config.get_options() {
-            Some(options) => format!("{options} -c search_path={schema}"),
-            None => format!("-c search_path={schema}"),
-        };
-        config.options(options);
+        append_options(&mut config, &format!("-c search_path={schema}"));
         let database = Self {
             pool: PgPool::with_config(config, &redacted, max_connections)?,
             user_pool: PgPool::with_config(user_config, &redacted, max_connections)?,

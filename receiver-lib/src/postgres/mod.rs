@@ -40,7 +40,10 @@ pub use dedup::PgDedupStore;
 pub use exactly_once::{PgEffect, PgExactlyOnce};
 pub use inbox::PgInbox;
 pub use migrate::SCHEMA_VERSION;
-pub use pool::{AnswerWatch, DEFAULT_ANSWER_TIMEOUT, PgConn, PgPool, PgPoolError, connect_config};
+pub use pool::{
+    AnswerWatch, DEFAULT_ANSWER_TIMEOUT, PgConn, PgPool, PgPoolError, append_options,
+    connect_config,
+};
 #[cfg(feature = "sqlx-postgres")]
 pub use sqlx::{SqlxPgEffect, SqlxPgExactlyOnce};
 

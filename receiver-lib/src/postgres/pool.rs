@@ -398,11 +398,6 @@ impl AnswerWatch {
         }
     }
 
-    /// How long a statement waits for its answer.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
     /// Whether a statement of the connection went unanswered (it will be closed).
     pub fn is_unanswered(&self) -> bool {
         self.unanswered.load(Ordering::Relaxed)
@@ -414,6 +409,16 @@ impl AnswerWatch {
             timeout: self.timeout,
         }
     }
+}
+
+/// Adds `options` (server settings for each session, such as `-c lock_timeout=5000`) to those
+/// `config` already has (the URL's `options`, say).
+pub fn append_options(config: &mut tokio_postgres::Config, options: &str) {
+    let options = match config.get_options() {
+        Some(existing) => format!("{existing} {options}"),
+        None => options.to_owned(),
+    };
+    config.options(options);
 }
 
 /// Parses a connection URL (or key=value string) for `tokio-postgres`, refusing what this

@@ -297,8 +297,8 @@ fn block_on<F: Future>(future: F) -> Result<F::Output, StoreError> {
 
 impl PgBackend {
     /// A pool of connections to `url`, each named `application_name` (seen in
-    /// `pg_stat_activity`); connects once, so that a database that cannot be reached is said
-    /// at once.
+    /// `pg_stat_activity`). It connects at its first transaction (every caller runs one at
+    /// once: a database that cannot be reached is said there).
     pub(crate) fn connect(url: &PostgresUrl, application_name: &str) -> Result<Self, StoreError> {
         Self::connect_with(url, application_name, MAX_CONNECTIONS)
     }
@@ -314,22 +314,18 @@ impl PgBackend {
         // Every statement waits for another transaction's lock at most `lock_timeout` (as
         // SQLite's busy timeout), reads as writes (and the inbox's, when `webhook serve` shares
         // the pool: an accept held that long fails, answered 503, and the sender retries).
-        let lock_timeout = format!(
-            "-c lock_timeout={}",
-            lock_timeout(url.answer_timeout()).as_millis()
+        svc_receiver::postgres::append_options(
+            &mut config,
+            &format!(
+                "-c lock_timeout={}",
+                lock_timeout(url.answer_timeout()).as_millis()
+            ),
         );
-        let options = match config.get_options() {
-            Some(options) => format!("{options} {lock_timeout}"),
-            None => lock_timeout,
-        };
-        config.options(options);
         let pool = PgPool::with_config(config, &url.to_string(), max_connections)
             .map_err(|e| StoreError::Config(e.to_string()))?
             .with_answer_timeout(url.answer_timeout())
             .on_runtime(driver()?.handle().clone());
-        let backend = Self { pool };
-        drop(backend.checkout()?);
-        Ok(backend)
+        Ok(Self { pool })
     }
 
     /// The pool, to share with the inbox beside the store.
