@@ -941,18 +941,15 @@ impl svc_receiver::postgres::PgEffect for EffectRow {
     async fn apply(
         &self,
         received: &Received,
-        tx: &tokio_postgres::Transaction<'_>,
+        tx: &svc_receiver::postgres::PgTx<'_>,
     ) -> Result<(), Self::Error> {
-        // `execute_typed`: parse, bind and execute in one round trip (an unnamed statement),
-        // where `execute` with a text would prepare the statement first (a round trip of its
-        // own) and close it after; see the README's "Exactly once".
-        use tokio_postgres::types::Type;
-        tx.execute_typed(
-            "INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)",
-            &[
-                (&received.webhook_id.as_str(), Type::TEXT),
-                (&received.event.call_id, Type::TEXT),
-            ],
+        // Prepared once per connection (the README's "Exactly once"), as sqlx does by itself.
+        let insert = tx
+            .prepare_cached("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
+            .await?;
+        tx.execute(
+            &insert,
+            &[&received.webhook_id.as_str(), &received.event.call_id],
         )
         .await
         .map(drop)

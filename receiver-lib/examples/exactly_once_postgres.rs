@@ -15,9 +15,8 @@ use svc_receiver::axum::{
     ExactlyOnceReceiver, InboxReceiver, Server, exactly_once_route, inbox_route, shutdown_signal,
 };
 use svc_receiver::inbox::InboxPolicy;
-use svc_receiver::postgres::{PgDatabase, PgEffect, PgExactlyOnce, PgInbox};
+use svc_receiver::postgres::{PgDatabase, PgEffect, PgExactlyOnce, PgInbox, PgTx};
 use svc_receiver::{Keyring, Received, SigningSecret, Verifier};
-use tokio_postgres::Transaction;
 
 /// The tenant's effect: writes only, in the transaction it is given; never commits.
 struct RecordScore;
@@ -25,10 +24,16 @@ struct RecordScore;
 impl PgEffect for RecordScore {
     type Error = tokio_postgres::Error;
 
-    async fn apply(&self, received: &Received, tx: &Transaction<'_>) -> Result<(), Self::Error> {
+    async fn apply(&self, received: &Received, tx: &PgTx<'_>) -> Result<(), Self::Error> {
         let event = &received.event;
+        // Prepared once per pooled connection, then one round trip each.
+        let insert_score = tx
+            .prepare_cached(
+                "INSERT INTO call_scores (call_id, success, webhook_id) VALUES ($1, $2, $3)",
+            )
+            .await?;
         tx.execute(
-            "INSERT INTO call_scores (call_id, success, webhook_id) VALUES ($1, $2, $3)",
+            &insert_score,
             &[
                 &event.call_id,
                 &event.success,
@@ -36,12 +41,13 @@ impl PgEffect for RecordScore {
             ],
         )
         .await?;
-        tx.execute(
-            "INSERT INTO rep_counts (agent_id, scored) VALUES ($1, 1)
-             ON CONFLICT (agent_id) DO UPDATE SET scored = rep_counts.scored + 1",
-            &[&event.agent_id],
-        )
-        .await?;
+        let count_rep = tx
+            .prepare_cached(
+                "INSERT INTO rep_counts (agent_id, scored) VALUES ($1, 1)
+                 ON CONFLICT (agent_id) DO UPDATE SET scored = rep_counts.scored + 1",
+            )
+            .await?;
+        tx.execute(&count_rep, &[&event.agent_id]).await?;
         Ok(())
     }
 }

@@ -17,7 +17,8 @@
 //!   before anyone is answered: the sender's retry after a lost answer is a duplicate, a
 //!   replay of the signature under another id is refused.
 //!
-//! Your code gets `&tokio_postgres::Transaction` and never commits or rolls back (in direct
+//! Your code gets a [`PgTx`] (a `tokio_postgres::Transaction` with the connection's statement
+//! cache) and never commits or rolls back (in direct
 //! mode the transaction is the batch's, shared with other deliveries' effects, and in its
 //! careful run your code runs inside a savepoint of it): the crate commits once it returns
 //! `Ok`, and rolls back (direct mode: the attempt, or in the careful run to the savepoint)
@@ -27,16 +28,16 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use deadpool_postgres::StatementCache;
 use futures_util::FutureExt;
 use tokio_postgres::Transaction;
-
 use tokio_postgres::error::SqlState;
 
 use super::batch::is_transient;
 use super::effect_batch::{
     BatchFailed, BatchRunner, Class, Delivery, Gatherer, Records, SAVEPOINT,
 };
-use super::{PgInbox, db_error, describe_error};
+use super::{PgInbox, PgTx, db_error, describe_error};
 use crate::dedup::StorageError;
 use crate::exactly_once::{Applied, EffectError, Transactional, panic_text};
 use crate::handler::{EventHandler, Received};
@@ -47,8 +48,9 @@ use crate::handler::{EventHandler, Received};
 /// ```rust,ignore
 /// impl PgEffect for Scores {
 ///     type Error = tokio_postgres::Error;
-///     async fn apply(&self, received: &Received, tx: &Transaction<'_>) -> Result<(), Self::Error> {
-///         tx.execute("INSERT INTO scores (call_id) VALUES ($1)", &[&received.event.call_id]).await?;
+///     async fn apply(&self, received: &Received, tx: &PgTx<'_>) -> Result<(), Self::Error> {
+///         let insert = tx.prepare_cached("INSERT INTO scores (call_id) VALUES ($1)").await?;
+///         tx.execute(&insert, &[&received.event.call_id]).await?;
 ///         Ok(())
 ///     }
 /// }
@@ -61,7 +63,7 @@ pub trait PgEffect: Send + Sync + 'static {
     fn apply(
         &self,
         received: &Received,
-        tx: &Transaction<'_>,
+        tx: &PgTx<'_>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 }
 
@@ -220,6 +222,7 @@ impl<E: PgEffect> Core<E> {
         )
         .await
         .map_err(|e| db_error(&e))?;
+        let cache = Arc::clone(&client.statement_cache);
         // tokio-postgres's own transaction, not the pool's wrapper of it (which holds a
         // reference count of the connection's statement cache): it is forgotten once ended.
         let client: &mut tokio_postgres::Client = client;
@@ -238,7 +241,7 @@ impl<E: PgEffect> Core<E> {
             Some("done") => return Ok(()),
             Some(_) => {}
         }
-        self.run_effect(received, &tx).await?;
+        self.run_effect(received, &tx, &cache).await?;
         // The mark and the COMMIT sent at once, as a batch's record and COMMIT are (see
         // `record_and_commit`): the mark is the first statement after the effect, so it fails
         // when the effect returned Ok with a statement of it failed, and PostgreSQL then
@@ -254,13 +257,16 @@ impl<E: PgEffect> Core<E> {
         Ok(())
     }
 
-    /// Runs user code in `tx`: its error or panic as [`EffectError::Effect`].
+    /// Runs user code in `tx`, with the statement cache of its connection: its error or panic
+    /// as [`EffectError::Effect`].
     async fn run_effect(
         &self,
         received: &Received,
         tx: &Transaction<'_>,
+        cache: &StatementCache,
     ) -> Result<(), EffectError> {
-        match std::panic::AssertUnwindSafe(self.effect.apply(received, tx))
+        let tx = PgTx::new(tx, cache);
+        match std::panic::AssertUnwindSafe(self.effect.apply(received, &tx))
             .catch_unwind()
             .await
         {
@@ -315,10 +321,12 @@ fn batch_failed(err: &tokio_postgres::Error) -> BatchFailed {
     }
 }
 
-/// The crate's prepared statements of a batch, on its connection.
+/// The crate's prepared statements of a batch, on its connection, and that connection's
+/// statement cache (for the effects').
 struct Prepared {
     lock_and_classify: tokio_postgres::Statement,
     record: tokio_postgres::Statement,
+    cache: Arc<StatementCache>,
 }
 
 /// A batch's deliveries sorted out after its locks: each one's outcome so far, what to record,
@@ -358,6 +366,7 @@ impl<E: PgEffect> BatchRunner for Core<E> {
             let prepared = Prepared {
                 lock_and_classify,
                 record,
+                cache: Arc::clone(&client.statement_cache),
             };
             if let Some(outcomes) = self
                 .run_without_savepoints(&mut client, &prepared, batch)
@@ -507,7 +516,7 @@ impl<E: PgEffect> Core<E> {
             futures_util::future::join_all(
                 running
                     .iter()
-                    .map(|&i| self.run_effect(&batch[i].received, &tx)),
+                    .map(|&i| self.run_effect(&batch[i].received, &tx, &prepared.cache)),
             )
             .await
             .iter()
@@ -515,7 +524,11 @@ impl<E: PgEffect> Core<E> {
         } else {
             let mut sound = true;
             for &i in &running {
-                if self.run_effect(&batch[i].received, &tx).await.is_err() {
+                if self
+                    .run_effect(&batch[i].received, &tx, &prepared.cache)
+                    .await
+                    .is_err()
+                {
                     sound = false;
                     break;
                 }
@@ -574,7 +587,9 @@ impl<E: PgEffect> Core<E> {
                 continue;
             }
             let outcome = loop {
-                let outcome = self.run_effect(&delivery.received, &tx).await;
+                let outcome = self
+                    .run_effect(&delivery.received, &tx, &prepared.cache)
+                    .await;
                 if let Some((before, release)) = released.take() {
                     if let Err(err) = release.await {
                         // The effect before returned Ok with a statement of it failed (the

@@ -9,7 +9,7 @@
 //! - [`PgDatabase`]: the crate's tables over a [`PgPool`], brought up to date on open (versioned migrations under an advisory lock,
 //!   so replicas may start at once).
 //! - [`PgDedupStore`] and [`PgInbox`]: the stores, over a [`PgDatabase`].
-//! - [`PgExactlyOnce`]: your [`PgEffect`] run in a transaction of your database that also
+//! - [`PgExactlyOnce`]: your [`PgEffect`] run in a transaction of your database ([`PgTx`]) that also
 //!   marks the event done, so that its effect happens exactly once; `SqlxPgExactlyOnce`
 //!   (feature `sqlx-postgres`) the same with the transaction from your `sqlx` pool.
 //!
@@ -27,6 +27,7 @@ mod batch;
 mod database;
 mod dedup;
 mod effect_batch;
+mod effect_tx;
 mod exactly_once;
 mod inbox;
 mod migrate;
@@ -37,6 +38,7 @@ mod sqlx;
 pub use crate::postgres_url::{is_postgres_url, redact_url};
 pub use database::{DEFAULT_MAX_CONNECTIONS, PgDatabase};
 pub use dedup::PgDedupStore;
+pub use effect_tx::PgTx;
 pub use exactly_once::{PgEffect, PgExactlyOnce};
 pub use inbox::PgInbox;
 pub use migrate::SCHEMA_VERSION;

@@ -846,8 +846,7 @@ mod pg {
     //! The PostgreSQL driver's tests.
 
     use super::*;
-    use svc_receiver::postgres::{PgDatabase, PgEffect, PgExactlyOnce, PgInbox};
-    use tokio_postgres::Transaction;
+    use svc_receiver::postgres::{PgDatabase, PgEffect, PgExactlyOnce, PgInbox, PgTx};
 
     /// The child receivers' effect: one row per run, and the pause before the commit.
     pub(super) struct ChildEffect {
@@ -857,11 +856,7 @@ mod pg {
     impl PgEffect for ChildEffect {
         type Error = tokio_postgres::Error;
 
-        async fn apply(
-            &self,
-            received: &Received,
-            tx: &Transaction<'_>,
-        ) -> Result<(), Self::Error> {
+        async fn apply(&self, received: &Received, tx: &PgTx<'_>) -> Result<(), Self::Error> {
             tx.execute(
                 "INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)",
                 &[&received.webhook_id.as_str(), &received.event.call_id],
@@ -884,13 +879,18 @@ mod pg {
     impl PgEffect for Effect {
         type Error = String;
 
-        async fn apply(&self, received: &Received, tx: &Transaction<'_>) -> Result<(), String> {
+        async fn apply(&self, received: &Received, tx: &PgTx<'_>) -> Result<(), String> {
+            let error = |e: tokio_postgres::Error| svc_receiver::postgres::describe_error(&e);
+            let insert = tx
+                .prepare_cached("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
+                .await
+                .map_err(error)?;
             tx.execute(
-                "INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)",
+                &insert,
                 &[&received.webhook_id.as_str(), &received.event.call_id],
             )
             .await
-            .map_err(|e| svc_receiver::postgres::describe_error(&e))?;
+            .map_err(error)?;
             if self.fail.load(Ordering::SeqCst) {
                 return Err("planned failure after the write".into());
             }
@@ -1215,7 +1215,7 @@ mod pg {
     impl PgEffect for BatchEffect {
         type Error = String;
 
-        async fn apply(&self, received: &Received, tx: &Transaction<'_>) -> Result<(), String> {
+        async fn apply(&self, received: &Received, tx: &PgTx<'_>) -> Result<(), String> {
             let txid: i64 = tx
                 .query_one(
                     "INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)
@@ -1611,6 +1611,116 @@ mod pg {
             Step::Empty
         );
         assert_eq!(effects(&client, "wh_eo_pg_fail").await, 1);
+    }
+
+    /// The effect of the statement-cache test: its insert through `PgTx::prepare_cached`,
+    /// and per run the backend it ran on and when that backend prepared the insert; fails
+    /// its first run after the write.
+    struct CachedEffect {
+        runs: Arc<std::sync::Mutex<Vec<(i32, String)>>>,
+        fail_once: Arc<AtomicBool>,
+    }
+
+    const CACHED_INSERT: &str = "INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)";
+
+    impl PgEffect for CachedEffect {
+        type Error = tokio_postgres::Error;
+
+        async fn apply(&self, received: &Received, tx: &PgTx<'_>) -> Result<(), Self::Error> {
+            let insert = tx.prepare_cached(CACHED_INSERT).await?;
+            tx.execute(
+                &insert,
+                &[&received.webhook_id.as_str(), &received.event.call_id],
+            )
+            .await?;
+            let row = tx
+                .query_one(
+                    "SELECT pg_backend_pid(), (SELECT string_agg(prepare_time::TEXT, ',')
+                     FROM pg_prepared_statements WHERE statement = $1)",
+                    &[&CACHED_INSERT],
+                )
+                .await?;
+            let run = (row.get(0), row.get(1));
+            self.runs.lock().expect("runs").push(run);
+            if self.fail_once.swap(false, Ordering::SeqCst) {
+                // Rolls the transaction back: the statement stays prepared all the same.
+                tx.execute("SELECT 1 / 0", &[]).await?;
+            }
+            Ok(())
+        }
+    }
+
+    /// An effect's statement through `PgTx::prepare_cached` is prepared once per pooled
+    /// connection, in inbox and direct mode, also when the transaction it was first prepared
+    /// in rolled back: every run on a backend sees the one statement prepared at one time.
+    #[tokio::test]
+    async fn postgres_an_effects_cached_statement_is_prepared_once_per_connection_in_both_modes() {
+        let Some((url, schema, client)) = tenant("eo_pg_cached").await else {
+            return;
+        };
+        let database = PgDatabase::connect_in_schema(&url, &schema, 2)
+            .await
+            .expect("database");
+        let inbox = PgInbox::new(database, quick_policy());
+        let runs = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let effect = || CachedEffect {
+            runs: Arc::clone(&runs),
+            fail_once: Arc::new(AtomicBool::new(true)),
+        };
+        let handler = PgExactlyOnce::new(inbox.clone(), effect());
+        for n in 0..3 {
+            let id = webhook_id(&format!("wh_eo_cached_inbox_{n}"));
+            inbox
+                .accept(&id, &[n; 32], &event_body("call_cached"), T)
+                .await
+                .expect("accept");
+        }
+        let mut settled = Vec::new();
+        for at in T..T + 10 {
+            match process_next(&inbox, &handler, at).await.expect("step") {
+                Step::Settled(done) => settled.push(done),
+                Step::Empty if settled.len() >= 4 => break,
+                _ => {}
+            }
+        }
+        assert_eq!(
+            settled.iter().filter(|s| **s == Settled::Done).count(),
+            3,
+            "{settled:?}"
+        );
+        let direct = PgExactlyOnce::new(inbox.clone(), effect());
+        let addr = spawn(direct_router(direct, Arc::new(ManualClock::new(T)))).await;
+        let http = super::client();
+        let mut answers = Vec::new();
+        for n in 0..4 {
+            let id = format!("wh_eo_cached_direct_{n}");
+            let (header, body) = delivery(&id, T);
+            answers.push(post(&http, addr, Some(&id), Some(&header), body).await.0);
+        }
+        // The first one's failure rolled its batch's attempt back, and the careful run of
+        // the batch ran it again (see "PostgreSQL direct mode" in the README).
+        assert_eq!(answers, [200; 4]);
+        for n in 0..3 {
+            assert_eq!(
+                effects(&client, &format!("wh_eo_cached_inbox_{n}")).await,
+                1
+            );
+        }
+        for n in 0..4 {
+            assert_eq!(
+                effects(&client, &format!("wh_eo_cached_direct_{n}")).await,
+                1
+            );
+        }
+        let runs = runs.lock().expect("runs").clone();
+        assert_eq!(runs.len(), 9, "4 in inbox mode, 5 in direct mode: {runs:?}");
+        let mut prepared: std::collections::HashMap<i32, &str> = std::collections::HashMap::new();
+        for (backend, at) in &runs {
+            assert!(!at.contains(','), "prepared twice on one backend: {runs:?}");
+            let first = prepared.entry(*backend).or_insert(at.as_str());
+            assert_eq!(*first, at, "prepared again on backend {backend}: {runs:?}");
+        }
+        assert!(prepared.len() <= 2, "{runs:?}");
     }
 
     /// Direct mode on a database that stops answering (a proxy that stalls every connection):
