@@ -296,6 +296,29 @@ const MIGRATIONS: &[&str] = &[
     END
     $$;
     "#,
+    // 5: migration 3's advisory locks in one statement instead of a loop with a statement per
+    // key (issue 24, benchmark): the keys sorted, then locked by an aggregate that reads them
+    // in that order (a subquery with ORDER BY is never merged into the query around it, so
+    // the sort comes first). The same keys in the same ascending order, so batches of
+    // replicas on either version never wait for each other in a cycle; about a third of the
+    // server's time per batch of 32 ids and 32 signatures (70 against 180 to 280 µs in psql
+    // on the development VM).
+    r#"
+    CREATE OR REPLACE FUNCTION svc_receiver_lock_keys(p_ids TEXT[], p_signatures BYTEA[])
+    RETURNS VOID LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM count(pg_advisory_xact_lock(key)) FROM (
+            SELECT key FROM (
+                SELECT hashtextextended(id, 0) AS key FROM unnest(p_ids) AS id
+                UNION
+                SELECT hashtextextended(encode(signature, 'hex'), 1)
+                FROM unnest(p_signatures) AS signature WHERE signature IS NOT NULL
+            ) AS keys
+            ORDER BY key
+        ) AS ordered;
+    END
+    $$;
+    "#,
 ];
 
 /// The schema version this build writes (how many migrations it knows).
