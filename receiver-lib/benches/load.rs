@@ -70,10 +70,10 @@
 //!
 //! Run: `cargo bench -p svc-receiver --bench load` (optionally `-- <seconds per server>`, and
 //! words of the rows to run alone beside verify-only, such as `-- 3 postgres`; the inbox
-//! workers' runs only without words or with `workers`); with
-//! PostgreSQL, every driver: `SVC_TEST_POSTGRES_URL=… cargo bench -p svc-receiver --features
-//! sqlx-postgres --bench load` (`.ci/postgres start DIR` starts a throwaway server and prints
-//! its URL; `--features postgres` leaves the sqlx row out).
+//! workers' runs only without words or with `workers`); with PostgreSQL, every driver:
+//! `SVC_TEST_POSTGRES_URL=… cargo bench -p svc-receiver --bench load` (`.ci/postgres start DIR`
+//! starts a throwaway server and prints its URL). The crate's benches build with all its
+//! features (its dev-dependency on itself turns them on).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
