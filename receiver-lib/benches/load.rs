@@ -44,7 +44,9 @@
 //!   tenant's write), all pipelined, then one `COMMIT`, then the answers. No locks, no dedup
 //!   check, no savepoint, no index but the effects' key: any exactly-once design on
 //!   PostgreSQL writes at least this, so where this row misses 0.8 x the inbox, no design
-//!   meets issue 24's target on that machine.
+//!   meets issue 24's target on that machine;
+//! - the same ceiling with the unique keys any design that deduplicates across replicas needs
+//!   (the records' id and signature each unique): the least such a design writes.
 //!
 //! Every pool (the crate's, and the tenant's sqlx pool) has `SVC_BENCH_PG_CONNECTIONS`
 //! connections (16 by default); they stay open for the whole run, so the server needs
@@ -821,7 +823,7 @@ fn main() {
         }
         // Issue 24's target for the exactly-once rows.
         if let Some(pg_inbox) = pg_inbox {
-            for name in [EO_SQLITE, EO_PG, EO_PG_AT_ONCE, EO_SQLX, EO_PG_CEILING] {
+            for name in [EO_SQLITE, EO_PG, EO_PG_AT_ONCE, EO_SQLX, EO_PG_CEILING, EO_PG_KEYED_CEILING] {
                 let Some(result) = result_of(name).filter(|_| runs(name)) else { continue };
                 let ratio = rate(result) / pg_inbox;
                 let p99 = result.latency_us.value_at_quantile(0.99) as f64 / 1000.0;
@@ -928,6 +930,8 @@ const EO_PG_AT_ONCE: &str = "exactly once, direct: tokio-postgres, at once";
 const EO_SQLX: &str = "exactly once, direct: sqlx PostgreSQL";
 /// The exactly-once ceiling on PostgreSQL (see the module docs).
 const EO_PG_CEILING: &str = "exactly-once ceiling: PostgreSQL";
+/// The same with the records' id and signature unique (see the module docs).
+const EO_PG_KEYED_CEILING: &str = "exactly-once ceiling: PostgreSQL, unique keys";
 
 /// The exactly-once effect on PostgreSQL, for either driver: one row in the tenant's
 /// `effects`, in the transaction it is given.
@@ -980,18 +984,19 @@ type Waiting = (Record, tokio::sync::oneshot::Sender<()>);
 
 /// The exactly-once ceiling on PostgreSQL (see the module docs), on the `search_path` schema
 /// of `url`, where `effects` is: verify and decode, then answer once the delivery's group
-/// committed.
+/// committed. With `unique_keys`, the records' id and signature are each unique.
 #[cfg(feature = "postgres")]
-async fn pg_exactly_once_ceiling(url: &str) -> Router {
+async fn pg_exactly_once_ceiling(url: &str, unique_keys: bool) -> Router {
     let (mut client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .expect("connect");
     tokio::spawn(connection);
+    let keys = if unique_keys { "UNIQUE" } else { "" };
     client
-        .batch_execute(
-            "CREATE TABLE ceiling_rows (id BYTEA NOT NULL, signature BYTEA NOT NULL,
-                                        body BYTEA NOT NULL, received_at BIGINT NOT NULL)",
-        )
+        .batch_execute(&format!(
+            "CREATE TABLE ceiling_rows (id BYTEA NOT NULL {keys}, signature BYTEA NOT NULL {keys},
+                                        body BYTEA NOT NULL, received_at BIGINT NOT NULL)"
+        ))
         .await
         .expect("ceiling table");
     let (queue, mut waiting) = tokio::sync::mpsc::unbounded_channel::<Waiting>();
@@ -1206,9 +1211,15 @@ async fn postgres_targets() -> Option<Postgres> {
     let (url, _, tenant) = pg_tenant("load_bench_eo_ceiling").await?;
     servers.push((
         EO_PG_CEILING,
-        serve(pg_exactly_once_ceiling(&url).await).await,
+        serve(pg_exactly_once_ceiling(&url, false).await).await,
     ));
     effects.push((EO_PG_CEILING, tenant));
+    let (url, _, tenant) = pg_tenant("load_bench_eo_keyed_ceiling").await?;
+    servers.push((
+        EO_PG_KEYED_CEILING,
+        serve(pg_exactly_once_ceiling(&url, true).await).await,
+    ));
+    effects.push((EO_PG_KEYED_CEILING, tenant));
 
     #[cfg(feature = "sqlx-postgres")]
     {
