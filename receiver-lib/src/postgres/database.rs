@@ -211,6 +211,13 @@ impl std::ops::DerefMut for Conn {
 }
 
 impl Conn {
+    /// Sets whether this connection is closed when dropped instead of returned to the pool
+    /// (`PgConn::close_on_drop`): on while a transaction opened with a plain `BEGIN` is open,
+    /// so that one left open by a cancelled or failed exchange never goes back to the pool.
+    pub(crate) fn set_close_on_drop(&mut self, close: bool) {
+        self.0.set_close_on_drop(close);
+    }
+
     /// How this connection's exchanges wait for their answers (see `PgConn::watch`).
     pub(crate) fn watch(&self) -> super::AnswerWatch {
         self.0.watch()

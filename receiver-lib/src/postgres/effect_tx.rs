@@ -1,16 +1,19 @@
-//! [`PgTx`], the transaction a [`super::PgEffect`] writes in: tokio-postgres's own
-//! transaction (it derefs to one) with the connection's statement cache beside it, so that an
-//! effect's statements are parsed and planned once per connection instead of on every event.
+//! [`PgTx`], the transaction a [`super::PgEffect`] writes in: the connection's
+//! `tokio_postgres::Client` (it derefs to one) inside the transaction the crate opened, with
+//! the connection's statement cache beside it, so that an effect's statements are parsed and
+//! planned once per connection instead of on every event.
 
 use std::ops::Deref;
 
 use deadpool_postgres::StatementCache;
 use tokio_postgres::types::Type;
-use tokio_postgres::{Error, Statement, Transaction};
+use tokio_postgres::{Client, Error, Statement};
 
-/// The open transaction your [`super::PgEffect`] gets: use it as the
-/// [`tokio_postgres::Transaction`] it derefs to (`tx.execute(…)`, `tx.query(…)`), and prepare
-/// the statements you run on every event with [`PgTx::prepare_cached`]:
+/// The open transaction your [`super::PgEffect`] writes in. It derefs to the connection's
+/// [`tokio_postgres::Client`] (`tx.execute(…)`, `tx.query(…)`; code that takes any client or
+/// transaction takes `&**tx` through [`tokio_postgres::GenericClient`]), every statement of
+/// which runs in the transaction the crate began and commits; prepare the statements you run
+/// on every event with [`PgTx::prepare_cached`]:
 ///
 /// ```rust,ignore
 /// let insert = tx.prepare_cached("INSERT INTO call_scores (call_id) VALUES ($1)").await?;
@@ -21,20 +24,25 @@ use tokio_postgres::{Error, Statement, Transaction};
 /// it: two round trips to the server, and the statement parsed and planned every time. A
 /// cached statement is one round trip, prepared once per pooled connection (statements are
 /// not transactional: one prepared in a transaction that rolls back stays prepared).
+///
+/// It is a client and not a `tokio_postgres::Transaction` because the crate sends `BEGIN`
+/// together with its first statement (one round trip less per transaction), which
+/// tokio-postgres's `Transaction` cannot be built on; a `Transaction` would offer nothing more
+/// through a shared reference but portals.
 pub struct PgTx<'a> {
-    tx: &'a Transaction<'a>,
+    client: &'a Client,
     cache: &'a StatementCache,
 }
 
 impl<'a> PgTx<'a> {
-    pub(super) fn new(tx: &'a Transaction<'a>, cache: &'a StatementCache) -> Self {
-        Self { tx, cache }
+    pub(super) fn new(client: &'a Client, cache: &'a StatementCache) -> Self {
+        Self { client, cache }
     }
 
     /// `query` prepared on this transaction's connection, or the statement prepared for it
     /// before (the pool's statement cache, as `deadpool_postgres`'s `prepare_cached`).
     pub async fn prepare_cached(&self, query: &str) -> Result<Statement, Error> {
-        self.cache.prepare(self.tx.client(), query).await
+        self.cache.prepare(self.client, query).await
     }
 
     /// As [`PgTx::prepare_cached`], with the parameters' types given.
@@ -43,22 +51,15 @@ impl<'a> PgTx<'a> {
         query: &str,
         types: &[Type],
     ) -> Result<Statement, Error> {
-        self.cache
-            .prepare_typed(self.tx.client(), query, types)
-            .await
-    }
-
-    /// The transaction, for code that takes a `&tokio_postgres::Transaction`.
-    pub fn transaction(&self) -> &'a Transaction<'a> {
-        self.tx
+        self.cache.prepare_typed(self.client, query, types).await
     }
 }
 
-impl<'a> Deref for PgTx<'a> {
-    type Target = Transaction<'a>;
+impl Deref for PgTx<'_> {
+    type Target = Client;
 
-    fn deref(&self) -> &Transaction<'a> {
-        self.tx
+    fn deref(&self) -> &Client {
+        self.client
     }
 }
 

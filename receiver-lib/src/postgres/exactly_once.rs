@@ -17,12 +17,17 @@
 //!   before anyone is answered: the sender's retry after a lost answer is a duplicate, a
 //!   replay of the signature under another id is refused.
 //!
-//! Your code gets a [`PgTx`] (a `tokio_postgres::Transaction` with the connection's statement
-//! cache) and never commits or rolls back (in direct
+//! Your code gets a [`PgTx`] (the connection's client inside the transaction, with its
+//! statement cache) and never commits or rolls back (in direct
 //! mode the transaction is the batch's, shared with other deliveries' effects, and in its
 //! careful run your code runs inside a savepoint of it): the crate commits once it returns
 //! `Ok`, and rolls back (direct mode: the attempt, or in the careful run to the savepoint)
 //! when it returns `Err`, panics or is cancelled.
+//!
+//! The crate sends `BEGIN` together with its first statement of a transaction (the entry's
+//! lock, or a batch's locks), so a transaction costs no round trip of its own. A connection
+//! whose transaction did not end (its exchange cancelled, or its `ROLLBACK` unanswered) is
+//! closed instead of going back to the pool.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,10 +35,11 @@ use std::sync::Arc;
 
 use deadpool_postgres::StatementCache;
 use futures_util::FutureExt;
-use tokio_postgres::Transaction;
+use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 
 use super::batch::is_transient;
+use super::database::Conn;
 use super::effect_batch::{
     BatchFailed, BatchRunner, Class, Delivery, Gatherer, Records, SAVEPOINT,
 };
@@ -210,12 +216,11 @@ impl<E: PgEffect> Core<E> {
     /// [`Core::apply_entry`] on `client`.
     async fn apply_entry_on(
         &self,
-        client: &mut super::database::Conn,
+        client: &mut Conn,
         received: &Received,
     ) -> Result<(), EffectError> {
-        let id = received.webhook_id.as_str();
         // Both prepared before the transaction (cached on the connection after its first
-        // use), so that the mark is the statement that runs first after the effect.
+        // use), so that the lock goes with `BEGIN` and the mark with `COMMIT`.
         let (lock_entry, mark_done) = futures_util::future::try_join(
             client.prepare_cached(&self.sql.lock_entry),
             client.prepare_cached(&self.sql.mark_done),
@@ -223,14 +228,31 @@ impl<E: PgEffect> Core<E> {
         .await
         .map_err(|e| db_error(&e))?;
         let cache = Arc::clone(&client.statement_cache);
-        // tokio-postgres's own transaction, not the pool's wrapper of it (which holds a
-        // reference count of the connection's statement cache): it is forgotten once ended.
-        let client: &mut tokio_postgres::Client = client;
-        let tx = client.transaction().await.map_err(|e| db_error(&e))?;
-        let state = tx
-            .query_opt(&lock_entry, &[&id])
-            .await
-            .map_err(|e| db_error(&e))?;
+        client.set_close_on_drop(true);
+        let outcome = self
+            .entry_transaction(client, &cache, &lock_entry, &mark_done, received)
+            .await;
+        end_transaction(client, outcome.is_ok()).await;
+        outcome
+    }
+
+    /// The transaction of [`Core::apply_entry_on`]: begun with the entry's lock, ended by its
+    /// mark and `COMMIT` (on `Err`, left for the caller to roll back).
+    async fn entry_transaction(
+        &self,
+        client: &Client,
+        cache: &StatementCache,
+        lock_entry: &tokio_postgres::Statement,
+        mark_done: &tokio_postgres::Statement,
+        received: &Received,
+    ) -> Result<(), EffectError> {
+        let id = received.webhook_id.as_str();
+        let ((), state) = futures_util::future::try_join(
+            client.batch_execute("BEGIN"),
+            client.query_opt(lock_entry, &[&id]),
+        )
+        .await
+        .map_err(|e| db_error(&e))?;
         match state.as_ref().map(|row| row.get::<_, &str>(0)) {
             None => {
                 return Err(EffectError::Store(StorageError::Database(format!(
@@ -238,34 +260,38 @@ impl<E: PgEffect> Core<E> {
                 ))));
             }
             // Done by an earlier run whose settlement was lost: nothing more to do.
-            Some("done") => return Ok(()),
+            Some("done") => {
+                return client
+                    .batch_execute("COMMIT")
+                    .await
+                    .map_err(|e| EffectError::Store(db_error(&e)));
+            }
             Some(_) => {}
         }
-        self.run_effect(received, &tx, &cache).await?;
+        self.run_effect(received, client, cache).await?;
         // The mark and the COMMIT sent at once, as a batch's record and COMMIT are (see
         // `record_and_commit`): the mark is the first statement after the effect, so it fails
         // when the effect returned Ok with a statement of it failed, and PostgreSQL then
         // answers the COMMIT of the aborted transaction by rolling it back.
-        let (marked, committed) =
-            futures_util::future::join(tx.execute(&mark_done, &[&id]), tx.batch_execute("COMMIT"))
-                .await;
-        // Ended (committed or rolled back): no ROLLBACK of its own on drop. It holds nothing
-        // but its borrow of the connection.
-        std::mem::forget(tx);
+        let (marked, committed) = futures_util::future::join(
+            client.execute(mark_done, &[&id]),
+            client.batch_execute("COMMIT"),
+        )
+        .await;
         marked.map_err(|e| db_error(&e))?;
         committed.map_err(|e| db_error(&e))?;
         Ok(())
     }
 
-    /// Runs user code in `tx`, with the statement cache of its connection: its error or panic
-    /// as [`EffectError::Effect`].
+    /// Runs user code in the transaction open on `client`, with the statement cache of its
+    /// connection: its error or panic as [`EffectError::Effect`].
     async fn run_effect(
         &self,
         received: &Received,
-        tx: &Transaction<'_>,
+        client: &Client,
         cache: &StatementCache,
     ) -> Result<(), EffectError> {
-        let tx = PgTx::new(tx, cache);
+        let tx = PgTx::new(client, cache);
         match std::panic::AssertUnwindSafe(self.effect.apply(received, &tx))
             .catch_unwind()
             .await
@@ -368,13 +394,10 @@ impl<E: PgEffect> BatchRunner for Core<E> {
                 record,
                 cache: Arc::clone(&client.statement_cache),
             };
-            if let Some(outcomes) = self
-                .run_without_savepoints(&mut client, &prepared, batch)
-                .await?
-            {
-                return Ok(outcomes);
-            }
-            self.run_one_by_one(&mut client, &prepared, batch).await
+            client.set_close_on_drop(true);
+            let outcome = self.run_batch(&client, &prepared, batch).await;
+            end_transaction(&mut client, outcome.is_ok()).await;
+            outcome
         };
         watch.bound(run).await.map_err(|err| BatchFailed {
             message: err.to_string(),
@@ -383,33 +406,62 @@ impl<E: PgEffect> BatchRunner for Core<E> {
     }
 }
 
+/// Ends the bookkeeping of a transaction begun with a plain `BEGIN` on `client`: unless it
+/// `committed`, rolls it back (a `ROLLBACK` after the transaction already ended only makes the
+/// server log a warning). The connection goes back to the pool only once the transaction is
+/// known to have ended; otherwise it is closed when dropped.
+async fn end_transaction(client: &mut Conn, committed: bool) {
+    if committed || client.batch_execute("ROLLBACK").await.is_ok() {
+        client.set_close_on_drop(false);
+    }
+}
+
 impl<E: PgEffect> Core<E> {
+    /// A batch's attempts (see the module docs), its transactions on `client`: the fast one,
+    /// and the careful one when the fast one was rolled back. On `Err`, a transaction may be
+    /// left open (for [`end_transaction`]).
+    async fn run_batch(
+        &self,
+        client: &Client,
+        prepared: &Prepared,
+        batch: &[Delivery],
+    ) -> Result<Vec<Result<Applied, EffectError>>, BatchFailed> {
+        if let Some(outcomes) = self.run_without_savepoints(client, prepared, batch).await? {
+            return Ok(outcomes);
+        }
+        self.run_one_by_one(client, prepared, batch).await
+    }
+
     /// Begins the batch's transaction, takes its locks (other batches of these ids or
     /// signatures, on any replica, wait for this one's end) and sorts its deliveries by what
-    /// is recorded, read after the locks; `savepoint` also opens the first effect's savepoint,
-    /// in the same round trip.
-    async fn begin<'c, 'b>(
-        client: &'c mut tokio_postgres::Client,
+    /// is recorded, read after the locks, all in one round trip; `savepoint` also opens the
+    /// first effect's savepoint, in the same round trip.
+    async fn begin<'b>(
+        client: &Client,
         prepared: &Prepared,
         batch: &'b [Delivery],
         savepoint: bool,
-    ) -> Result<(Transaction<'c>, Sorted<'b>), BatchFailed> {
+    ) -> Result<Sorted<'b>, BatchFailed> {
         let failed = |err: tokio_postgres::Error| batch_failed(&err);
         let ids: Vec<&str> = batch
             .iter()
             .map(|delivery| delivery.received.webhook_id.as_str())
             .collect();
         let signatures: Vec<&[u8]> = batch.iter().map(|d| &d.signature[..]).collect();
-        let tx = client.transaction().await.map_err(failed)?;
         let open = async {
             if savepoint {
-                tx.batch_execute(&format!("SAVEPOINT {SAVEPOINT}")).await
+                client
+                    .batch_execute(&format!("SAVEPOINT {SAVEPOINT}"))
+                    .await
             } else {
                 Ok(())
             }
         };
-        let (rows, ()) = futures_util::future::try_join(
-            tx.query(&prepared.lock_and_classify, &[&ids, &signatures]),
+        // Sent in this order (each is sent when first polled, and `try_join3` polls them in
+        // order): `BEGIN`, the locks, the savepoint.
+        let ((), rows, ()) = futures_util::future::try_join3(
+            client.batch_execute("BEGIN"),
+            client.query(&prepared.lock_and_classify, &[&ids, &signatures]),
             open,
         )
         .await
@@ -448,7 +500,7 @@ impl<E: PgEffect> Core<E> {
                 }
             }
         }
-        Ok((tx, sorted))
+        Ok(sorted)
     }
 
     /// Records what is to be recorded and commits, both sent at once (one round trip): the
@@ -457,16 +509,16 @@ impl<E: PgEffect> Core<E> {
     /// `IN_FAILED_SQL_TRANSACTION`, and PostgreSQL then answers the `COMMIT` of the aborted
     /// transaction by rolling it back. Committed only when both succeed.
     async fn record_and_commit(
-        tx: Transaction<'_>,
+        client: &Client,
         prepared: &Prepared,
         records: &Records<'_>,
     ) -> Result<(), tokio_postgres::Error> {
         if records.is_empty() {
             // No effect ran in it: nothing to record, and nothing aborted it.
-            return tx.commit().await;
+            return client.batch_execute("COMMIT").await;
         }
         let (recorded, committed) = futures_util::future::join(
-            tx.execute(
+            client.execute(
                 &prepared.record,
                 &[
                     &records.ids,
@@ -478,14 +530,9 @@ impl<E: PgEffect> Core<E> {
                     &records.firsts,
                 ],
             ),
-            tx.batch_execute("COMMIT"),
+            client.batch_execute("COMMIT"),
         )
         .await;
-        // The transaction has ended (committed, or rolled back by its COMMIT after the record
-        // failed, or its connection is gone): its drop must not send a `ROLLBACK` of its own,
-        // which the server would answer with a warning in its log. It holds no resources but
-        // its borrow of the connection (no savepoint name: it is a top-level transaction).
-        std::mem::forget(tx);
         recorded?;
         committed
     }
@@ -500,12 +547,12 @@ impl<E: PgEffect> Core<E> {
     /// this attempt was committed, so no effect happens twice.
     async fn run_without_savepoints(
         &self,
-        client: &mut tokio_postgres::Client,
+        client: &Client,
         prepared: &Prepared,
         batch: &[Delivery],
     ) -> Result<Option<Vec<Result<Applied, EffectError>>>, BatchFailed> {
         let failed = |err: tokio_postgres::Error| batch_failed(&err);
-        let (tx, mut sorted) = Self::begin(client, prepared, batch, false).await?;
+        let mut sorted = Self::begin(client, prepared, batch, false).await?;
         let running: Vec<usize> = sorted
             .fresh
             .iter()
@@ -516,7 +563,7 @@ impl<E: PgEffect> Core<E> {
             futures_util::future::join_all(
                 running
                     .iter()
-                    .map(|&i| self.run_effect(&batch[i].received, &tx, &prepared.cache)),
+                    .map(|&i| self.run_effect(&batch[i].received, client, &prepared.cache)),
             )
             .await
             .iter()
@@ -525,7 +572,7 @@ impl<E: PgEffect> Core<E> {
             let mut sound = true;
             for &i in &running {
                 if self
-                    .run_effect(&batch[i].received, &tx, &prepared.cache)
+                    .run_effect(&batch[i].received, client, &prepared.cache)
                     .await
                     .is_err()
                 {
@@ -536,13 +583,13 @@ impl<E: PgEffect> Core<E> {
             sound
         };
         if !sound {
-            tx.rollback().await.map_err(failed)?;
+            client.batch_execute("ROLLBACK").await.map_err(failed)?;
             return Ok(None);
         }
         for &i in &running {
             sorted.records.done(&batch[i]);
         }
-        match Self::record_and_commit(tx, prepared, &sorted.records).await {
+        match Self::record_and_commit(client, prepared, &sorted.records).await {
             Ok(()) => {}
             // An effect returned Ok with a statement of it failed: the transaction was aborted
             // (and rolled back by its COMMIT).
@@ -562,12 +609,12 @@ impl<E: PgEffect> Core<E> {
     /// savepoint of its own, so that a failing effect rolls back alone.
     async fn run_one_by_one(
         &self,
-        client: &mut tokio_postgres::Client,
+        client: &Client,
         prepared: &Prepared,
         batch: &[Delivery],
     ) -> Result<Vec<Result<Applied, EffectError>>, BatchFailed> {
         let failed = |err: tokio_postgres::Error| batch_failed(&err);
-        let (tx, sorted) = Self::begin(client, prepared, batch, true).await?;
+        let sorted = Self::begin(client, prepared, batch, true).await?;
         let Sorted {
             mut outcomes,
             mut records,
@@ -588,14 +635,14 @@ impl<E: PgEffect> Core<E> {
             }
             let outcome = loop {
                 let outcome = self
-                    .run_effect(&delivery.received, &tx, &prepared.cache)
+                    .run_effect(&delivery.received, client, &prepared.cache)
                     .await;
                 if let Some((before, release)) = released.take() {
                     if let Err(err) = release.await {
                         // The effect before returned Ok with a statement of it failed (the
                         // transaction is aborted), so this one ran in an aborted transaction:
                         // back to the savepoint before both, and this one runs again.
-                        tx.batch_execute(&rollback_sql).await.map_err(failed)?;
+                        client.batch_execute(&rollback_sql).await.map_err(failed)?;
                         crate::metrics::handler_run("direct", "error");
                         outcomes[before] = Err(statement_failed(&err));
                         continue;
@@ -608,7 +655,7 @@ impl<E: PgEffect> Core<E> {
             };
             match outcome {
                 Ok(()) => {
-                    let mut release: Pending<'_> = Box::pin(tx.batch_execute(&release_sql));
+                    let mut release: Pending<'_> = Box::pin(client.batch_execute(&release_sql));
                     // Polled once: sent, ahead of the next effect's statements.
                     if let Some(result) = (&mut release).now_or_never() {
                         release = Box::pin(std::future::ready(result));
@@ -617,7 +664,7 @@ impl<E: PgEffect> Core<E> {
                 }
                 Err(err) => {
                     // Back to its savepoint, which stays for the next effect.
-                    tx.batch_execute(&rollback_sql).await.map_err(failed)?;
+                    client.batch_execute(&rollback_sql).await.map_err(failed)?;
                     crate::metrics::handler_run("direct", "error");
                     outcomes[i] = Err(err);
                 }
@@ -625,7 +672,7 @@ impl<E: PgEffect> Core<E> {
         }
         if let Some((before, release)) = released.take() {
             if let Err(err) = release.await {
-                tx.batch_execute(&rollback_sql).await.map_err(failed)?;
+                client.batch_execute(&rollback_sql).await.map_err(failed)?;
                 crate::metrics::handler_run("direct", "error");
                 outcomes[before] = Err(statement_failed(&err));
             } else {
@@ -636,7 +683,7 @@ impl<E: PgEffect> Core<E> {
         }
         // Its borrow of the transaction ends here.
         drop(released);
-        Self::record_and_commit(tx, prepared, &records)
+        Self::record_and_commit(client, prepared, &records)
             .await
             .map_err(failed)?;
         Ok(outcomes)

@@ -333,6 +333,13 @@ impl PgConn {
     pub fn close_on_drop(&mut self) {
         self.close_on_drop = true;
     }
+
+    /// Sets whether this connection is closed when dropped ([`PgConn::close_on_drop`]), or
+    /// returns to the pool: for a transaction opened with a plain `BEGIN`, closed unless it
+    /// ended.
+    pub(crate) fn set_close_on_drop(&mut self, close: bool) {
+        self.close_on_drop = close;
+    }
 }
 
 impl Drop for PgConn {

@@ -1723,6 +1723,85 @@ mod pg {
         assert!(prepared.len() <= 2, "{runs:?}");
     }
 
+    /// The effect of the cancelled-transaction test: one row per run, then, while `stall`
+    /// is set, a wait far past the worker's deadline.
+    struct StallingEffect {
+        stall: Arc<AtomicBool>,
+    }
+
+    impl PgEffect for StallingEffect {
+        type Error = tokio_postgres::Error;
+
+        async fn apply(&self, received: &Received, tx: &PgTx<'_>) -> Result<(), Self::Error> {
+            let insert = tx.prepare_cached(CACHED_INSERT).await?;
+            tx.execute(
+                &insert,
+                &[&received.webhook_id.as_str(), &received.event.call_id],
+            )
+            .await?;
+            if self.stall.swap(false, Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            }
+            Ok(())
+        }
+    }
+
+    /// An inbox-mode run cancelled at the worker's deadline, its effect written and its
+    /// transaction open, leaves nothing of it behind: its connection (the only one of the
+    /// tenant's pool) is not handed to the next entry's run with the transaction still open,
+    /// where the next `COMMIT` would commit the cancelled effect without its entry's mark (and
+    /// the entry's retry would then apply it a second time).
+    #[tokio::test]
+    async fn postgres_inbox_mode_a_run_cancelled_mid_transaction_leaves_nothing_behind() {
+        let Some((url, schema, client)) = tenant("eo_pg_cancelled").await else {
+            return;
+        };
+        let database = PgDatabase::connect_in_schema(&url, &schema, 1)
+            .await
+            .expect("database");
+        let inbox = PgInbox::new(database, quick_policy());
+        let stall = Arc::new(AtomicBool::new(true));
+        let handler = PgExactlyOnce::new(
+            inbox.clone(),
+            StallingEffect {
+                stall: Arc::clone(&stall),
+            },
+        );
+        for (n, id) in [(1, "wh_eo_cancelled_a"), (2, "wh_eo_cancelled_b")] {
+            inbox
+                .accept(&webhook_id(id), &[n; 32], &event_body(id), T)
+                .await
+                .expect("accept");
+        }
+        let started = Instant::now();
+        let step = process_next(&inbox, &handler, T).await.expect("step");
+        assert_eq!(
+            step,
+            Step::Settled(Settled::Retrying),
+            "cancelled at its deadline"
+        );
+        assert!(started.elapsed() < Duration::from_secs(30));
+        assert!(!stall.load(Ordering::SeqCst), "the stalling run ran");
+        // The other entry, on the pool's one connection, then the cancelled one's retry.
+        let mut settled = Vec::new();
+        for at in T..T + 10 {
+            if let Step::Settled(done) = process_next(&inbox, &handler, at).await.expect("step") {
+                settled.push(done);
+            }
+        }
+        assert_eq!(settled, [Settled::Done, Settled::Done]);
+        assert_eq!(
+            effects(&client, "wh_eo_cancelled_a").await,
+            1,
+            "exactly once"
+        );
+        assert_eq!(
+            effects(&client, "wh_eo_cancelled_b").await,
+            1,
+            "exactly once"
+        );
+    }
+
     /// Direct mode on a database that stops answering (a proxy that stalls every connection):
     /// each batch, the tenant's effect included, ends within the database's answer timeout
     /// (not the route's longer handler deadline), so every delivery in it is answered (not
