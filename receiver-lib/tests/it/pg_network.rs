@@ -84,45 +84,27 @@ async fn the_readiness_probe_fails_while_the_database_takes_no_write() {
     let Some(url) = svc_fixtures::postgres::fresh_schema_url("pg_probe_read_only").await else {
         return;
     };
-    let admin = svc_fixtures::postgres::connect(&url).await;
-    let role = format!(
-        "svc_read_only_{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or_default()
-    );
-    admin
-        .batch_execute(&format!("CREATE ROLE {role} LOGIN SUPERUSER"))
-        .await
-        .expect("the test's role");
-    let database = PgDatabase::connect_with(&format!("{url}&user={role}"), 2)
+    let role = svc_fixtures::postgres::TestRole::create(&url, "read_only").await;
+    let database = PgDatabase::connect_with(&role.login_url(&url), 2)
         .await
         .expect("connect and migrate");
     let inbox = PgInbox::new(database, InboxPolicy::default());
     inbox.check_writable().await.expect("ready");
 
     let switch = |read_only: bool| {
-        let (admin, role) = (&admin, &role);
+        let role = &role;
         async move {
             let setting = if read_only {
                 "SET default_transaction_read_only = on"
             } else {
                 "RESET default_transaction_read_only"
             };
-            admin
-                .batch_execute(&format!("ALTER ROLE {role} {setting}"))
+            role.admin()
+                .batch_execute(&format!("ALTER ROLE {} {setting}", role.name()))
                 .await
                 .expect("alter the role");
             // The role's sessions start again with the setting.
-            admin
-                .execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1",
-                    &[role],
-                )
-                .await
-                .expect("end the role's sessions");
+            role.terminate().await;
         }
     };
     // Until the probe says `done`: the first may meet a connection just ended.
@@ -153,11 +135,7 @@ async fn the_readiness_probe_fails_while_the_database_takes_no_write() {
     switch(false).await;
     probe_until(Result::is_ok).await;
 
-    // The role goes with what it made (the test schema's tables), once its sessions are gone.
+    // The role goes with what it made (the test schema's tables).
     drop(inbox);
-    switch(false).await;
-    admin
-        .batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE {role}"))
-        .await
-        .expect("drop the test's role");
+    role.drop_role().await;
 }

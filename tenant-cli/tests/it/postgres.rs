@@ -294,28 +294,6 @@ async fn two_reconcile_runs_on_two_hosts_at_once_one_runs_and_the_other_exits_75
     assert_eq!(runs, 1, "only one run wrote");
 }
 
-/// `store` as a login role of its own (created here, superuser on the throwaway server), so
-/// that the test can end that replica's connections and no other test's.
-async fn as_own_role(store: &str, role: &str) -> String {
-    let db = database(store).await;
-    db.batch_execute(&format!("CREATE ROLE {role} LOGIN SUPERUSER"))
-        .await
-        .expect("create the replica's role");
-    format!("{store}&user={role}")
-}
-
-/// Ends every connection of `role` (as a database restart does), returning how many.
-async fn terminate(db: &tokio_postgres::Client, role: &str) -> i64 {
-    db.query_one(
-        "SELECT COUNT(*) FILTER (WHERE pg_terminate_backend(pid))
-         FROM pg_stat_activity WHERE usename = $1",
-        &[&role],
-    )
-    .await
-    .expect("terminate the role's connections")
-    .get(0)
-}
-
 pub(crate) async fn readyz(client: &reqwest::Client, addr: &str) -> (u16, String) {
     let response = client
         .get(format!("http://{addr}/readyz"))
@@ -331,12 +309,10 @@ async fn a_replica_records_again_after_the_server_terminates_its_connections() {
     let Some(store) = fresh_store("records_after_terminate").await else {
         return;
     };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    let role = format!("svc_terminated_{}_{nanos}", std::process::id());
-    let replica_store = as_own_role(&store, &role).await;
+    // A login role of the replica's own, so that the test ends its connections and no other
+    // test's.
+    let role = svc_fixtures::postgres::TestRole::create(&store, "terminated").await;
+    let replica_store = role.login_url(&store);
     let sandbox = Sandbox::new();
     let replica = replica(&sandbox, &replica_store, &[]).await;
     let client = reqwest::Client::builder()
@@ -347,7 +323,7 @@ async fn a_replica_records_again_after_the_server_terminates_its_connections() {
     assert_eq!(post(&client, &replica.addr, "svc_call_before").await, 200);
     wait_until_done(&db, 1, Duration::from_secs(30)).await;
     assert!(
-        terminate(&db, &role).await >= 1,
+        role.terminate().await >= 1,
         "the replica's connections were ended"
     );
     // The pool the store and the inbox share finds its connections closed at the next use. It
@@ -373,19 +349,8 @@ async fn a_replica_records_again_after_the_server_terminates_its_connections() {
     );
     assert_eq!(readyz(&client, &replica.addr).await.0, 200);
     drop(replica);
-    // The role goes with what it made (the test schema's tables), once its sessions are gone.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        terminate(&db, &role).await;
-        match db
-            .batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE {role}"))
-            .await
-        {
-            Ok(()) => break,
-            Err(err) => assert!(Instant::now() < deadline, "drop the test's role: {err}"),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // The role goes with what it made (the test schema's tables).
+    role.drop_role().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
