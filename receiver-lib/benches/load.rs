@@ -46,7 +46,10 @@
 //!   PostgreSQL writes at least this, so where this row misses 0.8 x the inbox, no design
 //!   meets issue 24's target on that machine;
 //! - the same ceiling with the unique keys any design that deduplicates across replicas needs
-//!   (the records' id and signature each unique): the least such a design writes.
+//!   (the records' id and signature each unique): the least such a design writes;
+//! - that one again with the effects run one after the other (each statement awaited before
+//!   the next is sent), as the drivers' default mode and sqlx run them: the least a design
+//!   that runs effects one at a time waits for.
 //!
 //! Every pool (the crate's, and the tenant's sqlx pool) has `SVC_BENCH_PG_CONNECTIONS`
 //! connections (16 by default); they stay open for the whole run, so the server needs
@@ -823,7 +826,7 @@ fn main() {
         }
         // Issue 24's target for the exactly-once rows.
         if let Some(pg_inbox) = pg_inbox {
-            for name in [EO_SQLITE, EO_PG, EO_PG_AT_ONCE, EO_SQLX, EO_PG_CEILING, EO_PG_KEYED_CEILING] {
+            for name in [EO_SQLITE, EO_PG, EO_PG_AT_ONCE, EO_SQLX, EO_PG_CEILING, EO_PG_KEYED_CEILING, EO_PG_ONE_BY_ONE_CEILING] {
                 let Some(result) = result_of(name).filter(|_| runs(name)) else { continue };
                 let ratio = rate(result) / pg_inbox;
                 let p99 = result.latency_us.value_at_quantile(0.99) as f64 / 1000.0;
@@ -932,6 +935,20 @@ const EO_SQLX: &str = "exactly once, direct: sqlx PostgreSQL";
 const EO_PG_CEILING: &str = "exactly-once ceiling: PostgreSQL";
 /// The same with the records' id and signature unique (see the module docs).
 const EO_PG_KEYED_CEILING: &str = "exactly-once ceiling: PostgreSQL, unique keys";
+/// The same with the effects one after the other (see the module docs).
+const EO_PG_ONE_BY_ONE_CEILING: &str = "exactly-once ceiling: PostgreSQL, keys, one by one";
+
+/// What an exactly-once ceiling on PostgreSQL leaves out (see the module docs).
+#[cfg(feature = "postgres")]
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ceiling {
+    /// No unique key, effects pipelined.
+    Bare,
+    /// The records' id and signature unique, effects pipelined.
+    UniqueKeys,
+    /// The records' id and signature unique, effects one after the other.
+    UniqueKeysOneByOne,
+}
 
 /// The exactly-once effect on PostgreSQL, for either driver: one row in the tenant's
 /// `effects`, in the transaction it is given.
@@ -984,68 +1001,33 @@ type Waiting = (Record, tokio::sync::oneshot::Sender<()>);
 
 /// The exactly-once ceiling on PostgreSQL (see the module docs), on the `search_path` schema
 /// of `url`, where `effects` is: verify and decode, then answer once the delivery's group
-/// committed. With `unique_keys`, the records' id and signature are each unique.
+/// committed. One group at a time, on one connection; one by one, four at once (as the
+/// drivers' batches), each on its own connection, since a group then mostly waits.
 #[cfg(feature = "postgres")]
-async fn pg_exactly_once_ceiling(url: &str, unique_keys: bool) -> Router {
-    let (mut client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+async fn pg_exactly_once_ceiling(url: &str, kind: Ceiling) -> Router {
+    let keys = if kind == Ceiling::Bare { "" } else { "UNIQUE" };
+    svc_fixtures::postgres::connect(url)
         .await
-        .expect("connect");
-    tokio::spawn(connection);
-    let keys = if unique_keys { "UNIQUE" } else { "" };
-    client
         .batch_execute(&format!(
             "CREATE TABLE ceiling_rows (id BYTEA NOT NULL {keys}, signature BYTEA NOT NULL {keys},
                                         body BYTEA NOT NULL, received_at BIGINT NOT NULL)"
         ))
         .await
         .expect("ceiling table");
-    let (queue, mut waiting) = tokio::sync::mpsc::unbounded_channel::<Waiting>();
-    tokio::spawn(async move {
-        let records = client
-            .prepare(
-                "INSERT INTO ceiling_rows
-                 SELECT * FROM unnest($1::BYTEA[], $2::BYTEA[], $3::BYTEA[], $4::BIGINT[])",
-            )
-            .await
-            .expect("prepare");
-        let effect = client
-            .prepare("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
-            .await
-            .expect("prepare");
-        let mut group: Vec<Waiting> = Vec::new();
-        while let Some(first) = waiting.recv().await {
-            group.push(first);
-            while let Ok(next) = waiting.try_recv() {
-                group.push(next);
-            }
-            let ids: Vec<&[u8]> = group.iter().map(|(r, _)| &r.id[..]).collect();
-            let signatures: Vec<&[u8]> = group.iter().map(|(r, _)| &r.signature[..]).collect();
-            let bodies: Vec<&[u8]> = group.iter().map(|(r, _)| &r.body[..]).collect();
-            let at: Vec<i64> = group.iter().map(|(r, _)| r.received_at).collect();
-            let webhook_ids: Vec<String> = group
-                .iter()
-                .map(|(r, _)| String::from_utf8_lossy(&r.id).into_owned())
-                .collect();
-            let tx = client.transaction().await.expect("begin");
-            let row_params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-                [&ids, &signatures, &bodies, &at];
-            let effect_params: Vec<[&(dyn tokio_postgres::types::ToSql + Sync); 2]> =
-                webhook_ids.iter().map(|id| [id as _, id as _]).collect();
-            let rows = tx.execute(&records, &row_params);
-            let effects = futures_util::future::try_join_all(
-                effect_params
-                    .iter()
-                    .map(|params| tx.execute(&effect, params)),
-            );
-            futures_util::future::try_join(rows, effects)
-                .await
-                .expect("the group's writes");
-            tx.commit().await.expect("commit");
-            for (_, done) in group.drain(..) {
-                let _ = done.send(());
-            }
-        }
-    });
+    let (queue, waiting) = tokio::sync::mpsc::unbounded_channel::<Waiting>();
+    let waiting = Arc::new(tokio::sync::Mutex::new(waiting));
+    let groups_at_once = if kind == Ceiling::UniqueKeysOneByOne {
+        4
+    } else {
+        1
+    };
+    for _ in 0..groups_at_once {
+        tokio::spawn(pg_ceiling_groups(
+            svc_fixtures::postgres::connect(url).await,
+            Arc::clone(&waiting),
+            kind,
+        ));
+    }
     let verifier = Arc::new(verifier());
     Router::new().route(
         "/webhooks",
@@ -1068,6 +1050,75 @@ async fn pg_exactly_once_ceiling(url: &str, unique_keys: bool) -> Router {
             }
         }),
     )
+}
+
+/// One connection's turn at the exactly-once ceiling's groups: takes every delivery waiting
+/// (the first one waited for) and commits them as one group, until the queue closes.
+#[cfg(feature = "postgres")]
+async fn pg_ceiling_groups(
+    mut client: tokio_postgres::Client,
+    waiting: Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<Waiting>>>,
+    kind: Ceiling,
+) {
+    let records = client
+        .prepare(
+            "INSERT INTO ceiling_rows
+             SELECT * FROM unnest($1::BYTEA[], $2::BYTEA[], $3::BYTEA[], $4::BIGINT[])",
+        )
+        .await
+        .expect("prepare");
+    let effect = client
+        .prepare("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
+        .await
+        .expect("prepare");
+    let mut group: Vec<Waiting> = Vec::new();
+    loop {
+        {
+            let mut waiting = waiting.lock().await;
+            let Some(first) = waiting.recv().await else {
+                return;
+            };
+            group.push(first);
+            while let Ok(next) = waiting.try_recv() {
+                group.push(next);
+            }
+        }
+        let ids: Vec<&[u8]> = group.iter().map(|(r, _)| &r.id[..]).collect();
+        let signatures: Vec<&[u8]> = group.iter().map(|(r, _)| &r.signature[..]).collect();
+        let bodies: Vec<&[u8]> = group.iter().map(|(r, _)| &r.body[..]).collect();
+        let at: Vec<i64> = group.iter().map(|(r, _)| r.received_at).collect();
+        let webhook_ids: Vec<String> = group
+            .iter()
+            .map(|(r, _)| String::from_utf8_lossy(&r.id).into_owned())
+            .collect();
+        let tx = client.transaction().await.expect("begin");
+        let row_params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+            [&ids, &signatures, &bodies, &at];
+        let effect_params: Vec<[&(dyn tokio_postgres::types::ToSql + Sync); 2]> =
+            webhook_ids.iter().map(|id| [id as _, id as _]).collect();
+        if kind == Ceiling::UniqueKeysOneByOne {
+            tx.execute(&records, &row_params)
+                .await
+                .expect("the records");
+            for params in &effect_params {
+                tx.execute(&effect, params).await.expect("an effect");
+            }
+        } else {
+            let rows = tx.execute(&records, &row_params);
+            let effects = futures_util::future::try_join_all(
+                effect_params
+                    .iter()
+                    .map(|params| tx.execute(&effect, params)),
+            );
+            futures_util::future::try_join(rows, effects)
+                .await
+                .expect("the group's writes");
+        }
+        tx.commit().await.expect("commit");
+        for (_, done) in group.drain(..) {
+            let _ = done.send(());
+        }
+    }
 }
 
 /// The webhook ids of the rows of the `effects` table `tenant` sees.
@@ -1211,15 +1262,21 @@ async fn postgres_targets() -> Option<Postgres> {
     let (url, _, tenant) = pg_tenant("load_bench_eo_ceiling").await?;
     servers.push((
         EO_PG_CEILING,
-        serve(pg_exactly_once_ceiling(&url, false).await).await,
+        serve(pg_exactly_once_ceiling(&url, Ceiling::Bare).await).await,
     ));
     effects.push((EO_PG_CEILING, tenant));
     let (url, _, tenant) = pg_tenant("load_bench_eo_keyed_ceiling").await?;
     servers.push((
         EO_PG_KEYED_CEILING,
-        serve(pg_exactly_once_ceiling(&url, true).await).await,
+        serve(pg_exactly_once_ceiling(&url, Ceiling::UniqueKeys).await).await,
     ));
     effects.push((EO_PG_KEYED_CEILING, tenant));
+    let (url, _, tenant) = pg_tenant("load_bench_eo_one_by_one_ceiling").await?;
+    servers.push((
+        EO_PG_ONE_BY_ONE_CEILING,
+        serve(pg_exactly_once_ceiling(&url, Ceiling::UniqueKeysOneByOne).await).await,
+    ));
+    effects.push((EO_PG_ONE_BY_ONE_CEILING, tenant));
 
     #[cfg(feature = "sqlx-postgres")]
     {
