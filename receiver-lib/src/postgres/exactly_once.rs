@@ -73,11 +73,27 @@ pub trait PgEffect: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 }
 
+/// How the crate begins a transaction it hands to user code: `BEGIN`, and a transaction-local
+/// marker ([`MARKER`]) that the entry's mark and a batch's record require, so that they write
+/// nothing and say so when user code ended the transaction itself (a `COMMIT` or `ROLLBACK` of
+/// its own, after which they would run on their own, outside it). One simple query, one
+/// message.
+pub(super) const BEGIN_MARKED: &str = "BEGIN; SET LOCAL svc_receiver.tx = 'open'";
+
+/// The condition the mark and the record write under: the crate's transaction is still open.
+const MARKER: &str = "current_setting('svc_receiver.tx', true) IS NOT DISTINCT FROM 'open'";
+
+/// The failure of an attempt whose effect ended the crate's transaction itself.
+pub(super) const ENDED_BY_EFFECT: &str = "an effect ended the crate's transaction itself (a COMMIT or ROLLBACK of \
+     its own): the event is not recorded as done, and is run again";
+
 /// The crate's statements in a transaction handed to user code, their names qualified with
 /// the crate's schema when it has one.
 #[derive(Debug)]
 pub(super) struct Statements {
     pub(super) lock_entry: String,
+    /// Marks the entry done; 0 rows when the transaction is not the crate's (see
+    /// [`BEGIN_MARKED`]).
     pub(super) mark_done: String,
     /// Takes the advisory locks of a batch's ids and signatures, in the global order, then
     /// (read after them) per delivery of the batch, in order: whether its id is recorded, and
@@ -87,7 +103,8 @@ pub(super) struct Statements {
     /// for the plan made while the table was small, and then cached: 9 ms a batch at 20 000
     /// entries).
     pub(super) lock_and_classify: String,
-    /// Records a batch's done entries and remembers its signatures.
+    /// Records a batch's done entries and remembers its signatures; answers one row, whether
+    /// it did (false, with nothing written, when the transaction is not the crate's).
     pub(super) record: String,
 }
 
@@ -99,21 +116,27 @@ impl Statements {
         Self {
             lock_entry: format!("SELECT state FROM {table} WHERE id = $1 FOR UPDATE"),
             mark_done: format!(
-                "UPDATE {table} SET state = 'done', last_error = NULL WHERE id = $1"
+                "UPDATE {table} SET state = 'done', last_error = NULL WHERE id = $1 AND {MARKER}"
             ),
             lock_and_classify: format!(
                 "SELECT stored, owner FROM {}($1::TEXT[], $2::BYTEA[])",
                 database.qualified("svc_receiver_lock_and_classify")
             ),
             record: format!(
-                "WITH entries AS (
+                "WITH marker AS (SELECT {MARKER} AS open),
+                 entries AS (
                      INSERT INTO {table} (id, body, received_at, state, due_at)
                      SELECT id, body, at, 'done', at
                      FROM unnest($1::TEXT[], $2::BYTEA[], $3::BIGINT[]) AS r (id, body, at)
+                     WHERE (SELECT open FROM marker)
+                 ),
+                 remembered AS (
+                     INSERT INTO {signatures} (signature, id, seen_at, first)
+                     SELECT * FROM unnest($4::BYTEA[], $5::TEXT[], $6::BIGINT[], $7::BOOLEAN[])
+                     WHERE (SELECT open FROM marker)
+                     ON CONFLICT (signature) DO NOTHING
                  )
-                 INSERT INTO {signatures} (signature, id, seen_at, first)
-                 SELECT * FROM unnest($4::BYTEA[], $5::TEXT[], $6::BIGINT[], $7::BOOLEAN[])
-                 ON CONFLICT (signature) DO NOTHING"
+                 SELECT open FROM marker"
             ),
         }
     }
@@ -248,7 +271,7 @@ impl<E: PgEffect> Core<E> {
     ) -> Result<(), EffectError> {
         let id = received.webhook_id.as_str();
         let ((), state) = futures_util::future::try_join(
-            client.batch_execute("BEGIN"),
+            client.batch_execute(BEGIN_MARKED),
             client.query_opt(lock_entry, &[&id]),
         )
         .await
@@ -278,8 +301,11 @@ impl<E: PgEffect> Core<E> {
             client.batch_execute("COMMIT"),
         )
         .await;
-        marked.map_err(|e| db_error(&e))?;
+        let marked = marked.map_err(|e| db_error(&e))?;
         committed.map_err(|e| db_error(&e))?;
+        if marked == 0 {
+            return Err(EffectError::Effect(ENDED_BY_EFFECT.into()));
+        }
         Ok(())
     }
 
@@ -460,7 +486,7 @@ impl<E: PgEffect> Core<E> {
         // Sent in this order (each is sent when first polled, and `try_join3` polls them in
         // order): `BEGIN`, the locks, the savepoint.
         let ((), rows, ()) = futures_util::future::try_join3(
-            client.batch_execute("BEGIN"),
+            client.batch_execute(BEGIN_MARKED),
             client.query(&prepared.lock_and_classify, &[&ids, &signatures]),
             open,
         )
@@ -507,18 +533,19 @@ impl<E: PgEffect> Core<E> {
     /// record is the first statement after the effects, so an effect that returned `Ok` with
     /// a statement of it failed (the transaction aborted) fails it with
     /// `IN_FAILED_SQL_TRANSACTION`, and PostgreSQL then answers the `COMMIT` of the aborted
-    /// transaction by rolling it back. Committed only when both succeed.
+    /// transaction by rolling it back. Committed only when both succeed; `Ok(false)` when an
+    /// effect ended the transaction itself (nothing recorded: see [`BEGIN_MARKED`]).
     async fn record_and_commit(
         client: &Client,
         prepared: &Prepared,
         records: &Records<'_>,
-    ) -> Result<(), tokio_postgres::Error> {
+    ) -> Result<bool, tokio_postgres::Error> {
         if records.is_empty() {
             // No effect ran in it: nothing to record, and nothing aborted it.
-            return client.batch_execute("COMMIT").await;
+            return client.batch_execute("COMMIT").await.map(|()| true);
         }
         let (recorded, committed) = futures_util::future::join(
-            client.execute(
+            client.query_one(
                 &prepared.record,
                 &[
                     &records.ids,
@@ -533,8 +560,9 @@ impl<E: PgEffect> Core<E> {
             client.batch_execute("COMMIT"),
         )
         .await;
-        recorded?;
-        committed
+        let recorded: bool = recorded?.try_get(0)?;
+        committed?;
+        Ok(recorded)
     }
 
     /// The fast path: the batch's fresh effects with no savepoint, one after the other (or,
@@ -590,7 +618,13 @@ impl<E: PgEffect> Core<E> {
             sorted.records.done(&batch[i]);
         }
         match Self::record_and_commit(client, prepared, &sorted.records).await {
-            Ok(()) => {}
+            Ok(true) => {}
+            // An effect ended the transaction itself: nothing was recorded. The careful run
+            // finds out which one (its savepoint is gone) and fails the batch.
+            Ok(false) => {
+                tracing::warn!("{ENDED_BY_EFFECT}");
+                return Ok(None);
+            }
             // An effect returned Ok with a statement of it failed: the transaction was aborted
             // (and rolled back by its COMMIT).
             Err(err) if err.code() == Some(&SqlState::IN_FAILED_SQL_TRANSACTION) => {
@@ -683,9 +717,15 @@ impl<E: PgEffect> Core<E> {
         }
         // Its borrow of the transaction ends here.
         drop(released);
-        Self::record_and_commit(client, prepared, &records)
+        if !Self::record_and_commit(client, prepared, &records)
             .await
-            .map_err(failed)?;
+            .map_err(failed)?
+        {
+            return Err(BatchFailed {
+                message: ENDED_BY_EFFECT.into(),
+                transient: false,
+            });
+        }
         Ok(outcomes)
     }
 }

@@ -19,7 +19,7 @@ use sqlx::{Connection, PgConnection, PgPool, Row};
 
 use super::PgInbox;
 use super::effect_batch::{BatchFailed, BatchRunner, Class, Delivery, Gatherer, Records};
-use super::exactly_once::Statements;
+use super::exactly_once::{BEGIN_MARKED, ENDED_BY_EFFECT, Statements};
 use crate::dedup::StorageError;
 use crate::exactly_once::{Applied, EffectError, Transactional, panic_text};
 use crate::handler::{EventHandler, Received};
@@ -174,7 +174,9 @@ impl<E: SqlxPgEffect> Core<E> {
         received: &Received,
     ) -> Result<(), EffectError> {
         let id = received.webhook_id.as_str();
-        let mut tx = Connection::begin(&mut **conn).await.map_err(db)?;
+        let mut tx = Connection::begin_with(&mut **conn, BEGIN_MARKED)
+            .await
+            .map_err(db)?;
         let state = query(&self.sql.lock_entry)
             .bind(id)
             .fetch_optional(&mut *tx)
@@ -194,12 +196,16 @@ impl<E: SqlxPgEffect> Core<E> {
             Some(_) => {}
         }
         self.run_effect(received, &mut tx).await?;
-        query(&self.sql.mark_done)
+        let marked = query(&self.sql.mark_done)
             .bind(id)
             .execute(&mut *tx)
             .await
             .map_err(db)?;
-        tx.commit().await.map_err(db)
+        tx.commit().await.map_err(db)?;
+        if marked.rows_affected() == 0 {
+            return Err(EffectError::Effect(ENDED_BY_EFFECT.into()));
+        }
+        Ok(())
     }
 }
 
@@ -284,7 +290,9 @@ impl<E: SqlxPgEffect> Core<E> {
             .map(|delivery| delivery.received.webhook_id.as_str())
             .collect();
         let signatures: Vec<&[u8]> = batch.iter().map(|d| &d.signature[..]).collect();
-        let mut tx = Connection::begin(&mut **conn).await.map_err(failed)?;
+        let mut tx = Connection::begin_with(&mut **conn, BEGIN_MARKED)
+            .await
+            .map_err(failed)?;
         let rows = query(&self.sql.lock_and_classify)
             .bind(&ids)
             .bind(&signatures)
@@ -330,14 +338,16 @@ impl<E: SqlxPgEffect> Core<E> {
 
     /// Records what is to be recorded (the first statement after the effects: it fails with
     /// `IN_FAILED_SQL_TRANSACTION` when an effect returned `Ok` with a statement of it
-    /// failed), then commits.
+    /// failed), then commits; `Ok(false)` when an effect ended the transaction itself (nothing
+    /// recorded).
     async fn record_and_commit(
         &self,
         mut tx: Tx<'_>,
         records: &Records<'_>,
-    ) -> Result<(), sqlx::Error> {
+    ) -> Result<bool, sqlx::Error> {
+        let mut recorded = true;
         if !records.is_empty() {
-            query(&self.sql.record)
+            recorded = query(&self.sql.record)
                 .bind(&records.ids)
                 .bind(&records.bodies)
                 .bind(&records.received_ats)
@@ -345,10 +355,12 @@ impl<E: SqlxPgEffect> Core<E> {
                 .bind(&records.signature_ids)
                 .bind(&records.seen_ats)
                 .bind(&records.firsts)
-                .execute(&mut *tx)
-                .await?;
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get(0)?;
         }
-        tx.commit().await
+        tx.commit().await?;
+        Ok(recorded)
     }
 
     /// The fast path: the batch's fresh effects one after the other with no savepoint (one
@@ -381,7 +393,13 @@ impl<E: SqlxPgEffect> Core<E> {
             sorted.records.done(&batch[i]);
         }
         match self.record_and_commit(tx, &sorted.records).await {
-            Ok(()) => {}
+            Ok(true) => {}
+            // An effect ended the transaction itself: nothing was recorded. The careful run
+            // finds out which one (its savepoint is gone) and fails the batch.
+            Ok(false) => {
+                tracing::warn!("{ENDED_BY_EFFECT}");
+                return Ok(None);
+            }
             // An effect returned Ok with a statement of it failed: the transaction was aborted
             // (and is rolled back as it is dropped).
             Err(err)
@@ -465,7 +483,12 @@ impl<E: SqlxPgEffect> Core<E> {
                 }
             };
         }
-        self.record_and_commit(tx, &records).await.map_err(failed)?;
+        if !self.record_and_commit(tx, &records).await.map_err(failed)? {
+            return Err(BatchFailed {
+                message: ENDED_BY_EFFECT.into(),
+                transient: false,
+            });
+        }
         Ok(outcomes)
     }
 }

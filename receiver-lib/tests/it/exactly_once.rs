@@ -1075,6 +1075,59 @@ mod pg {
             assert_eq!(effects(&client, "wh_eo_sqlx_other").await, 0);
         }
 
+        /// One row per run; then, when armed, a `ROLLBACK` of its own.
+        struct EndingEffect {
+            ending: Arc<super::Ending>,
+        }
+
+        impl SqlxPgEffect for EndingEffect {
+            type Error = sqlx::Error;
+
+            async fn apply(
+                &self,
+                received: &Received,
+                conn: &mut sqlx::PgConnection,
+            ) -> Result<(), sqlx::Error> {
+                sqlx::query("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
+                    .bind(received.webhook_id.as_str())
+                    .bind(&received.event.call_id)
+                    .execute(&mut *conn)
+                    .await?;
+                if self.ending.take() {
+                    sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await?;
+                }
+                Ok(())
+            }
+        }
+
+        #[tokio::test]
+        async fn sqlx_an_effect_that_rolls_back_itself_is_not_recorded_as_done() {
+            let Some((url, schema, client)) = tenant("eo_sqlx_ended").await else {
+                return;
+            };
+            let database = PgDatabase::connect_in_schema(&url, &schema, 4)
+                .await
+                .expect("database");
+            let inbox = PgInbox::new(database, quick_policy());
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(4)
+                .connect(&url)
+                .await
+                .expect("sqlx pool");
+            let ending = Arc::new(super::Ending::default());
+            let driver = SqlxPgExactlyOnce::new(
+                inbox.clone(),
+                pool,
+                EndingEffect {
+                    ending: Arc::clone(&ending),
+                },
+            );
+            super::an_effect_that_rolls_back_itself_is_not_recorded_as_done(
+                &inbox, driver, &ending, &client, "sqlx",
+            )
+            .await;
+        }
+
         /// The batch test's effect (see [`super::batch_effect_runs_alone_in_its_savepoint`]):
         /// one row per run, its transaction's id noted, a pause, and a failure for the ids in
         /// `failing`.
@@ -1800,6 +1853,110 @@ mod pg {
             1,
             "exactly once"
         );
+    }
+
+    /// What the next run of an [`EndingEffect`] (or the sqlx one) sends after its write: a
+    /// `ROLLBACK` of its own, once.
+    #[derive(Default)]
+    pub(super) struct Ending(AtomicBool);
+
+    impl Ending {
+        pub(super) fn arm(&self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+
+        pub(super) fn take(&self) -> bool {
+            self.0.swap(false, Ordering::SeqCst)
+        }
+    }
+
+    /// One row per run; then, when armed, a `ROLLBACK` of its own (which the README forbids).
+    struct EndingEffect {
+        ending: Arc<Ending>,
+    }
+
+    impl PgEffect for EndingEffect {
+        type Error = tokio_postgres::Error;
+
+        async fn apply(&self, received: &Received, tx: &PgTx<'_>) -> Result<(), Self::Error> {
+            tx.execute(
+                CACHED_INSERT,
+                &[&received.webhook_id.as_str(), &received.event.call_id],
+            )
+            .await?;
+            if self.ending.take() {
+                tx.batch_execute("ROLLBACK").await?;
+            }
+            Ok(())
+        }
+    }
+
+    /// An effect that rolls the crate's transaction back itself (its write undone) and returns
+    /// `Ok`: the entry's mark or the batch's record, which would then run on their own outside
+    /// the transaction, write nothing, so the event is not recorded as done with its effect
+    /// lost; it is run again and applied once, in inbox mode and in direct mode.
+    pub(super) async fn an_effect_that_rolls_back_itself_is_not_recorded_as_done<X>(
+        inbox: &PgInbox,
+        driver: X,
+        ending: &Ending,
+        client: &tokio_postgres::Client,
+        label: &str,
+    ) where
+        X: svc_receiver::exactly_once::Transactional + svc_receiver::EventHandler + Clone,
+    {
+        let in_inbox = format!("wh_eo_{label}_ended_inbox");
+        inbox
+            .accept(
+                &webhook_id(&in_inbox),
+                &[7; 32],
+                &event_body("call_ended"),
+                T,
+            )
+            .await
+            .expect("accept");
+        ending.arm();
+        let step = process_next(inbox, &driver, T).await.expect("step");
+        assert_eq!(step, Step::Settled(Settled::Retrying), "not marked done");
+        assert_eq!(effects(client, &in_inbox).await, 0, "rolled back");
+        let step = process_next(inbox, &driver, T + 1).await.expect("step");
+        assert_eq!(step, Step::Settled(Settled::Done));
+        assert_eq!(effects(client, &in_inbox).await, 1, "applied once");
+
+        let direct = format!("wh_eo_{label}_ended_direct");
+        let addr = spawn(direct_router(driver, Arc::new(ManualClock::new(T)))).await;
+        let http = super::client();
+        let (header, body) = delivery(&direct, T);
+        ending.arm();
+        let (status, _) = post(&http, addr, Some(&direct), Some(&header), body.clone()).await;
+        // The fast run's record found the transaction gone and wrote nothing; the careful run
+        // ran the effect again, in a transaction that committed with the record.
+        assert_eq!(status, 200);
+        assert_eq!(effects(client, &direct).await, 1, "applied once");
+        let (status, _) = post(&http, addr, Some(&direct), Some(&header), body).await;
+        assert_eq!(status, 200, "a duplicate");
+        assert_eq!(effects(client, &direct).await, 1, "applied once");
+    }
+
+    #[tokio::test]
+    async fn postgres_an_effect_that_rolls_back_itself_is_not_recorded_as_done() {
+        let Some((url, schema, client)) = tenant("eo_pg_ended").await else {
+            return;
+        };
+        let database = PgDatabase::connect_in_schema(&url, &schema, 4)
+            .await
+            .expect("database");
+        let inbox = PgInbox::new(database, quick_policy());
+        let ending = Arc::new(Ending::default());
+        let driver = PgExactlyOnce::new(
+            inbox.clone(),
+            EndingEffect {
+                ending: Arc::clone(&ending),
+            },
+        );
+        an_effect_that_rolls_back_itself_is_not_recorded_as_done(
+            &inbox, driver, &ending, &client, "pg",
+        )
+        .await;
     }
 
     /// Direct mode on a database that stops answering (a proxy that stalls every connection):
