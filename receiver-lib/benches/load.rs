@@ -826,7 +826,16 @@ fn main() {
         }
         // Issue 24's target for the exactly-once rows.
         if let Some(pg_inbox) = pg_inbox {
-            for name in [EO_SQLITE, EO_PG, EO_PG_AT_ONCE, EO_SQLX, EO_PG_CEILING, EO_PG_KEYED_CEILING, EO_PG_ONE_BY_ONE_CEILING] {
+            let exactly_once = [
+                EO_SQLITE,
+                EO_PG,
+                EO_PG_AT_ONCE,
+                EO_SQLX,
+                EO_PG_CEILING,
+                EO_PG_KEYED_CEILING,
+                EO_PG_ONE_BY_ONE_CEILING,
+            ];
+            for name in exactly_once {
                 let Some(result) = result_of(name).filter(|_| runs(name)) else { continue };
                 let ratio = rate(result) / pg_inbox;
                 let p99 = result.latency_us.value_at_quantile(0.99) as f64 / 1000.0;

@@ -3,8 +3,9 @@
 //! done (run again later, from scratch) or done (never run again).
 //!
 //! The drivers: `PgExactlyOnce` (feature `postgres`, your code gets a `PgTx`, the
-//! connection's `tokio_postgres::Client` inside the transaction) and `SqliteExactlyOnce` (feature `sqlite`,
-//! your code gets the `rusqlite::Connection` of the inbox's file inside a transaction), and
+//! connection's `tokio_postgres::Client` inside the transaction) and `SqliteExactlyOnce`
+//! (feature `sqlite`, your code gets the `rusqlite::Connection` of the inbox's file inside a
+//! transaction), and
 //! `SqlxPgExactlyOnce` (feature `sqlx-postgres`, your code gets the `sqlx::PgConnection` of a
 //! transaction of your own `sqlx` pool). Each
 //! runs in both modes:

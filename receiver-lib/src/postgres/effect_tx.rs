@@ -29,6 +29,11 @@ use tokio_postgres::{Client, Error, Statement};
 /// together with its first statement (one round trip less per transaction), which
 /// tokio-postgres's `Transaction` cannot be built on; a `Transaction` would offer nothing more
 /// through a shared reference but portals.
+///
+/// The cache keeps every statement prepared through it for as long as its connection lives:
+/// prepare fixed texts (with parameters), not text built per event. A cached statement whose
+/// result columns change under it (a migration that alters a table it reads with `*`) fails
+/// with "cached plan must not change result type" until its connection is replaced.
 pub struct PgTx<'a> {
     client: &'a Client,
     cache: &'a StatementCache,

@@ -9,8 +9,8 @@
 //! - [`PgDatabase`]: the crate's tables over a [`PgPool`], brought up to date on open (versioned migrations under an advisory lock,
 //!   so replicas may start at once).
 //! - [`PgDedupStore`] and [`PgInbox`]: the stores, over a [`PgDatabase`].
-//! - [`PgExactlyOnce`]: your [`PgEffect`] run in a transaction of your database ([`PgTx`]) that also
-//!   marks the event done, so that its effect happens exactly once; `SqlxPgExactlyOnce`
+//! - [`PgExactlyOnce`]: your [`PgEffect`] run in a transaction of your database ([`PgTx`])
+//!   that also marks the event done, so that its effect happens exactly once; `SqlxPgExactlyOnce`
 //!   (feature `sqlx-postgres`) the same with the transaction from your `sqlx` pool.
 //!
 //! The driver is `tokio-postgres` with a `deadpool-postgres` pool: async, pure Rust, and no

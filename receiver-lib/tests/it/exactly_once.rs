@@ -1666,11 +1666,21 @@ mod pg {
         assert_eq!(effects(&client, "wh_eo_pg_fail").await, 1);
     }
 
+    /// What the statement-cache test's effect saw in one run: its backend, when that backend
+    /// prepared the insert, and the locks the backend held (advisory ones, and `FOR UPDATE`'s
+    /// on the inbox table).
+    #[derive(Debug, Clone)]
+    struct Run {
+        backend: i32,
+        prepared_at: String,
+        advisory_locks: i64,
+        inbox_row_locks: i64,
+    }
+
     /// The effect of the statement-cache test: its insert through `PgTx::prepare_cached`,
-    /// and per run the backend it ran on and when that backend prepared the insert; fails
-    /// its first run after the write.
+    /// and per run what it saw ([`Run`]); fails its first run after the write.
     struct CachedEffect {
-        runs: Arc<std::sync::Mutex<Vec<(i32, String)>>>,
+        runs: Arc<std::sync::Mutex<Vec<Run>>>,
         fail_once: Arc<AtomicBool>,
     }
 
@@ -1688,12 +1698,23 @@ mod pg {
             .await?;
             let row = tx
                 .query_one(
-                    "SELECT pg_backend_pid(), (SELECT string_agg(prepare_time::TEXT, ',')
-                     FROM pg_prepared_statements WHERE statement = $1)",
+                    "SELECT pg_backend_pid(),
+                            (SELECT string_agg(prepare_time::TEXT, ',')
+                             FROM pg_prepared_statements WHERE statement = $1),
+                            (SELECT COUNT(*) FROM pg_locks
+                             WHERE pid = pg_backend_pid() AND locktype = 'advisory'),
+                            (SELECT COUNT(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                             WHERE l.pid = pg_backend_pid() AND c.relname = 'webhook_inbox'
+                               AND l.mode = 'RowShareLock')",
                     &[&CACHED_INSERT],
                 )
                 .await?;
-            let run = (row.get(0), row.get(1));
+            let run = Run {
+                backend: row.get(0),
+                prepared_at: row.get(1),
+                advisory_locks: row.get(2),
+                inbox_row_locks: row.get(3),
+            };
             self.runs.lock().expect("runs").push(run);
             if self.fail_once.swap(false, Ordering::SeqCst) {
                 // Rolls the transaction back: the statement stays prepared all the same.
@@ -1706,6 +1727,9 @@ mod pg {
     /// An effect's statement through `PgTx::prepare_cached` is prepared once per pooled
     /// connection, in inbox and direct mode, also when the transaction it was first prepared
     /// in rolled back: every run on a backend sees the one statement prepared at one time.
+    /// And the effect runs inside the transaction that holds the crate's locks (sent with
+    /// `BEGIN`, in one round trip): the entry's row lock in inbox mode, the batch's advisory
+    /// locks in direct mode.
     #[tokio::test]
     async fn postgres_an_effects_cached_statement_is_prepared_once_per_connection_in_both_modes() {
         let Some((url, schema, client)) = tenant("eo_pg_cached").await else {
@@ -1768,12 +1792,26 @@ mod pg {
         let runs = runs.lock().expect("runs").clone();
         assert_eq!(runs.len(), 9, "4 in inbox mode, 5 in direct mode: {runs:?}");
         let mut prepared: std::collections::HashMap<i32, &str> = std::collections::HashMap::new();
-        for (backend, at) in &runs {
+        for run in &runs {
+            let at = &run.prepared_at;
             assert!(!at.contains(','), "prepared twice on one backend: {runs:?}");
-            let first = prepared.entry(*backend).or_insert(at.as_str());
-            assert_eq!(*first, at, "prepared again on backend {backend}: {runs:?}");
+            let first = prepared.entry(run.backend).or_insert(at.as_str());
+            assert_eq!(
+                *first, at,
+                "prepared again on backend {}: {runs:?}",
+                run.backend
+            );
         }
         assert!(prepared.len() <= 2, "{runs:?}");
+        let (in_inbox, direct) = runs.split_at(4);
+        assert!(
+            in_inbox.iter().all(|run| run.inbox_row_locks >= 1),
+            "inbox mode: the entry's lock held: {runs:?}"
+        );
+        assert!(
+            direct.iter().all(|run| run.advisory_locks >= 2),
+            "direct mode: the id's and the signature's locks held: {runs:?}"
+        );
     }
 
     /// The effect of the cancelled-transaction test: one row per run, then, while `stall`
@@ -1809,9 +1847,12 @@ mod pg {
         let Some((url, schema, client)) = tenant("eo_pg_cancelled").await else {
             return;
         };
+        // A short answer timeout: without the fix, the next run waits on the cancelled one's
+        // row lock, and fails after it rather than after the default 60 s.
         let database = PgDatabase::connect_in_schema(&url, &schema, 1)
             .await
-            .expect("database");
+            .expect("database")
+            .with_answer_timeout(Duration::from_secs(5));
         let inbox = PgInbox::new(database, quick_policy());
         let stall = Arc::new(AtomicBool::new(true));
         let handler = PgExactlyOnce::new(
