@@ -919,12 +919,39 @@ mod pg {
         Some((url, crate_schema, client))
     }
 
+    /// A tenant (see [`tenant`]) with the crate's inbox in a schema beside it, its pool of
+    /// `connections` connections and the quick policy: the inbox, the tenant's URL (for a
+    /// pool of the tenant's own) and a connection for the test's own statements.
+    pub(super) async fn tenant_inbox(
+        test: &str,
+        connections: usize,
+    ) -> Option<(PgInbox, String, tokio_postgres::Client)> {
+        let (url, schema, client) = tenant(test).await?;
+        let database = PgDatabase::connect_in_schema(&url, &schema, connections)
+            .await
+            .expect("database");
+        Some((PgInbox::new(database, quick_policy()), url, client))
+    }
+
     #[cfg(feature = "sqlx-postgres")]
     pub(super) mod sqlx_effects {
         //! The sqlx driver's effects and tests.
 
         use super::*;
         use svc_receiver::postgres::{SqlxPgEffect, SqlxPgExactlyOnce};
+
+        /// The sqlx effects' write: one row into `effects` for `received`.
+        async fn insert_effect(
+            received: &Received,
+            conn: &mut sqlx::PgConnection,
+        ) -> Result<(), sqlx::Error> {
+            sqlx::query("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
+                .bind(received.webhook_id.as_str())
+                .bind(&received.event.call_id)
+                .execute(&mut *conn)
+                .await
+                .map(drop)
+        }
 
         /// The child receivers' effect: one row per run, and the pause before the commit.
         pub(crate) struct ChildEffect {
@@ -939,11 +966,7 @@ mod pg {
                 received: &Received,
                 conn: &mut sqlx::PgConnection,
             ) -> Result<(), sqlx::Error> {
-                sqlx::query("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
-                    .bind(received.webhook_id.as_str())
-                    .bind(&received.event.call_id)
-                    .execute(&mut *conn)
-                    .await?;
+                insert_effect(received, conn).await?;
                 if self.pause == Pause::BeforeCommit {
                     tokio::task::spawn_blocking(|| pause_forever())
                         .await
@@ -966,10 +989,7 @@ mod pg {
                 received: &Received,
                 conn: &mut sqlx::PgConnection,
             ) -> Result<(), String> {
-                sqlx::query("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
-                    .bind(received.webhook_id.as_str())
-                    .bind(&received.event.call_id)
-                    .execute(&mut *conn)
+                insert_effect(received, conn)
                     .await
                     .map_err(|e| e.to_string())?;
                 if self.fail.load(Ordering::SeqCst) {
@@ -1011,13 +1031,9 @@ mod pg {
 
         #[tokio::test]
         async fn sqlx_rolls_a_failed_effect_back_and_applies_it_once_in_both_modes() {
-            let Some((url, schema, client)) = tenant("eo_sqlx_fail").await else {
+            let Some((inbox, url, client)) = tenant_inbox("eo_sqlx_fail", 4).await else {
                 return;
             };
-            let database = PgDatabase::connect_in_schema(&url, &schema, 4)
-                .await
-                .expect("database");
-            let inbox = PgInbox::new(database, quick_policy());
             let pool = sqlx::PgPool::connect(&url).await.expect("sqlx pool");
             let fail = Arc::new(AtomicBool::new(true));
             let driver = SqlxPgExactlyOnce::new(
@@ -1088,11 +1104,7 @@ mod pg {
                 received: &Received,
                 conn: &mut sqlx::PgConnection,
             ) -> Result<(), sqlx::Error> {
-                sqlx::query("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
-                    .bind(received.webhook_id.as_str())
-                    .bind(&received.event.call_id)
-                    .execute(&mut *conn)
-                    .await?;
+                insert_effect(received, conn).await?;
                 if self.ending.take() {
                     sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await?;
                 }
@@ -1102,13 +1114,9 @@ mod pg {
 
         #[tokio::test]
         async fn sqlx_an_effect_that_rolls_back_itself_is_not_recorded_as_done() {
-            let Some((url, schema, client)) = tenant("eo_sqlx_ended").await else {
+            let Some((inbox, url, client)) = tenant_inbox("eo_sqlx_ended", 4).await else {
                 return;
             };
-            let database = PgDatabase::connect_in_schema(&url, &schema, 4)
-                .await
-                .expect("database");
-            let inbox = PgInbox::new(database, quick_policy());
             let pool = sqlx::postgres::PgPoolOptions::new()
                 .max_connections(4)
                 .connect(&url)
@@ -1161,13 +1169,9 @@ mod pg {
 
         #[tokio::test]
         async fn sqlx_a_failing_effect_in_a_batch_rolls_back_alone_and_the_others_commit_once() {
-            let Some((url, schema, client)) = tenant("eo_sqlx_batch").await else {
+            let Some((inbox, url, client)) = tenant_inbox("eo_sqlx_batch", 8).await else {
                 return;
             };
-            let database = PgDatabase::connect_in_schema(&url, &schema, 8)
-                .await
-                .expect("database");
-            let inbox = PgInbox::new(database, quick_policy());
             let pool = sqlx::postgres::PgPoolOptions::new()
                 .max_connections(8)
                 .connect(&url)
@@ -1605,13 +1609,9 @@ mod pg {
 
     #[tokio::test]
     async fn postgres_inbox_mode_rolls_a_failed_effect_back_retries_it_and_applies_it_once() {
-        let Some((url, schema, client)) = tenant("eo_pg_inbox_fail").await else {
+        let Some((inbox, _, client)) = tenant_inbox("eo_pg_inbox_fail", 4).await else {
             return;
         };
-        let database = PgDatabase::connect_in_schema(&url, &schema, 4)
-            .await
-            .expect("database");
-        let inbox = PgInbox::new(database, quick_policy());
         let fail = Arc::new(AtomicBool::new(true));
         let handler = PgExactlyOnce::new(
             inbox.clone(),
@@ -1732,13 +1732,9 @@ mod pg {
     /// locks in direct mode.
     #[tokio::test]
     async fn postgres_an_effects_cached_statement_is_prepared_once_per_connection_in_both_modes() {
-        let Some((url, schema, client)) = tenant("eo_pg_cached").await else {
+        let Some((inbox, _, client)) = tenant_inbox("eo_pg_cached", 2).await else {
             return;
         };
-        let database = PgDatabase::connect_in_schema(&url, &schema, 2)
-            .await
-            .expect("database");
-        let inbox = PgInbox::new(database, quick_policy());
         let runs = Arc::new(std::sync::Mutex::new(Vec::new()));
         let effect = || CachedEffect {
             runs: Arc::clone(&runs),
@@ -1980,13 +1976,9 @@ mod pg {
 
     #[tokio::test]
     async fn postgres_an_effect_that_rolls_back_itself_is_not_recorded_as_done() {
-        let Some((url, schema, client)) = tenant("eo_pg_ended").await else {
+        let Some((inbox, _, client)) = tenant_inbox("eo_pg_ended", 4).await else {
             return;
         };
-        let database = PgDatabase::connect_in_schema(&url, &schema, 4)
-            .await
-            .expect("database");
-        let inbox = PgInbox::new(database, quick_policy());
         let ending = Arc::new(Ending::default());
         let driver = PgExactlyOnce::new(
             inbox.clone(),
@@ -2107,13 +2099,9 @@ mod pg {
     #[tokio::test]
     async fn postgres_direct_mode_rolls_a_failed_effect_back_and_the_senders_retry_applies_it_once()
     {
-        let Some((url, schema, client)) = tenant("eo_pg_direct_fail").await else {
+        let Some((inbox, _, client)) = tenant_inbox("eo_pg_direct_fail", 4).await else {
             return;
         };
-        let database = PgDatabase::connect_in_schema(&url, &schema, 4)
-            .await
-            .expect("database");
-        let inbox = PgInbox::new(database, quick_policy());
         let fail = Arc::new(AtomicBool::new(true));
         let driver = PgExactlyOnce::new(
             inbox.clone(),
