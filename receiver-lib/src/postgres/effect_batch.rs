@@ -155,6 +155,62 @@ impl<'a> Records<'a> {
     }
 }
 
+/// A batch's deliveries sorted out after its locks: each one's outcome so far, what to record,
+/// and which are fresh (their effect runs; until then their outcome is a placeholder).
+#[derive(Debug)]
+pub(super) struct Sorted<'a> {
+    /// Each delivery's outcome, in order.
+    pub(super) outcomes: Vec<Result<Applied, EffectError>>,
+    /// What the batch records with its commit so far (the duplicates' signatures).
+    pub(super) records: Records<'a>,
+    /// The indexes of the fresh deliveries, in order.
+    pub(super) fresh: Vec<usize>,
+}
+
+impl<'a> Sorted<'a> {
+    /// Sorts `batch` out by what is recorded of each of its deliveries, in order: whether its
+    /// id is stored and the id its signature is remembered under, as
+    /// `svc_receiver_lock_and_classify` answers them (one row per delivery).
+    pub(super) fn of<O: AsRef<str>>(
+        batch: &'a [Delivery],
+        recorded: Vec<(bool, Option<O>)>,
+    ) -> Result<Self, BatchFailed> {
+        if recorded.len() != batch.len() {
+            return Err(BatchFailed {
+                message: format!(
+                    "{} rows classified a batch of {} deliveries",
+                    recorded.len(),
+                    batch.len()
+                ),
+                transient: false,
+            });
+        }
+        let mut sorted = Self {
+            outcomes: Vec::with_capacity(batch.len()),
+            records: Records::default(),
+            fresh: Vec::new(),
+        };
+        for (i, (delivery, (stored, owner))) in batch.iter().zip(recorded).enumerate() {
+            let id = delivery.received.webhook_id.as_str();
+            match Class::of(id, stored, owner.as_ref().map(AsRef::as_ref)) {
+                Class::Duplicate => {
+                    sorted.records.signature(delivery, false);
+                    sorted.outcomes.push(Ok(Applied::Duplicate));
+                }
+                Class::Replayed => sorted.outcomes.push(Ok(Applied::Replayed)),
+                Class::Fresh => {
+                    sorted.fresh.push(i);
+                    // Until its effect has run.
+                    sorted
+                        .outcomes
+                        .push(Err(EffectError::Store(StorageError::Unavailable)));
+                }
+            }
+        }
+        Ok(sorted)
+    }
+}
+
 /// Why a batch failed as a whole (nothing of it committed).
 #[derive(Debug)]
 pub(super) struct BatchFailed {
@@ -318,7 +374,14 @@ async fn execute<R: BatchRunner>(runner: &R, batch: Vec<Delivery>) {
 
 #[cfg(test)]
 mod tests {
-    use super::Class;
+    use super::{Class, Sorted};
+
+    #[test]
+    fn an_answer_of_another_length_than_the_batch_fails_it_for_good() {
+        let failed = Sorted::of(&[], vec![(true, None::<String>)]).expect_err("refused");
+        assert!(!failed.transient);
+        assert_eq!(failed.message, "1 rows classified a batch of 0 deliveries");
+    }
 
     #[test]
     fn a_recorded_id_is_a_duplicate_whoever_owns_its_signature() {

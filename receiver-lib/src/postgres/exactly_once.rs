@@ -41,7 +41,7 @@ use tokio_postgres::error::SqlState;
 use super::batch::is_transient;
 use super::database::Conn;
 use super::effect_batch::{
-    BatchFailed, BatchRunner, Class, Delivery, Gatherer, Records, SAVEPOINT,
+    BatchFailed, BatchRunner, Delivery, Gatherer, Records, SAVEPOINT, Sorted,
 };
 use super::{PgInbox, PgTx, db_error, describe_error};
 use crate::dedup::StorageError;
@@ -381,14 +381,6 @@ struct Prepared {
     cache: Arc<StatementCache>,
 }
 
-/// A batch's deliveries sorted out after its locks: each one's outcome so far, what to record,
-/// and which are fresh (their effect runs; until then their outcome is a placeholder).
-struct Sorted<'a> {
-    outcomes: Vec<Result<Applied, EffectError>>,
-    records: Records<'a>,
-    fresh: Vec<usize>,
-}
-
 impl<E: PgEffect> BatchRunner for Core<E> {
     async fn run(
         &self,
@@ -492,41 +484,12 @@ impl<E: PgEffect> Core<E> {
         )
         .await
         .map_err(failed)?;
-        if rows.len() != batch.len() {
-            return Err(BatchFailed {
-                message: format!(
-                    "{} rows classified a batch of {} deliveries",
-                    rows.len(),
-                    batch.len()
-                ),
-                transient: false,
-            });
-        }
-        let mut sorted = Sorted {
-            outcomes: Vec::with_capacity(batch.len()),
-            records: Records::default(),
-            fresh: Vec::new(),
-        };
-        for (i, (delivery, row)) in batch.iter().zip(&rows).enumerate() {
-            let id = delivery.received.webhook_id.as_str();
-            let stored: bool = row.try_get(0).map_err(failed)?;
-            let owner: Option<&str> = row.try_get(1).map_err(failed)?;
-            match Class::of(id, stored, owner) {
-                Class::Duplicate => {
-                    sorted.records.signature(delivery, false);
-                    sorted.outcomes.push(Ok(Applied::Duplicate));
-                }
-                Class::Replayed => sorted.outcomes.push(Ok(Applied::Replayed)),
-                Class::Fresh => {
-                    sorted.fresh.push(i);
-                    // Until its effect has run.
-                    sorted
-                        .outcomes
-                        .push(Err(EffectError::Store(StorageError::Unavailable)));
-                }
-            }
-        }
-        Ok(sorted)
+        let recorded = rows
+            .iter()
+            .map(|row| Ok((row.try_get(0)?, row.try_get::<_, Option<&str>>(1)?)))
+            .collect::<Result<Vec<_>, tokio_postgres::Error>>()
+            .map_err(failed)?;
+        Sorted::of(batch, recorded)
     }
 
     /// Records what is to be recorded and commits, both sent at once (one round trip): the

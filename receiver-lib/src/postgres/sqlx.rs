@@ -18,7 +18,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Connection, PgConnection, PgPool, Row};
 
 use super::PgInbox;
-use super::effect_batch::{BatchFailed, BatchRunner, Class, Delivery, Gatherer, Records};
+use super::effect_batch::{BatchFailed, BatchRunner, Delivery, Gatherer, Records, Sorted};
 use super::exactly_once::{BEGIN_MARKED, ENDED_BY_EFFECT, Statements};
 use crate::dedup::StorageError;
 use crate::exactly_once::{Applied, EffectError, Transactional, panic_text};
@@ -231,14 +231,6 @@ impl<E: SqlxPgEffect> Transactional for SqlxPgExactlyOnce<E> {
     }
 }
 
-/// A batch's deliveries sorted out after its locks: each one's outcome so far, what to record,
-/// and which are fresh (their effect runs; until then their outcome is a placeholder).
-struct Sorted<'a> {
-    outcomes: Vec<Result<Applied, EffectError>>,
-    records: Records<'a>,
-    fresh: Vec<usize>,
-}
-
 /// A batch's transaction on a connection of the tenant's pool.
 type Tx<'c> = sqlx::Transaction<'c, sqlx::Postgres>;
 
@@ -299,41 +291,12 @@ impl<E: SqlxPgEffect> Core<E> {
             .fetch_all(&mut *tx)
             .await
             .map_err(failed)?;
-        if rows.len() != batch.len() {
-            return Err(BatchFailed {
-                message: format!(
-                    "{} rows classified a batch of {} deliveries",
-                    rows.len(),
-                    batch.len()
-                ),
-                transient: false,
-            });
-        }
-        let mut sorted = Sorted {
-            outcomes: Vec::with_capacity(batch.len()),
-            records: Records::default(),
-            fresh: Vec::new(),
-        };
-        for (i, (delivery, row)) in batch.iter().zip(&rows).enumerate() {
-            let id = delivery.received.webhook_id.as_str();
-            let stored: bool = row.try_get(0).map_err(failed)?;
-            let owner: Option<String> = row.try_get(1).map_err(failed)?;
-            match Class::of(id, stored, owner.as_deref()) {
-                Class::Duplicate => {
-                    sorted.records.signature(delivery, false);
-                    sorted.outcomes.push(Ok(Applied::Duplicate));
-                }
-                Class::Replayed => sorted.outcomes.push(Ok(Applied::Replayed)),
-                Class::Fresh => {
-                    sorted.fresh.push(i);
-                    // Until its effect has run.
-                    sorted
-                        .outcomes
-                        .push(Err(EffectError::Store(StorageError::Unavailable)));
-                }
-            }
-        }
-        Ok((tx, sorted))
+        let recorded = rows
+            .iter()
+            .map(|row| Ok((row.try_get(0)?, row.try_get::<Option<String>, _>(1)?)))
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(failed)?;
+        Ok((tx, Sorted::of(batch, recorded)?))
     }
 
     /// Records what is to be recorded (the first statement after the effects: it fails with
