@@ -671,11 +671,7 @@ async fn child_main() {
                     .await
                     .expect("database");
             let inbox = svc_receiver::postgres::PgInbox::new(database, quick_policy());
-            let pool = sqlx::postgres::PgPoolOptions::new()
-                .max_connections(4)
-                .connect(&target)
-                .await
-                .expect("sqlx pool");
+            let pool = pg::sqlx_effects::sqlx_pool(&target, 4).await;
             let driver = svc_receiver::postgres::SqlxPgExactlyOnce::new(
                 inbox.clone(),
                 pool,
@@ -871,6 +867,24 @@ mod pg {
         }
     }
 
+    /// The tokio-postgres effects' insert, as `PgTx::prepare_cached` prepares it.
+    const CACHED_INSERT: &str = "INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)";
+
+    /// The tokio-postgres effects' write: one row into `effects` for `received`, through the
+    /// connection's statement cache.
+    async fn insert_effect(
+        received: &Received,
+        tx: &PgTx<'_>,
+    ) -> Result<(), tokio_postgres::Error> {
+        let insert = tx.prepare_cached(CACHED_INSERT).await?;
+        tx.execute(
+            &insert,
+            &[&received.webhook_id.as_str(), &received.event.call_id],
+        )
+        .await
+        .map(drop)
+    }
+
     /// The in-process effect: one row per run; fails after writing it while `fail` is set.
     struct Effect {
         fail: Arc<AtomicBool>,
@@ -880,17 +894,9 @@ mod pg {
         type Error = String;
 
         async fn apply(&self, received: &Received, tx: &PgTx<'_>) -> Result<(), String> {
-            let error = |e: tokio_postgres::Error| svc_receiver::postgres::describe_error(&e);
-            let insert = tx
-                .prepare_cached("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
+            insert_effect(received, tx)
                 .await
-                .map_err(error)?;
-            tx.execute(
-                &insert,
-                &[&received.webhook_id.as_str(), &received.event.call_id],
-            )
-            .await
-            .map_err(error)?;
+                .map_err(|e| svc_receiver::postgres::describe_error(&e))?;
             if self.fail.load(Ordering::SeqCst) {
                 return Err("planned failure after the write".into());
             }
@@ -939,6 +945,15 @@ mod pg {
 
         use super::*;
         use svc_receiver::postgres::{SqlxPgEffect, SqlxPgExactlyOnce};
+
+        /// The tenant's own sqlx pool on `url`, of `connections` connections.
+        pub(crate) async fn sqlx_pool(url: &str, connections: u32) -> sqlx::PgPool {
+            sqlx::postgres::PgPoolOptions::new()
+                .max_connections(connections)
+                .connect(url)
+                .await
+                .expect("sqlx pool")
+        }
 
         /// The sqlx effects' write: one row into `effects` for `received`.
         async fn insert_effect(
@@ -1008,11 +1023,7 @@ mod pg {
             let Some(behind) = super::tenant_behind_proxy("eo_sqlx_direct_stall").await else {
                 return;
             };
-            let pool = sqlx::postgres::PgPoolOptions::new()
-                .max_connections(8)
-                .connect(&behind.proxied)
-                .await
-                .expect("sqlx pool");
+            let pool = sqlx_pool(&behind.proxied, 8).await;
             let driver = SqlxPgExactlyOnce::new(
                 PgInbox::new(behind.database, quick_policy()),
                 pool,
@@ -1117,11 +1128,7 @@ mod pg {
             let Some((inbox, url, client)) = tenant_inbox("eo_sqlx_ended", 4).await else {
                 return;
             };
-            let pool = sqlx::postgres::PgPoolOptions::new()
-                .max_connections(4)
-                .connect(&url)
-                .await
-                .expect("sqlx pool");
+            let pool = sqlx_pool(&url, 4).await;
             let ending = Arc::new(super::Ending::default());
             let driver = SqlxPgExactlyOnce::new(
                 inbox.clone(),
@@ -1172,11 +1179,7 @@ mod pg {
             let Some((inbox, url, client)) = tenant_inbox("eo_sqlx_batch", 8).await else {
                 return;
             };
-            let pool = sqlx::postgres::PgPoolOptions::new()
-                .max_connections(8)
-                .connect(&url)
-                .await
-                .expect("sqlx pool");
+            let pool = sqlx_pool(&url, 8).await;
             let record = Arc::new(BatchRecord::default());
             let driver = SqlxPgExactlyOnce::new(
                 inbox,
@@ -1196,11 +1199,7 @@ mod pg {
             let database = PgDatabase::connect_in_schema(&url, &schema, 8)
                 .await
                 .expect("database");
-            let pool = sqlx::postgres::PgPoolOptions::new()
-                .max_connections(8)
-                .connect(&url)
-                .await
-                .expect("sqlx pool");
+            let pool = sqlx_pool(&url, 8).await;
             let record = Arc::new(BatchRecord::default());
             let driver = SqlxPgExactlyOnce::new(
                 PgInbox::new(database, quick_policy()),
@@ -1684,18 +1683,11 @@ mod pg {
         fail_once: Arc<AtomicBool>,
     }
 
-    const CACHED_INSERT: &str = "INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)";
-
     impl PgEffect for CachedEffect {
         type Error = tokio_postgres::Error;
 
         async fn apply(&self, received: &Received, tx: &PgTx<'_>) -> Result<(), Self::Error> {
-            let insert = tx.prepare_cached(CACHED_INSERT).await?;
-            tx.execute(
-                &insert,
-                &[&received.webhook_id.as_str(), &received.event.call_id],
-            )
-            .await?;
+            insert_effect(received, tx).await?;
             let row = tx
                 .query_one(
                     "SELECT pg_backend_pid(),
@@ -1820,12 +1812,7 @@ mod pg {
         type Error = tokio_postgres::Error;
 
         async fn apply(&self, received: &Received, tx: &PgTx<'_>) -> Result<(), Self::Error> {
-            let insert = tx.prepare_cached(CACHED_INSERT).await?;
-            tx.execute(
-                &insert,
-                &[&received.webhook_id.as_str(), &received.event.call_id],
-            )
-            .await?;
+            insert_effect(received, tx).await?;
             if self.stall.swap(false, Ordering::SeqCst) {
                 tokio::time::sleep(Duration::from_secs(60)).await;
             }
@@ -1916,11 +1903,7 @@ mod pg {
         type Error = tokio_postgres::Error;
 
         async fn apply(&self, received: &Received, tx: &PgTx<'_>) -> Result<(), Self::Error> {
-            tx.execute(
-                CACHED_INSERT,
-                &[&received.webhook_id.as_str(), &received.event.call_id],
-            )
-            .await?;
+            insert_effect(received, tx).await?;
             if self.ending.take() {
                 tx.batch_execute("ROLLBACK").await?;
             }
