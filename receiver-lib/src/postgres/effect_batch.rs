@@ -209,6 +209,32 @@ impl<'a> Sorted<'a> {
         }
         Ok(sorted)
     }
+
+    /// The fresh deliveries whose callers still wait (a request past its deadline is left
+    /// out: nothing of it runs or is recorded), in order: the ones a fast run runs.
+    pub(super) fn running(&self, batch: &[Delivery]) -> Vec<usize> {
+        self.fresh
+            .iter()
+            .copied()
+            .filter(|&i| batch[i].wanted())
+            .collect()
+    }
+
+    /// Records the `running` deliveries of `batch` as done, with the batch's commit.
+    pub(super) fn record_done(&mut self, batch: &'a [Delivery], running: &[usize]) {
+        for &i in running {
+            self.records.done(&batch[i]);
+        }
+    }
+
+    /// The outcomes once the batch, with the `running` deliveries' effects, has committed.
+    pub(super) fn committed(mut self, running: &[usize]) -> Vec<Result<Applied, EffectError>> {
+        for &i in running {
+            crate::metrics::handler_run("direct", "ok");
+            self.outcomes[i] = Ok(Applied::Done);
+        }
+        self.outcomes
+    }
 }
 
 /// Why a batch failed as a whole (nothing of it committed).

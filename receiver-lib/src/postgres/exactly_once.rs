@@ -544,12 +544,7 @@ impl<E: PgEffect> Core<E> {
     ) -> Result<Option<Vec<Result<Applied, EffectError>>>, BatchFailed> {
         let failed = |err: tokio_postgres::Error| batch_failed(&err);
         let mut sorted = Self::begin(client, prepared, batch, false).await?;
-        let running: Vec<usize> = sorted
-            .fresh
-            .iter()
-            .copied()
-            .filter(|&i| batch[i].wanted())
-            .collect();
+        let running = sorted.running(batch);
         let sound = if self.at_once {
             futures_util::future::join_all(
                 running
@@ -577,9 +572,7 @@ impl<E: PgEffect> Core<E> {
             client.batch_execute("ROLLBACK").await.map_err(failed)?;
             return Ok(None);
         }
-        for &i in &running {
-            sorted.records.done(&batch[i]);
-        }
+        sorted.record_done(batch, &running);
         match Self::record_and_commit(client, prepared, &sorted.records).await {
             Ok(true) => {}
             // An effect ended the transaction itself: nothing was recorded. The careful run
@@ -595,11 +588,7 @@ impl<E: PgEffect> Core<E> {
             }
             Err(err) => return Err(failed(err)),
         }
-        for &i in &running {
-            crate::metrics::handler_run("direct", "ok");
-            sorted.outcomes[i] = Ok(Applied::Done);
-        }
-        Ok(Some(sorted.outcomes))
+        Ok(Some(sorted.committed(&running)))
     }
 
     /// The careful path, after the fast one failed: one effect at a time, each under a

@@ -340,21 +340,14 @@ impl<E: SqlxPgEffect> Core<E> {
     ) -> Result<Option<Vec<Result<Applied, EffectError>>>, BatchFailed> {
         let failed = |err: sqlx::Error| batch_failed(&err);
         let (mut tx, mut sorted) = self.begin(conn, batch).await?;
-        let running: Vec<usize> = sorted
-            .fresh
-            .iter()
-            .copied()
-            .filter(|&i| batch[i].wanted())
-            .collect();
+        let running = sorted.running(batch);
         for &i in &running {
             if self.run_effect(&batch[i].received, &mut tx).await.is_err() {
                 tx.rollback().await.map_err(failed)?;
                 return Ok(None);
             }
         }
-        for &i in &running {
-            sorted.records.done(&batch[i]);
-        }
+        sorted.record_done(batch, &running);
         match self.record_and_commit(tx, &sorted.records).await {
             Ok(true) => {}
             // An effect ended the transaction itself: nothing was recorded. The careful run
@@ -373,11 +366,7 @@ impl<E: SqlxPgEffect> Core<E> {
             }
             Err(err) => return Err(failed(err)),
         }
-        for &i in &running {
-            crate::metrics::handler_run("direct", "ok");
-            sorted.outcomes[i] = Ok(Applied::Done);
-        }
-        Ok(Some(sorted.outcomes))
+        Ok(Some(sorted.committed(&running)))
     }
 
     /// The careful path, after the fast one failed: one effect at a time, each under a
