@@ -31,12 +31,35 @@ fn a_browser_test_without_chromium_says_it_skipped_in_a_normal_run() {
     let (ok, text) = run_alone(
         "browser::report::the_demo_report_renders_its_charts_offline_with_no_console_errors",
         &["SVC_REQUIRE_BROWSER"],
-        &[("CHROME_BIN", "/nonexistent/chromium")],
+        &[
+            ("CHROME_BIN", "/nonexistent/chromium"),
+            ("CHROMEDRIVER", "/nonexistent/chromedriver"),
+        ],
     );
     assert!(ok, "{text}");
     assert!(text.contains("1 passed"), "the test ran: {text}");
+    // A fresh machine has neither: the line names both, whichever it lists first.
+    let line = text
+        .lines()
+        .find(|line| line.contains(&format!("{MARK} browser test report:")))
+        .unwrap_or_else(|| panic!("no skip line: {text}"));
+    assert!(line.contains("Chromium (Debian: chromium)"), "{line}");
     assert!(
-        text.contains(&format!("{MARK} browser test report: Chromium")),
+        line.contains("chromedriver (Debian: chromium-driver)"),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_browser_test_with_only_chromedriver_missing_names_it() {
+    let (ok, text) = run_alone(
+        "browser::report::the_demo_report_renders_its_charts_offline_with_no_console_errors",
+        &["SVC_REQUIRE_BROWSER"],
+        &[("CHROMEDRIVER", "/nonexistent/chromedriver")],
+    );
+    assert!(ok, "{text}");
+    assert!(
+        text.contains(&format!("{MARK} browser test report: chromedriver")),
         "{text}"
     );
 }
