@@ -1,32 +1,46 @@
-//! Exactly-once effects on PostgreSQL: each `call.scored` event adds one row to the tenant's
-//! `call_scores` and one to its rep's count, in the same transaction that marks the event done.
+//! Exactly once on PostgreSQL with `tokio-postgres`, through a `deadpool-postgres` pool of
+//! yours: each `call.scored` event adds one row to `call_scores` and one to its rep's count,
+//! in a transaction of yours that also records the delivery.
 //!
 //! ```text
 //! SVC_SIGNING_SECRET=whsec_… DATABASE_URL=postgres://app:…@db.internal/app \
 //!     cargo run -p svc-receiver --features postgres --example exactly_once_postgres [direct]
 //! ```
 //!
-//! Inbox mode by default (the delivery is stored before the 200, then handed to the effect
-//! with retries); `direct` runs the effect inside the request instead and answers 200 after
-//! its commit. The crate's tables go to the schema `svc_receiver` of the same database.
+//! Inbox mode by default (the delivery is stored before the 200, then handed to your handler
+//! with retries); `direct` runs your handler inside the request and answers 200 after your
+//! commit. The crate's tables go to the schema `svc_receiver` of the same database.
 
 use axum::Router;
+use deadpool_postgres::{Manager, Pool};
 use svc_receiver::axum::{
-    ExactlyOnceReceiver, InboxReceiver, Server, exactly_once_route, inbox_route, shutdown_signal,
+    InboxReceiver, Server, WebhookReceiver, inbox_route, shutdown_signal, webhook_route,
 };
+use svc_receiver::dedup::DedupPolicy;
 use svc_receiver::inbox::InboxPolicy;
-use svc_receiver::postgres::{PgDatabase, PgEffect, PgExactlyOnce, PgInbox, PgTx};
+use svc_receiver::postgres::{PgDatabase, PgDedupStore, PgError, PgInbox, PgRecorder};
 use svc_receiver::{Keyring, Received, SigningSecret, Verifier};
 
-/// The tenant's effect: writes only, in the transaction it is given; never commits.
-struct RecordScore;
+type Error = Box<dyn std::error::Error + Send + Sync>;
 
-impl PgEffect for RecordScore {
-    type Error = tokio_postgres::Error;
+/// Your handler: one transaction of yours per delivery, on your pool.
+async fn handle(pool: &Pool, recorder: &PgRecorder, received: &Received) -> Result<(), Error> {
+    let mut client = pool.get().await?;
+    write_score(&mut client, recorder, received).await?;
+    Ok(())
+}
 
-    async fn apply(&self, received: &Received, tx: &PgTx<'_>) -> Result<(), Self::Error> {
+/// The delivery recorded and its effect written in one transaction, committed together.
+/// (`PgError` says the server's SQLSTATE and message where the driver's error says "db error".)
+async fn write_score(
+    client: &mut deadpool_postgres::Client,
+    recorder: &PgRecorder,
+    received: &Received,
+) -> Result<(), PgError> {
+    let tx = client.transaction().await?;
+    if recorder.record(&tx, received).await?.is_fresh() {
         let event = &received.event;
-        // Prepared once per pooled connection, then one round trip each.
+        // Prepared once per pooled connection (deadpool's statement cache).
         let insert_score = tx
             .prepare_cached(
                 "INSERT INTO call_scores (call_id, success, webhook_id) VALUES ($1, $2, $3)",
@@ -48,12 +62,13 @@ impl PgEffect for RecordScore {
             )
             .await?;
         tx.execute(&count_rep, &[&event.agent_id]).await?;
-        Ok(())
     }
+    tx.commit().await?;
+    Ok(())
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), Error> {
     tracing_subscriber::fmt()
         .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
         .init();
@@ -61,34 +76,42 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let verifier = Verifier::new(Keyring::single(secret));
     let url = std::env::var("DATABASE_URL")?;
 
-    // The tenant's own tables (its migrations would do this).
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
-    tokio::spawn(connection);
-    client
+    // Your pool and your tables.
+    let config: tokio_postgres::Config = url.parse()?;
+    let pool = Pool::builder(Manager::new(config, tokio_postgres::NoTls))
+        .max_size(16)
+        .build()?;
+    pool.get()
+        .await?
         .batch_execute(
             "CREATE TABLE IF NOT EXISTS call_scores (
                  call_id TEXT NOT NULL, success BOOLEAN NOT NULL, webhook_id TEXT NOT NULL);
-             CREATE TABLE IF NOT EXISTS rep_counts (
-                 agent_id TEXT PRIMARY KEY, scored BIGINT NOT NULL);",
+             CREATE TABLE IF NOT EXISTS rep_counts (agent_id TEXT PRIMARY KEY, scored BIGINT NOT NULL);",
         )
         .await?;
-    drop(client);
 
-    // The crate's inbox in the same database, in a schema of its own.
-    let database = PgDatabase::connect_in_schema(&url, "svc_receiver", 16).await?;
-    let inbox = PgInbox::new(database, InboxPolicy::default());
-    let exactly_once = PgExactlyOnce::new(inbox.clone(), RecordScore);
+    // The crate's tables in the same database, in a schema of their own.
+    let database = PgDatabase::connect_in_schema(&url, "svc_receiver", 8).await?;
+    let recorder = database.recorder();
+    let handler = move |received: Received| {
+        let (pool, recorder) = (pool.clone(), recorder.clone());
+        async move { handle(&pool, &recorder, &received).await }
+    };
 
     let listener = tokio::net::TcpListener::bind("0.0.0.0:8080").await?;
     if std::env::args().nth(1).as_deref() == Some("direct") {
-        let route = exactly_once_route(ExactlyOnceReceiver::new(verifier, exactly_once));
+        // The dedup store answers the sender's retry of a handled delivery without calling
+        // your handler, and refuses replays; `record` is what makes the effect exactly once.
+        let store = PgDedupStore::new(database, DedupPolicy::default());
+        let route = webhook_route(WebhookReceiver::new(verifier, store, handler));
         let app = Router::new().route("/webhooks/svc", route);
         Server::new(app).run(listener, shutdown_signal()).await?;
     } else {
+        let inbox = PgInbox::new(database, InboxPolicy::default());
         let route = inbox_route(InboxReceiver::new(verifier, inbox.clone()));
         let app = Router::new().route("/webhooks/svc", route);
         Server::new(app)
-            .with_inbox_workers(inbox, exactly_once, 4)
+            .with_inbox_workers(inbox, handler, 4)
             .run(listener, shutdown_signal())
             .await?;
     }

@@ -1,36 +1,49 @@
-//! Exactly-once effects on SQLite: the tenant's tables and the inbox share one file; each
-//! `call.scored` event adds one row to `call_scores` and one to its rep's count, in the same
-//! transaction that marks the event done.
+//! Exactly once on SQLite with `rusqlite`: each `call.scored` event adds one row to
+//! `call_scores` and one to its rep's count, in a transaction of yours that also records the
+//! delivery.
 //!
 //! ```text
 //! SVC_SIGNING_SECRET=whsec_… cargo run -p svc-receiver --example exactly_once_sqlite [direct]
 //! ```
 //!
-//! Inbox mode by default; `direct` runs the effect inside the request instead and answers 200
-//! after its commit.
+//! Inbox mode by default (the delivery is stored before the 200, then handed to your handler
+//! with retries); `direct` runs your handler inside the request and answers 200 after your
+//! commit. Your tables are in `app.db`; the crate's inbox or dedup store in `webhooks.db`.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use axum::Router;
-use rusqlite::Connection;
+use rusqlite::{Connection, TransactionBehavior};
 use svc_receiver::axum::{
-    ExactlyOnceReceiver, InboxReceiver, Server, exactly_once_route, inbox_route, shutdown_signal,
+    InboxReceiver, Server, WebhookReceiver, inbox_route, shutdown_signal, webhook_route,
 };
-use svc_receiver::sqlite::{InboxPolicy, SqliteExactlyOnce, SqliteInbox};
+use svc_receiver::dedup::DedupPolicy;
+use svc_receiver::inbox::InboxPolicy;
+use svc_receiver::sqlite::{SqliteDedupStore, SqliteInbox, SqliteRecorder};
 use svc_receiver::{Keyring, Received, SigningSecret, Verifier};
 
-/// The tenant's effect: writes only, on the connection it is given (inside a transaction);
-/// never begins, commits or rolls back. It runs on the inbox's writer thread: keep it quick.
-fn record_score(received: &Received, conn: &Connection) -> rusqlite::Result<()> {
-    let event = &received.event;
-    conn.execute(
-        "INSERT INTO call_scores (call_id, success, webhook_id) VALUES (?1, ?2, ?3)",
-        (&event.call_id, event.success, received.webhook_id.as_str()),
-    )?;
-    conn.execute(
-        "INSERT INTO rep_counts (agent_id, scored) VALUES (?1, 1)
-         ON CONFLICT (agent_id) DO UPDATE SET scored = scored + 1",
-        [&event.agent_id],
-    )?;
-    Ok(())
+/// The delivery recorded and its effect written in one transaction, committed together.
+fn write_score(
+    conn: &mut Connection,
+    recorder: &SqliteRecorder,
+    received: &Received,
+) -> rusqlite::Result<()> {
+    // IMMEDIATE: wait for SQLite's one write lock up front (see `SqliteRecorder`).
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if recorder.record(&tx, received)?.is_fresh() {
+        let event = &received.event;
+        tx.execute(
+            "INSERT INTO call_scores (call_id, success, webhook_id) VALUES (?1, ?2, ?3)",
+            (&event.call_id, event.success, received.webhook_id.as_str()),
+        )?;
+        tx.execute(
+            "INSERT INTO rep_counts (agent_id, scored) VALUES (?1, 1)
+             ON CONFLICT (agent_id) DO UPDATE SET scored = scored + 1",
+            [&event.agent_id],
+        )?;
+    }
+    tx.commit()
 }
 
 #[tokio::main]
@@ -41,25 +54,43 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let secret = SigningSecret::new(&std::env::var("SVC_SIGNING_SECRET")?)?;
     let verifier = Verifier::new(Keyring::single(secret));
 
-    // The tenant's own tables, in the file the inbox opens next.
-    Connection::open("app.db")?.execute_batch(
-        "CREATE TABLE IF NOT EXISTS call_scores (
+    // Your database and your tables.
+    let conn = Connection::open("app.db")?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         CREATE TABLE IF NOT EXISTS call_scores (
              call_id TEXT NOT NULL, success INTEGER NOT NULL, webhook_id TEXT NOT NULL);
          CREATE TABLE IF NOT EXISTS rep_counts (agent_id TEXT PRIMARY KEY, scored INTEGER NOT NULL);",
     )?;
-    let inbox = SqliteInbox::open("app.db", InboxPolicy::default())?;
-    let exactly_once = SqliteExactlyOnce::new(inbox.clone(), record_score);
+    let recorder = SqliteRecorder::install(&conn)?;
+    let conn = Arc::new(Mutex::new(conn));
+    // rusqlite is synchronous: each delivery's transaction runs on a blocking thread.
+    let handler = move |received: Received| {
+        let (conn, recorder) = (Arc::clone(&conn), recorder.clone());
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let mut conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
+                write_score(&mut conn, &recorder, &received)
+            })
+            .await
+            .map_err(|err| err.to_string())?
+            .map_err(|err| err.to_string())
+        }
+    };
 
     let listener = tokio::net::TcpListener::bind("0.0.0.0:8080").await?;
     if std::env::args().nth(1).as_deref() == Some("direct") {
-        let route = exactly_once_route(ExactlyOnceReceiver::new(verifier, exactly_once));
+        let store = SqliteDedupStore::open("webhooks.db", DedupPolicy::default())?;
+        let route = webhook_route(WebhookReceiver::new(verifier, store, handler));
         let app = Router::new().route("/webhooks/svc", route);
         Server::new(app).run(listener, shutdown_signal()).await?;
     } else {
+        let inbox = SqliteInbox::open("webhooks.db", InboxPolicy::default())?;
         let route = inbox_route(InboxReceiver::new(verifier, inbox.clone()));
         let app = Router::new().route("/webhooks/svc", route);
         Server::new(app)
-            .with_inbox_workers(inbox, exactly_once, 4)
+            .with_inbox_workers(inbox, handler, 4)
             .run(listener, shutdown_signal())
             .await?;
     }

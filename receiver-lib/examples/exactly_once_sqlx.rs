@@ -1,41 +1,40 @@
-//! Exactly-once effects on PostgreSQL with your own `sqlx` pool: each `call.scored` event adds
-//! one row to the tenant's `call_scores`, in the same transaction that marks the event done.
+//! Exactly once on PostgreSQL with your own `sqlx` pool: each `call.scored` event adds one row
+//! to `call_scores`, in a transaction of your pool that also records the delivery.
 //!
 //! ```text
 //! SVC_SIGNING_SECRET=whsec_… DATABASE_URL=postgres://app:…@db.internal/app \
 //!     cargo run -p svc-receiver --features sqlx-postgres --example exactly_once_sqlx [direct]
 //! ```
 //!
-//! The inbox itself stays on the crate's `tokio-postgres` pool of the same database (schema
-//! `svc_receiver`); only the transaction with your writes comes from your sqlx pool.
+//! The crate's own tables (the inbox, the dedup store, the recorded ids) are in the schema
+//! `svc_receiver` of the same database, on the crate's `tokio-postgres` pool; your
+//! transactions are your sqlx pool's.
 
 use axum::Router;
 use svc_receiver::axum::{
-    ExactlyOnceReceiver, InboxReceiver, Server, exactly_once_route, inbox_route, shutdown_signal,
+    InboxReceiver, Server, WebhookReceiver, inbox_route, shutdown_signal, webhook_route,
 };
+use svc_receiver::dedup::DedupPolicy;
 use svc_receiver::inbox::InboxPolicy;
-use svc_receiver::postgres::{PgDatabase, PgInbox, SqlxPgEffect, SqlxPgExactlyOnce};
+use svc_receiver::postgres::{PgDatabase, PgDedupStore, PgInbox, PgRecorder};
 use svc_receiver::{Keyring, Received, SigningSecret, Verifier};
 
-/// The tenant's effect: writes only, on the transaction's connection; never commits.
-struct RecordScore;
-
-impl SqlxPgEffect for RecordScore {
-    type Error = sqlx::Error;
-
-    async fn apply(
-        &self,
-        received: &Received,
-        conn: &mut sqlx::PgConnection,
-    ) -> Result<(), sqlx::Error> {
+/// Your handler: the delivery recorded and its effect written in one transaction of your pool.
+async fn write_score(
+    pool: &sqlx::PgPool,
+    recorder: &PgRecorder,
+    received: &Received,
+) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    if recorder.record_sqlx(&mut tx, received).await?.is_fresh() {
         sqlx::query("INSERT INTO call_scores (call_id, success, webhook_id) VALUES ($1, $2, $3)")
             .bind(&received.event.call_id)
             .bind(received.event.success)
             .bind(received.webhook_id.as_str())
-            .execute(&mut *conn)
+            .execute(&mut *tx)
             .await?;
-        Ok(())
     }
+    tx.commit().await
 }
 
 #[tokio::main]
@@ -56,20 +55,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .execute(&pool)
     .await?;
 
-    let database = PgDatabase::connect_in_schema(&url, "svc_receiver", 16).await?;
-    let inbox = PgInbox::new(database, InboxPolicy::default());
-    let exactly_once = SqlxPgExactlyOnce::new(inbox.clone(), pool, RecordScore);
+    let database = PgDatabase::connect_in_schema(&url, "svc_receiver", 8).await?;
+    let recorder = database.recorder();
+    let handler = move |received: Received| {
+        let (pool, recorder) = (pool.clone(), recorder.clone());
+        async move { write_score(&pool, &recorder, &received).await }
+    };
 
     let listener = tokio::net::TcpListener::bind("0.0.0.0:8080").await?;
     if std::env::args().nth(1).as_deref() == Some("direct") {
-        let route = exactly_once_route(ExactlyOnceReceiver::new(verifier, exactly_once));
+        let store = PgDedupStore::new(database, DedupPolicy::default());
+        let route = webhook_route(WebhookReceiver::new(verifier, store, handler));
         let app = Router::new().route("/webhooks/svc", route);
         Server::new(app).run(listener, shutdown_signal()).await?;
     } else {
+        let inbox = PgInbox::new(database, InboxPolicy::default());
         let route = inbox_route(InboxReceiver::new(verifier, inbox.clone()));
         let app = Router::new().route("/webhooks/svc", route);
         Server::new(app)
-            .with_inbox_workers(inbox, exactly_once, 4)
+            .with_inbox_workers(inbox, handler, 4)
             .run(listener, shutdown_signal())
             .await?;
     }

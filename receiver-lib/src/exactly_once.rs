@@ -1,99 +1,66 @@
-//! Exactly-once effects: your code's writes and the record that the event is done commit in
-//! one transaction of your own database, so that a crash anywhere leaves the event either not
-//! done (run again later, from scratch) or done (never run again).
+//! Exactly once: your code records a verified delivery in **its own** transaction, next to its
+//! own writes, and commits both together.
 //!
-//! The drivers: `PgExactlyOnce` (feature `postgres`, your code gets a `PgTx`, the
-//! connection's `tokio_postgres::Client` inside the transaction) and `SqliteExactlyOnce`
-//! (feature `sqlite`, your code gets the `rusqlite::Connection` of the inbox's file inside a
-//! transaction), and
-//! `SqlxPgExactlyOnce` (feature `sqlx-postgres`, your code gets the `sqlx::PgConnection` of a
-//! transaction of your own `sqlx` pool). Each
-//! runs in both modes:
-//! - inbox mode: pass it as the handler of the inbox workers of the inbox it was built on
-//!   (`Server::with_inbox_workers`, [`crate::inbox::run_inbox_workers`]); a failure rolls your
-//!   writes back and the inbox retries the event with its backoff, then sets it aside as a dead
-//!   letter, as for any handler;
-//! - direct mode: `svc_receiver::axum::exactly_once_route`, which records the delivery
-//!   in the same transaction as your writes and answers 200 only after the commit.
+//! ```text
+//! begin (your pool, your isolation level)
+//!   record(tx, received)  -> Fresh      -> your writes
+//!                         -> Duplicate  -> nothing (already committed once)
+//! commit
+//! ```
 //!
-//! What is guaranteed, and what is not, is in the README's "Exactly once".
+//! The record is one row keyed by the webhook id in a table of the crate's (`webhook_recorded`),
+//! written in your transaction: it commits with your writes or rolls back with them. So a
+//! delivery's writes are committed at most once, whatever crashes, retries, duplicates,
+//! replicas or lost answers happen around them; and since the integrations run your code until
+//! it succeeds (the inbox retries, the sender retries a direct delivery once), at least once.
+//!
+//! Concurrent transactions recording one id (two replicas, two copies of one delivery) wait on
+//! the row's unique key, as for any insert: the first to commit gets [`Recorded::Fresh`], the
+//! others [`Recorded::Duplicate`] once it has committed, or `Fresh` if it rolled back. Nothing
+//! else is shared between deliveries: your transaction holds your code's statements and this
+//! one row, nobody else's. Your savepoints, `ROLLBACK`, `SET LOCAL`, isolation level and
+//! statement cache are yours; the rule is only that the record and the writes it guards commit
+//! or roll back together (record in the same transaction, outside any savepoint you roll back
+//! on its own).
+//!
+//! Under `REPEATABLE READ` or `SERIALIZABLE`, a transaction that records an id another
+//! transaction committed after its snapshot was taken fails with a serialization failure
+//! (SQLSTATE 40001), as any write conflict does there: roll back and run it again (it then
+//! finds the delivery recorded), or answer with an error and let the inbox or the sender retry.
+//!
+//! The drivers (each a few lines over one `INSERT … ON CONFLICT DO NOTHING`):
+//! - `svc_receiver::postgres::PgRecorder::record` for a `tokio_postgres::Transaction` (a
+//!   `deadpool_postgres::Transaction` derefs to one), and `record_sqlx` for a `sqlx`
+//!   PostgreSQL transaction (feature `sqlx-postgres`);
+//! - `svc_receiver::sqlite::SqliteRecorder::record` for a `rusqlite` connection inside a
+//!   transaction.
+//!
+//! Both modes use it the same way, from a handler of your own:
+//! - direct mode (`svc_receiver::axum::webhook_route`): the route claims the id in a dedup
+//!   store (which also catches replays, and remembers the signature even when your code fails),
+//!   runs your handler and answers 200 once it returns `Ok`, that is after your commit;
+//! - inbox mode (`Server::with_inbox_workers`): a worker hands your handler the stored
+//!   delivery, and marks the entry done after your handler returns `Ok`. If the process dies
+//!   in between, the entry is handed out again and `record` answers `Duplicate`.
 
-use std::future::Future;
-
-use thiserror::Error;
-
-use crate::dedup::StorageError;
-use crate::handler::Received;
-
-/// What a delivery in direct mode came to.
+/// What recording a delivery in your transaction found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Applied {
-    /// Your code ran and its writes committed with the record of the delivery.
-    Done,
-    /// The delivery was already recorded (done, or stored in the inbox to be done): nothing ran.
+#[must_use = "run your writes only for a Fresh delivery"]
+pub enum Recorded {
+    /// Recorded now, in your transaction: write its effect there, then commit both.
+    Fresh,
+    /// Already recorded by a committed transaction: its effect is written; write nothing.
     Duplicate,
-    /// Its signature is recorded under another id: a replay; nothing ran.
-    Replayed,
 }
 
-/// Why a transaction with your code's writes did not commit (every write of it is rolled
-/// back).
-#[derive(Debug, Error)]
-#[non_exhaustive]
-pub enum EffectError {
-    /// The database failed (the transaction could not be opened, a statement of the crate's
-    /// failed, or the commit did).
-    #[error(transparent)]
-    Store(#[from] StorageError),
-    /// Your code returned an error or panicked (its text, as logged).
-    #[error("webhook effect failed: {0}")]
-    Effect(String),
-}
-
-impl EffectError {
-    /// The text stored as an inbox entry's last error.
-    pub(crate) fn into_text(self) -> String {
-        match self {
-            Self::Store(err) => err.to_string(),
-            Self::Effect(text) => text,
-        }
+impl Recorded {
+    /// Whether the delivery is new (its effect is still to be written).
+    pub fn is_fresh(self) -> bool {
+        self == Self::Fresh
     }
 }
 
-mod sealed {
-    pub trait Sealed {}
-}
-
-/// A driver of exactly-once effects (implemented by this crate's drivers only): what the
-/// direct-mode route needs from it.
-pub trait Transactional: sealed::Sealed + Clone + Send + Sync + 'static {
-    /// Records a verified delivery and runs your code on it in one transaction: the delivery's
-    /// id and signature are checked (a duplicate or a replay runs nothing), your writes and
-    /// the record commit together.
-    ///
-    /// # Errors
-    /// [`EffectError`] when nothing was committed.
-    fn apply_direct(
-        &self,
-        received: Received,
-        signature: [u8; 32],
-    ) -> impl Future<Output = Result<Applied, EffectError>> + Send;
-}
-
-#[cfg(feature = "postgres")]
-impl<E: crate::postgres::PgEffect> sealed::Sealed for crate::postgres::PgExactlyOnce<E> {}
-#[cfg(feature = "sqlx-postgres")]
-impl<E: crate::postgres::SqlxPgEffect> sealed::Sealed for crate::postgres::SqlxPgExactlyOnce<E> {}
-#[cfg(feature = "sqlite")]
-impl<E: crate::sqlite::SqliteEffect> sealed::Sealed for crate::sqlite::SqliteExactlyOnce<E> {}
-
-/// Catches a panic of user code, as [`crate::handler`] does for handlers: its text.
-pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    let message = payload
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(no message)");
-    format!("effect panicked: {message}")
-}
+/// How long recorded ids are kept by default: a day, as the inbox and the dedup store keep
+/// theirs, well past the sender's retry (about 5 minutes) and the inbox's retries (about 43
+/// minutes with the default policy).
+pub const DEFAULT_RECORD_RETENTION: std::time::Duration = std::time::Duration::from_secs(24 * 3600);

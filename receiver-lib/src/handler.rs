@@ -28,6 +28,32 @@ pub struct Received {
     pub received_at: i64,
 }
 
+impl Received {
+    /// A delivery as the integrations hand it to user code (attempt 1): for tests of your
+    /// handler, and for an integration of your own that verified the delivery itself.
+    pub fn new(
+        webhook_id: WebhookId,
+        event: CallScored,
+        body: impl Into<Arc<[u8]>>,
+        received_at: i64,
+    ) -> Self {
+        Self {
+            webhook_id,
+            event,
+            attempt: 1,
+            body: body.into(),
+            received_at,
+        }
+    }
+
+    /// The same delivery as attempt `attempt` (from 1) of handing it to user code.
+    #[must_use]
+    pub fn with_attempt(mut self, attempt: u32) -> Self {
+        self.attempt = attempt;
+        self
+    }
+}
+
 /// User code that processes events. Any `Fn(Received) -> impl Future<Output = Result<(), E>>`
 /// with a displayable `E` is one; an `Err` means "not processed" (the claim is released so the
 /// sender's retry is processed, or the inbox retries later).

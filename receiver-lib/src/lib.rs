@@ -28,10 +28,10 @@
 //!    string exactly as issued (its UTF-8 bytes, prefix included; nothing is decoded).
 //! 5. Only then is the body decoded into [`CallScored`] → else 400 (an event other than
 //!    `call.scored` too, unless the verifier acknowledges unknown events: [`UnknownEvents`]).
-//! 6. The webhook id is claimed in a [`dedup::DedupStore`] (or the inbox, or, for exactly-once
-//!    effects, recorded in the transaction of your own writes): a duplicate answers
-//!    200 without running user code again; the same signature under another id is a replay →
-//!    401.
+//! 6. The webhook id is claimed in a [`dedup::DedupStore`] (or stored in the inbox): a
+//!    duplicate answers 200 without running user code again; the same signature under another
+//!    id is a replay → 401. For exactly-once effects your code also records the delivery in
+//!    its own transaction ([`exactly_once`]).
 //!
 //! Detailed reasons (with hints such as "the body looks re-serialised") go to `tracing`, each
 //! event of a delivery inside a `webhook_delivery` span carrying its `webhook_id`; the sender
@@ -62,8 +62,8 @@
 //!   replica takes over), migrated on open.
 //! - [`postgres_url`] (every feature set): telling a database URL from a file path, and
 //!   writing one with every credential hidden.
-//! - `exactly_once` (feature `sqlite` or `postgres`): your code's writes and the event's
-//!   "done" in one transaction of your database, so that the effect happens exactly once.
+//! - `exactly_once` (feature `sqlite` or `postgres`): your code records the delivery in its
+//!   own transaction, beside its writes, so that they commit exactly once.
 //! - `handler`: the [`EventHandler`] user code implements (any async closure) and [`Received`].
 //! - `axum` (feature `axum`): ready POST routes (direct mode, durable inbox mode), the
 //!   `VerifiedWebhook` extractor, and `Server`, which serves them with connection limits and

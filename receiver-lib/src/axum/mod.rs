@@ -13,13 +13,11 @@
 //!   `inbox::run_inbox_workers`), with retries. Use it when user code may be slow or fail:
 //!   nothing acknowledged is lost.
 //!
-//! - exactly once, `exactly_once_route` (feature `sqlite` or `postgres` too): direct mode with
-//!   the delivery recorded in the same transaction of your database as your code's writes
-//!   (see `svc_receiver::exactly_once`); the exactly-once drivers also serve as inbox handlers.
-//!
-//! Otherwise processing is at least once, never silently zero: a crash between user code finishing and
-//! the claim being completed, or a claim lease running out under very slow code, can run user
-//! code twice for one id, so make it idempotent on [`crate::Received::webhook_id`].
+//! Either way user code runs at least once, never silently zero: a crash between user code
+//! finishing and the claim (or entry) being completed, or a lease running out under very slow
+//! code, can run it twice for one id. For exactly once, user code records the delivery in its
+//! own transaction (`svc_receiver::exactly_once`) and commits it with its writes: the rerun
+//! then finds it recorded and writes nothing.
 //!
 //! For a handler of your own, the [`VerifiedWebhook`] extractor verifies and decodes (no
 //! deduplication).
@@ -29,8 +27,6 @@
 //! `webhook_delivery` span, which carries its `webhook_id`.
 
 mod direct;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod exactly_once;
 mod extract;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod inbox;
@@ -38,8 +34,6 @@ mod request;
 mod serve;
 
 pub use direct::{DEFAULT_HANDLER_DEADLINE, WebhookReceiver, webhook_route};
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub use exactly_once::{ExactlyOnceReceiver, exactly_once_route};
 pub use extract::{VerifiedWebhook, VerifyState};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use inbox::{InboxReceiver, inbox_route};

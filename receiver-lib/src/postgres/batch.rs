@@ -49,9 +49,10 @@ pub(super) trait BatchStatement: Send + Sync + 'static {
     /// The id a row is about; a batch runs in this order (rows of one id in arrival order).
     fn key(row: &Self::Row) -> &str;
 
-    /// Runs `rows` as one statement (one transaction) on `client`; returns one answer per
-    /// row, in order.
+    /// Runs `rows` as one statement (one transaction) on `client`, a connection of
+    /// `database`; returns one answer per row, in order.
     fn run<'a>(
+        database: &'a PgDatabase,
         client: &'a deadpool_postgres::Client,
         rows: &'a [&'a Self::Row],
     ) -> impl Future<Output = Result<Vec<String>, tokio_postgres::Error>> + Send + 'a;
@@ -192,7 +193,7 @@ async fn run_with_retries<S: BatchStatement>(
             other => other.to_string(),
         })?;
         let ran = client
-            .answer_raw(S::run(&client, rows))
+            .answer_raw(S::run(database, &client, rows))
             .await
             .map_err(|err| err.to_string())?;
         match ran {

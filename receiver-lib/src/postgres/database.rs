@@ -22,21 +22,20 @@ use crate::dedup::StorageError;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
 
 /// A pool of connections to one database; cheap to clone (every clone shares the pool).
-/// [`super::PgDedupStore`] and [`super::PgInbox`] are built on one.
+/// [`super::PgDedupStore`], [`super::PgInbox`] and [`super::PgRecorder`] are built on one.
 ///
 /// The crate's tables and functions live in the connection's `search_path` (the database's
 /// default schema, usually `public`), or in a schema of their own
-/// ([`PgDatabase::connect_in_schema`]): then the crate's connections search only that schema,
-/// and the transactions it opens for your code ([`super::PgExactlyOnce`]) come from a second
-/// pool with the URL's own `search_path`, the crate's statements in them naming the schema.
+/// ([`PgDatabase::connect_in_schema`]): then the crate's connections search only that schema.
+/// Either way the crate names its schema in every statement it sends, so a
+/// [`super::PgRecorder`] works in transactions of your own connections, whatever their
+/// `search_path`.
 #[derive(Clone)]
 pub struct PgDatabase {
     pool: PgPool,
-    /// Connections for transactions handed to user code: `pool` itself, unless the crate's
-    /// tables are in a schema of their own (then a pool with the URL's own `search_path`).
-    user_pool: PgPool,
-    /// The schema of the crate's tables, when it is not the `search_path`'s.
-    schema: Option<Arc<str>>,
+    /// The schema of the crate's tables (the one given, or the `search_path`'s first when the
+    /// database was migrated), quoted as an identifier.
+    schema: Arc<str>,
 }
 
 impl std::fmt::Debug for PgDatabase {
@@ -80,12 +79,7 @@ impl PgDatabase {
     /// [`StorageError::Database`] when the database cannot be reached or migrated, or was
     /// migrated by a newer `svc-receiver`.
     pub async fn on_pool(pool: PgPool) -> Result<Self, StorageError> {
-        let database = Self {
-            user_pool: pool.clone(),
-            pool,
-            schema: None,
-        };
-        database.migrate().await
+        Self::migrate(pool, None).await
     }
 
     /// Like [`PgDatabase::connect_with`], with the crate's tables and functions in `schema`
@@ -93,10 +87,8 @@ impl PgDatabase {
     /// `schema` is a plain lowercase identifier: ASCII letters, digits and `_`, not starting
     /// with a digit, at most 63 bytes.
     ///
-    /// The crate's own connections run with `search_path` set to that schema alone; the
-    /// transactions handed to your code ([`super::PgExactlyOnce`]) come from a second pool
-    /// (as large) with the URL's own `search_path`, so your statements see your tables as
-    /// usual, and the crate's statements in them name the schema.
+    /// The crate's own connections run with `search_path` set to that schema alone; your own
+    /// connections keep theirs, and a [`super::PgRecorder`]'s statement names the schema.
     ///
     /// # Errors
     /// [`StorageError::Config`] for a schema name outside that form, and as
@@ -118,25 +110,40 @@ impl PgDatabase {
                  digits and _, not starting with a digit, at most 63 bytes"
             )));
         }
-        let user_config = connect_config(url)?;
-        let redacted = redact_url(url);
-        let mut config = user_config.clone();
+        let mut config = connect_config(url)?;
         append_options(&mut config, &format!("-c search_path={schema}"));
-        let database = Self {
-            pool: PgPool::with_config(config, &redacted, max_connections)?,
-            user_pool: PgPool::with_config(user_config, &redacted, max_connections)?,
-            schema: Some(Arc::from(schema)),
-        };
-        database.migrate().await
+        let pool = PgPool::with_config(config, &redact_url(url), max_connections)?;
+        Self::migrate(pool, Some(schema)).await
     }
 
-    async fn migrate(self) -> Result<Self, StorageError> {
-        let mut client = self.client().await?;
-        migrate::run(&mut client, self.schema.as_deref())
+    /// Brings the crate's tables in `pool`'s database up to date (in `schema`, else in the
+    /// `search_path`'s first schema), and learns which schema they are in.
+    async fn migrate(pool: PgPool, schema: Option<&str>) -> Result<Self, StorageError> {
+        let mut client = Conn(pool.get().await?);
+        let schema = migrate::run(&mut client, schema)
             .await
-            .map_err(|err| StorageError::Database(format!("migrating {}: {err}", self.url())))?;
+            .map_err(|err| StorageError::Database(format!("migrating {}: {err}", pool.url())))?;
         drop(client);
-        Ok(self)
+        Ok(Self {
+            pool,
+            schema: schema.into(),
+        })
+    }
+
+    /// Records deliveries in your transactions, for exactly-once effects
+    /// ([`crate::exactly_once`]).
+    pub fn recorder(&self) -> super::PgRecorder {
+        super::PgRecorder::new(self.clone())
+    }
+
+    /// Forgets the ids recorded before `cutoff` (unix seconds) by a [`super::PgRecorder`].
+    pub(super) async fn forget_recorded_before(&self, cutoff: i64) -> Result<u64, StorageError> {
+        let client = self.client().await?;
+        let sql = format!(
+            "DELETE FROM {} WHERE recorded_at < $1",
+            self.qualified("webhook_recorded")
+        );
+        client.answer(client.execute(&sql, &[&cutoff])).await
     }
 
     /// The same database, whose statements wait for the server's answer at most `timeout`
@@ -146,7 +153,6 @@ impl PgDatabase {
     pub fn with_answer_timeout(self, timeout: Duration) -> Self {
         Self {
             pool: self.pool.with_answer_timeout(timeout),
-            user_pool: self.user_pool.with_answer_timeout(timeout),
             schema: self.schema,
         }
     }
@@ -156,9 +162,11 @@ impl PgDatabase {
         self.pool.answer_timeout()
     }
 
-    /// The schema of the crate's tables when it was given ([`PgDatabase::connect_in_schema`]).
-    pub fn schema(&self) -> Option<&str> {
-        self.schema.as_deref()
+    /// The schema of the crate's tables, quoted as an identifier: the one given to
+    /// [`PgDatabase::connect_in_schema`], else the `search_path`'s first when the database was
+    /// opened.
+    pub fn schema(&self) -> &str {
+        &self.schema
     }
 
     /// The pool the crate's statements run on.
@@ -166,18 +174,12 @@ impl PgDatabase {
         &self.pool
     }
 
-    /// `name` (one of the crate's tables or functions) as statements on a connection of the
-    /// user pool must write it: qualified with the crate's schema when it has one.
+    /// `name` (one of the crate's tables or functions) qualified with the crate's schema, as
+    /// every statement the crate sends writes it: a table or function of the same name
+    /// elsewhere in a connection's `search_path` (planted in `public` by another role, say)
+    /// is never taken for it.
     pub(crate) fn qualified(&self, name: &str) -> String {
-        match &self.schema {
-            Some(schema) => format!("{schema}.{name}"),
-            None => name.to_owned(),
-        }
-    }
-
-    /// A connection for a transaction handed to user code (see [`PgDatabase::qualified`]).
-    pub(crate) async fn user_client(&self) -> Result<Conn, StorageError> {
-        Ok(Conn(self.user_pool.get().await?))
+        format!("{}.{name}", self.schema)
     }
 
     /// The URL, with its password hidden.
@@ -211,18 +213,6 @@ impl std::ops::DerefMut for Conn {
 }
 
 impl Conn {
-    /// Sets whether this connection is closed when dropped instead of returned to the pool
-    /// (`PgConn::close_on_drop`): on while a transaction opened with a plain `BEGIN` is open,
-    /// so that one left open by a cancelled or failed exchange never goes back to the pool.
-    pub(crate) fn set_close_on_drop(&mut self, close: bool) {
-        self.0.set_close_on_drop(close);
-    }
-
-    /// How this connection's exchanges wait for their answers (see `PgConn::watch`).
-    pub(crate) fn watch(&self) -> super::AnswerWatch {
-        self.0.watch()
-    }
-
     /// Waits for `work` (statements on this connection) at most the answer timeout, with the
     /// driver's error kept as it is (for a caller that tells transient errors apart).
     ///

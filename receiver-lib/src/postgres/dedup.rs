@@ -53,6 +53,7 @@ impl BatchStatement for DedupMany {
     }
 
     async fn run(
+        database: &PgDatabase,
         client: &deadpool_postgres::Client,
         rows: &[&DedupRow],
     ) -> Result<Vec<String>, tokio_postgres::Error> {
@@ -86,7 +87,10 @@ impl BatchStatement for DedupMany {
             lease_untils.push(lease_until);
         }
         let statement = client
-            .prepare_cached("SELECT svc_receiver_dedup_many($1, $2, $3, $4, $5, $6)")
+            .prepare_cached(&format!(
+                "SELECT {}($1, $2, $3, $4, $5, $6)",
+                database.qualified("svc_receiver_dedup_many")
+            ))
             .await?;
         client
             .query_one(

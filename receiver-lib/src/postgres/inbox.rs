@@ -56,6 +56,7 @@ impl BatchStatement for AcceptMany {
     }
 
     async fn run(
+        database: &PgDatabase,
         client: &deadpool_postgres::Client,
         rows: &[&AcceptRow],
     ) -> Result<Vec<String>, tokio_postgres::Error> {
@@ -64,7 +65,10 @@ impl BatchStatement for AcceptMany {
         let bodies: Vec<&[u8]> = rows.iter().map(|row| &row.body[..]).collect();
         let nows: Vec<i64> = rows.iter().map(|row| row.now).collect();
         let statement = client
-            .prepare_cached("SELECT svc_receiver_inbox_accept_many($1, $2, $3, $4)")
+            .prepare_cached(&format!(
+                "SELECT {}($1, $2, $3, $4)",
+                database.qualified("svc_receiver_inbox_accept_many")
+            ))
             .await?;
         client
             .query_one(&statement, &[&ids, &signatures, &bodies, &nows])
@@ -98,16 +102,6 @@ impl PgInbox {
     /// The database it is in.
     pub fn database(&self) -> &PgDatabase {
         &self.database
-    }
-
-    /// Runs the retention's pruning when it is due (at most once a minute): as an accept
-    /// does, for the exactly-once direct mode, which records deliveries without accepting.
-    pub(super) async fn prune_if_due(&self, now: i64) -> Result<(), StorageError> {
-        if self.pruner.due(now) {
-            self.prune(now.saturating_sub(self.policy.retention_secs()))
-                .await?;
-        }
-        Ok(())
     }
 
     /// Retention: forgets processed entries received at or before `cutoff` (pending and dead

@@ -3,7 +3,7 @@
 //! lock, so replicas starting at once apply each exactly once, and refuses a database migrated
 //! by a newer build. Append a migration, never edit one.
 
-use tokio_postgres::Client;
+use tokio_postgres::{Client, IsolationLevel};
 
 use super::describe_error;
 
@@ -319,25 +319,162 @@ const MIGRATIONS: &[&str] = &[
     END
     $$;
     "#,
+    // 6: exactly once in the tenant's own transaction (issue 33). `webhook_recorded` holds one
+    // row per delivery a tenant's transaction recorded (`PgRecorder`), keyed by webhook id:
+    // concurrent transactions recording one id wait on its unique key. The direct-mode batch's
+    // function of migration 4 is gone with the batches. And the crate's functions no longer
+    // resolve names through the caller's `search_path`: every built-in they call is named with
+    // `pg_catalog` (an overload planted in a schema of the path, such as
+    // `hashtextextended(text, int4)` against a `0` literal, would otherwise win: PostgreSQL
+    // weighs overloads of different argument types equally whatever their schema), and each
+    // runs with `search_path` pinned to `pg_catalog`, the crate's schema and `pg_temp`, in that
+    // order. A later migration that replaces one of them must pin it again.
+    r#"
+    CREATE TABLE webhook_recorded (
+        id          TEXT PRIMARY KEY,
+        recorded_at BIGINT NOT NULL
+    );
+    CREATE INDEX webhook_recorded_at ON webhook_recorded (recorded_at);
+
+    DROP FUNCTION svc_receiver_lock_and_classify(TEXT[], BYTEA[]);
+
+    CREATE OR REPLACE FUNCTION svc_receiver_lock_keys(p_ids TEXT[], p_signatures BYTEA[])
+    RETURNS VOID LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_catalog.count(pg_catalog.pg_advisory_xact_lock(key)) FROM (
+            SELECT key FROM (
+                SELECT pg_catalog.hashtextextended(id, 0::BIGINT) AS key
+                FROM pg_catalog.unnest(p_ids) AS id
+                UNION
+                SELECT pg_catalog.hashtextextended(pg_catalog.encode(signature, 'hex'), 1::BIGINT)
+                FROM pg_catalog.unnest(p_signatures) AS signature WHERE signature IS NOT NULL
+            ) AS keys
+            ORDER BY key
+        ) AS ordered;
+    END
+    $$;
+
+    CREATE OR REPLACE FUNCTION svc_receiver_inbox_accept_many(
+        p_ids TEXT[], p_signatures BYTEA[], p_bodies BYTEA[], p_nows BIGINT[]
+    ) RETURNS TEXT[] LANGUAGE plpgsql AS $$
+    DECLARE
+        n INTEGER := coalesce(pg_catalog.cardinality(p_ids), 0);
+        answers TEXT[] := '{}';
+    BEGIN
+        IF coalesce(pg_catalog.cardinality(p_signatures), 0) <> n
+           OR coalesce(pg_catalog.cardinality(p_bodies), 0) <> n
+           OR coalesce(pg_catalog.cardinality(p_nows), 0) <> n THEN
+            RAISE EXCEPTION 'svc_receiver_inbox_accept_many: arrays of different lengths';
+        END IF;
+        PERFORM svc_receiver_lock_keys(p_ids, p_signatures);
+        FOR i IN 1 .. n LOOP
+            answers := pg_catalog.array_append(answers, svc_receiver_inbox_accept(
+                p_ids[i], p_signatures[i], p_bodies[i], p_nows[i]));
+        END LOOP;
+        RETURN answers;
+    END
+    $$;
+
+    CREATE OR REPLACE FUNCTION svc_receiver_dedup_many(
+        p_ops TEXT[], p_ids TEXT[], p_signatures BYTEA[], p_nows BIGINT[], p_cutoffs BIGINT[],
+        p_lease_untils BIGINT[]
+    ) RETURNS TEXT[] LANGUAGE plpgsql AS $$
+    DECLARE
+        n INTEGER := coalesce(pg_catalog.cardinality(p_ids), 0);
+        answers TEXT[] := '{}';
+    BEGIN
+        IF coalesce(pg_catalog.cardinality(p_ops), 0) <> n
+           OR coalesce(pg_catalog.cardinality(p_signatures), 0) <> n
+           OR coalesce(pg_catalog.cardinality(p_nows), 0) <> n
+           OR coalesce(pg_catalog.cardinality(p_cutoffs), 0) <> n
+           OR coalesce(pg_catalog.cardinality(p_lease_untils), 0) <> n THEN
+            RAISE EXCEPTION 'svc_receiver_dedup_many: arrays of different lengths';
+        END IF;
+        -- A completion's signature is not one of its row's locks.
+        PERFORM svc_receiver_lock_keys(p_ids, ARRAY(
+            SELECT p_signatures[i] FROM pg_catalog.generate_subscripts(p_ops, 1) AS i
+            WHERE p_ops[i] = 'claim'));
+        FOR i IN 1 .. n LOOP
+            IF p_ops[i] = 'claim' THEN
+                answers := pg_catalog.array_append(answers, svc_receiver_claim(
+                    p_ids[i], p_signatures[i], p_nows[i], p_cutoffs[i], p_lease_untils[i]));
+            ELSIF p_ops[i] = 'complete' THEN
+                UPDATE webhook_claims SET state = 'done' WHERE id = p_ids[i];
+                answers := pg_catalog.array_append(answers, 'done'::TEXT);
+            ELSE
+                RAISE EXCEPTION 'svc_receiver_dedup_many: unknown operation %', p_ops[i];
+            END IF;
+        END LOOP;
+        RETURN answers;
+    END
+    $$;
+
+    DO $$
+    DECLARE
+        schema TEXT := pg_catalog.current_schema();
+        f TEXT;
+    BEGIN
+        FOREACH f IN ARRAY ARRAY[
+            'svc_receiver_claim(TEXT, BYTEA, BIGINT, BIGINT, BIGINT)',
+            'svc_receiver_inbox_accept(TEXT, BYTEA, BYTEA, BIGINT)',
+            'svc_receiver_inbox_accept_many(TEXT[], BYTEA[], BYTEA[], BIGINT[])',
+            'svc_receiver_dedup_many(TEXT[], TEXT[], BYTEA[], BIGINT[], BIGINT[], BIGINT[])',
+            'svc_receiver_lock_keys(TEXT[], BYTEA[])'
+        ] LOOP
+            EXECUTE pg_catalog.format(
+                'ALTER FUNCTION %I.%s SET search_path = pg_catalog, %I, pg_temp', schema, f, schema);
+        END LOOP;
+    END
+    $$;
+    "#,
 ];
 
 /// The schema version this build writes (how many migrations it knows).
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
-/// Brings the database up to [`SCHEMA_VERSION`]; errors are the server's text.
-/// With a `schema` (a validated identifier, the only schema in the connection's
-/// `search_path`), creates it first when missing.
-pub(super) async fn run(client: &mut Client, schema: Option<&str>) -> Result<(), String> {
+/// Brings the database up to [`SCHEMA_VERSION`] and answers the schema the crate's tables are
+/// in, quoted as an identifier; errors are the server's text. With a `schema` (a validated
+/// identifier, the only schema in the connection's `search_path`), creates it first when
+/// missing.
+///
+/// The transaction is `READ COMMITTED` whatever the database's default: each statement after
+/// the lock then sees what a replica that migrated first committed while this one waited for
+/// the lock (under `REPEATABLE READ` the snapshot would be the lock statement's own, taken
+/// before the wait, and the tables created meanwhile would be created again).
+pub(super) async fn run(client: &mut Client, schema: Option<&str>) -> Result<String, String> {
     let error = |err: tokio_postgres::Error| describe_error(&err);
-    let tx = client.transaction().await.map_err(error)?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+    let tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::ReadCommitted)
+        .start()
         .await
         .map_err(error)?;
+    tx.execute(
+        "SELECT pg_catalog.pg_advisory_xact_lock($1)",
+        &[&MIGRATION_LOCK],
+    )
+    .await
+    .map_err(error)?;
     if let Some(schema) = schema {
         tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
             .await
             .map_err(error)?;
     }
+    let current: Option<String> = tx
+        .query_one(
+            "SELECT pg_catalog.quote_ident(pg_catalog.current_schema())",
+            &[],
+        )
+        .await
+        .map_err(error)?
+        .get(0);
+    let Some(current) = current else {
+        return Err(
+            "no schema of the search_path exists to hold the crate's tables: \
+                    create one, or open the database with a schema of the crate's own"
+                .to_owned(),
+        );
+    };
     tx.batch_execute("CREATE TABLE IF NOT EXISTS svc_receiver_schema (version INTEGER NOT NULL)")
         .await
         .map_err(error)?;
@@ -362,5 +499,6 @@ pub(super) async fn run(client: &mut Client, schema: Option<&str>) -> Result<(),
         .await
         .map_err(error)?;
     }
-    tx.commit().await.map_err(error)
+    tx.commit().await.map_err(error)?;
+    Ok(current)
 }

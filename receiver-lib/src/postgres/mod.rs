@@ -9,9 +9,8 @@
 //! - [`PgDatabase`]: the crate's tables over a [`PgPool`], brought up to date on open (versioned migrations under an advisory lock,
 //!   so replicas may start at once).
 //! - [`PgDedupStore`] and [`PgInbox`]: the stores, over a [`PgDatabase`].
-//! - [`PgExactlyOnce`]: your [`PgEffect`] run in a transaction of your database ([`PgTx`])
-//!   that also marks the event done, so that its effect happens exactly once; `SqlxPgExactlyOnce`
-//!   (feature `sqlx-postgres`) the same with the transaction from your `sqlx` pool.
+//! - [`PgRecorder`]: records a verified delivery in a transaction of yours, so that your
+//!   writes for it commit exactly once (see [`crate::exactly_once`]).
 //!
 //! The driver is `tokio-postgres` with a `deadpool-postgres` pool: async, pure Rust, and no
 //! database is needed to build. Claims, completions and accepts are group-committed on the
@@ -26,48 +25,89 @@
 mod batch;
 mod database;
 mod dedup;
-mod effect_batch;
-mod effect_tx;
-mod exactly_once;
 mod inbox;
 mod migrate;
 mod pool;
-#[cfg(feature = "sqlx-postgres")]
-mod sqlx;
+mod record;
 
 pub use crate::postgres_url::{is_postgres_url, redact_url};
 pub use database::{DEFAULT_MAX_CONNECTIONS, PgDatabase};
 pub use dedup::PgDedupStore;
-pub use effect_tx::PgTx;
-pub use exactly_once::{PgEffect, PgExactlyOnce};
 pub use inbox::PgInbox;
 pub use migrate::SCHEMA_VERSION;
 pub use pool::{
     AnswerWatch, DEFAULT_ANSWER_TIMEOUT, PgConn, PgPool, PgPoolError, append_options,
     connect_config,
 };
-#[cfg(feature = "sqlx-postgres")]
-pub use sqlx::{SqlxPgEffect, SqlxPgExactlyOnce};
+pub use record::PgRecorder;
 
 use crate::dedup::StorageError;
 
-/// A driver error as a [`StorageError`], with the server's message when there is one (the
-/// driver's own `Display` says only "db error").
+/// A driver error as a [`StorageError`], with the server's SQLSTATE and message when there is
+/// one (the driver's own `Display` says only "db error").
 pub(crate) fn db_error(err: &tokio_postgres::Error) -> StorageError {
     StorageError::Database(describe_error(err))
 }
 
-/// The driver error's text, with the server's message and detail when the server sent one
-/// (the driver's own `Display` says only "db error"). It never holds the password.
+/// The driver error's text: the server's severity, SQLSTATE, message and detail when the server
+/// sent one (the driver's own `Display` says only "db error"), else the driver's words and
+/// their cause. It never holds the password.
 pub fn describe_error(err: &tokio_postgres::Error) -> String {
     match err.as_db_error() {
-        Some(db) => match db.detail() {
-            Some(detail) => format!("{}: {} ({detail})", db.severity(), db.message()),
-            None => format!("{}: {}", db.severity(), db.message()),
-        },
+        Some(db) => {
+            let head = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+            match db.detail() {
+                Some(detail) => format!("{head} ({detail})"),
+                None => head,
+            }
+        }
         None => match std::error::Error::source(err) {
             Some(source) => format!("{err}: {source}"),
             None => err.to_string(),
         },
+    }
+}
+
+/// A `tokio-postgres` error whose text says what the server said (severity, SQLSTATE, message,
+/// detail: [`describe_error`]) where the driver's own says only "db error". What
+/// [`PgRecorder::record`] returns; a handler may use it as its own error type, so that `?` on
+/// any statement logs the server's words. The driver's error is its source.
+#[derive(Debug, thiserror::Error)]
+#[error("{text}")]
+pub struct PgError {
+    text: String,
+    #[source]
+    source: tokio_postgres::Error,
+}
+
+impl From<tokio_postgres::Error> for PgError {
+    fn from(source: tokio_postgres::Error) -> Self {
+        Self {
+            text: describe_error(&source),
+            source,
+        }
+    }
+}
+
+impl PgError {
+    /// The server's SQLSTATE, when the server answered with an error.
+    pub fn code(&self) -> Option<&tokio_postgres::error::SqlState> {
+        self.source.code()
+    }
+
+    /// Whether it is a serialization failure (40001) or a deadlock (40P01): the transaction
+    /// can be run again as it was.
+    pub fn is_serialization_failure(&self) -> bool {
+        use tokio_postgres::error::SqlState;
+        matches!(
+            self.code(),
+            Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE
+                || *code == SqlState::T_R_DEADLOCK_DETECTED
+        )
+    }
+
+    /// The driver's error.
+    pub fn into_inner(self) -> tokio_postgres::Error {
+        self.source
     }
 }

@@ -39,7 +39,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a statement waits for the server's answer by default (see the module docs).
 pub const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A pool of connections to one database; cheap to clone (every clone shares the pool).
+/// A pool of connections to one database; cheap to clone (every clone shares the pool). Its
+/// connections run their transactions at `READ COMMITTED`, whatever the database's default.
 #[derive(Clone)]
 pub struct PgPool {
     pool: Pool,
@@ -132,6 +133,15 @@ impl PgPool {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
+        // The statements of this workspace are written for READ COMMITTED (a hand-out's
+        // `UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED)`, the batches' waits on a row
+        // another transaction just committed): under a database default of REPEATABLE READ or
+        // SERIALIZABLE they would fail to serialize instead of waiting. A session setting, so
+        // it holds for every statement on the pool's connections.
+        append_options(
+            &mut config,
+            r"-c default_transaction_isolation=read\ committed",
+        );
         let pool = Pool::builder(Manager::new(config, NoTls))
             .max_size(max_connections.max(1))
             .runtime(Runtime::Tokio1)
@@ -332,13 +342,6 @@ impl PgConn {
     /// connection whose session holds state (a session advisory lock) that must end with it.
     pub fn close_on_drop(&mut self) {
         self.close_on_drop = true;
-    }
-
-    /// Sets whether this connection is closed when dropped ([`PgConn::close_on_drop`]), or
-    /// returns to the pool: for a transaction opened with a plain `BEGIN`, closed unless it
-    /// ended.
-    pub(crate) fn set_close_on_drop(&mut self, close: bool) {
-        self.close_on_drop = close;
     }
 }
 

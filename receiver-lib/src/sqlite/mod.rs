@@ -16,13 +16,17 @@
 //! - Disk: the WAL is rewound once it passes 32 MiB, so it stays about that size under load.
 
 mod dedup;
-mod exactly_once;
 mod inbox;
+mod record;
 mod writer;
 
+/// The `rusqlite` this crate is built with: your connections must be of this version to be
+/// handed to [`SqliteRecorder::record`].
+pub use rusqlite;
+
 pub use dedup::SqliteDedupStore;
-pub use exactly_once::{SqliteEffect, SqliteExactlyOnce};
 pub use inbox::SqliteInbox;
+pub use record::SqliteRecorder;
 // The inbox's shared types and workers, where they were before the PostgreSQL inbox.
 pub use crate::inbox::{
     Accepted, DeadLetter, InboxEntry, InboxPolicy, InboxStats, Settled, Step, process_next,

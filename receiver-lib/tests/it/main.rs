@@ -3,6 +3,7 @@
 mod axum_e2e;
 mod dedup;
 mod direct;
+mod docs;
 mod exactly_once;
 mod helpers;
 mod hostile;

@@ -1,0 +1,143 @@
+//! [`PgRecorder`]: records a verified delivery in a transaction of yours on PostgreSQL
+//! (`tokio-postgres`, or `sqlx` with the feature `sqlx-postgres`), for exactly-once effects
+//! (see [`crate::exactly_once`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_postgres::types::Type;
+
+use super::{PgDatabase, PgError};
+use crate::exactly_once::{DEFAULT_RECORD_RETENTION, Recorded};
+use crate::handler::Received;
+use crate::pruner::Pruner;
+
+/// Records deliveries in your transactions, in the crate's table `webhook_recorded` of a
+/// [`PgDatabase`] (your database: the crate's tables may sit in a schema of their own,
+/// [`PgDatabase::connect_in_schema`]). Cheap to clone. Made by [`PgDatabase::recorder`].
+///
+/// ```rust,ignore
+/// let tx = client.transaction().await?;              // your connection, your pool
+/// if recorder.record(&tx, &received).await?.is_fresh() {
+///     tx.execute("INSERT INTO scores (call_id) VALUES ($1)", &[&received.event.call_id]).await?;
+/// }
+/// tx.commit().await?;
+/// ```
+///
+/// Recorded ids are forgotten after the retention ([`DEFAULT_RECORD_RETENTION`], a day, by
+/// default): at most once a minute, a `record` call has the crate's own pool delete the older
+/// ones, outside your transaction.
+#[derive(Clone)]
+pub struct PgRecorder {
+    /// The insert, its table named with the crate's schema.
+    insert: Arc<str>,
+    database: PgDatabase,
+    retention: Duration,
+    pruner: Arc<Pruner>,
+}
+
+impl std::fmt::Debug for PgRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgRecorder")
+            .field("database", &self.database)
+            .field("retention", &self.retention)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgRecorder {
+    pub(super) fn new(database: PgDatabase) -> Self {
+        let insert = format!(
+            "INSERT INTO {} (id, recorded_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING \
+             RETURNING TRUE",
+            database.qualified("webhook_recorded")
+        );
+        Self {
+            insert: insert.into(),
+            database,
+            retention: DEFAULT_RECORD_RETENTION,
+            pruner: Arc::default(),
+        }
+    }
+
+    /// The same recorder, keeping recorded ids for `retention` instead of a day. Keep it past
+    /// every way a delivery can come back: the sender's retry (about 5 minutes), the inbox's
+    /// retries and leases, and dead letters you requeue.
+    #[must_use]
+    pub fn with_retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// Records `received` in `tx`: [`Recorded::Fresh`] when no committed transaction recorded
+    /// it (write its effect in `tx`, then commit), [`Recorded::Duplicate`] when one did (write
+    /// nothing). Waits while another open transaction holds a record of the same id, and
+    /// answers after it ended. One round trip.
+    ///
+    /// # Errors
+    /// The driver's error, its text with the server's SQLSTATE and message: a serialization
+    /// failure (SQLSTATE 40001, [`PgError::is_serialization_failure`]) under `REPEATABLE READ`
+    /// or `SERIALIZABLE` when another transaction recorded the id after `tx`'s snapshot; the
+    /// crate's table missing when the database was not opened through [`PgDatabase`].
+    pub async fn record(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+        received: &Received,
+    ) -> Result<Recorded, PgError> {
+        let inserted = tx
+            .query_typed_opt(
+                &self.insert,
+                &[
+                    (&received.webhook_id.as_str(), Type::TEXT),
+                    (&received.received_at, Type::INT8),
+                ],
+            )
+            .await?;
+        self.prune_if_due(received.received_at);
+        Ok(if inserted.is_some() {
+            Recorded::Fresh
+        } else {
+            Recorded::Duplicate
+        })
+    }
+
+    /// [`PgRecorder::record`] in a transaction of your `sqlx` pool (feature `sqlx-postgres`).
+    ///
+    /// # Errors
+    /// As [`PgRecorder::record`], as the `sqlx` error.
+    #[cfg(feature = "sqlx-postgres")]
+    pub async fn record_sqlx(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+        received: &Received,
+    ) -> Result<Recorded, sqlx::Error> {
+        use sqlx::Row;
+        let inserted = sqlx::query(sqlx::AssertSqlSafe(&*self.insert))
+            .bind(received.webhook_id.as_str())
+            .bind(received.received_at)
+            .fetch_optional(&mut **tx)
+            .await?;
+        self.prune_if_due(received.received_at);
+        // The row, when there is one, holds TRUE: read it so a changed statement is noticed.
+        Ok(match inserted {
+            Some(row) if row.try_get::<bool, _>(0)? => Recorded::Fresh,
+            _ => Recorded::Duplicate,
+        })
+    }
+
+    /// Forgets ids recorded before the retention, on the crate's pool (outside any
+    /// transaction of yours), at most once a minute.
+    fn prune_if_due(&self, now: i64) {
+        if !self.pruner.due(now) {
+            return;
+        }
+        let cutoff =
+            now.saturating_sub(i64::try_from(self.retention.as_secs()).unwrap_or(i64::MAX));
+        let database = self.database.clone();
+        tokio::spawn(async move {
+            if let Err(err) = database.forget_recorded_before(cutoff).await {
+                tracing::warn!(error = %err, "pruning recorded webhook ids failed; tried again in a minute");
+            }
+        });
+    }
+}

@@ -1,0 +1,111 @@
+//! [`SqliteRecorder`]: records a verified delivery in a transaction of yours on a `rusqlite`
+//! connection, for exactly-once effects (see [`crate::exactly_once`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, ffi};
+
+use crate::exactly_once::{DEFAULT_RECORD_RETENTION, Recorded};
+use crate::handler::Received;
+use crate::pruner::Pruner;
+
+/// The table recorded ids are kept in, in your database file.
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS webhook_recorded (
+    id          TEXT PRIMARY KEY,
+    recorded_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS webhook_recorded_at ON webhook_recorded (recorded_at);
+";
+
+/// Records deliveries in your transactions, in a table of your SQLite database
+/// (`webhook_recorded`, created by [`SqliteRecorder::install`]). Cheap to clone.
+///
+/// ```rust,ignore
+/// let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+/// if recorder.record(&tx, &received)?.is_fresh() {
+///     tx.execute("INSERT INTO scores (call_id) VALUES (?1)", [&received.event.call_id])?;
+/// }
+/// tx.commit()?;
+/// ```
+///
+/// Begin the transaction `IMMEDIATE` (or record before reading): SQLite has one writer at a
+/// time, and a deferred transaction that read first fails with `SQLITE_BUSY` when another
+/// connection wrote meanwhile, where an immediate one waits for its turn (the connection's
+/// busy timeout). Keep your tables in a file of their own, not the file of a
+/// [`super::SqliteInbox`] or [`super::SqliteDedupStore`]: those keep an index in memory and
+/// reread their file whenever another connection wrote to it.
+///
+/// Recorded ids are forgotten after the retention ([`DEFAULT_RECORD_RETENTION`], a day, by
+/// default): at most once a minute, `record` deletes the older ones in the same transaction.
+#[derive(Debug, Clone)]
+pub struct SqliteRecorder {
+    retention: Duration,
+    pruner: Arc<Pruner>,
+}
+
+impl SqliteRecorder {
+    /// Creates the table recorded ids are kept in, in `conn`'s database, when it is missing.
+    ///
+    /// # Errors
+    /// The driver's error when the table cannot be created.
+    pub fn install(conn: &Connection) -> rusqlite::Result<Self> {
+        conn.execute_batch(SCHEMA)?;
+        Ok(Self {
+            retention: DEFAULT_RECORD_RETENTION,
+            pruner: Arc::default(),
+        })
+    }
+
+    /// The same recorder, keeping recorded ids for `retention` instead of a day. Keep it past
+    /// every way a delivery can come back: the sender's retry (about 5 minutes), the inbox's
+    /// retries and leases, and dead letters you requeue.
+    #[must_use]
+    pub fn with_retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// Records `received` in the transaction open on `tx` (a `rusqlite::Transaction` or
+    /// `Savepoint` derefs to its connection): [`Recorded::Fresh`] when no committed transaction
+    /// recorded it (write its effect, then commit), [`Recorded::Duplicate`] when one did (write
+    /// nothing).
+    ///
+    /// # Errors
+    /// The driver's error; `SQLITE_MISUSE` when no transaction is open on `tx` (a record
+    /// committed on its own, apart from the effect, would guard nothing).
+    pub fn record(&self, tx: &Connection, received: &Received) -> rusqlite::Result<Recorded> {
+        if tx.is_autocommit() {
+            return Err(rusqlite::Error::SqliteFailure(
+                ffi::Error {
+                    code: ErrorCode::ApiMisuse,
+                    extended_code: ffi::SQLITE_MISUSE,
+                },
+                Some(
+                    "SqliteRecorder::record needs an open transaction: the record must commit \
+                     with the effect it guards"
+                        .to_owned(),
+                ),
+            ));
+        }
+        let now = received.received_at;
+        if self.pruner.due(now) {
+            let cutoff =
+                now.saturating_sub(i64::try_from(self.retention.as_secs()).unwrap_or(i64::MAX));
+            tx.prepare_cached("DELETE FROM webhook_recorded WHERE recorded_at < ?1")?
+                .execute([cutoff])?;
+        }
+        let inserted = tx
+            .prepare_cached(
+                "INSERT INTO webhook_recorded (id, recorded_at) VALUES (?1, ?2)
+                 ON CONFLICT (id) DO NOTHING",
+            )?
+            .execute((received.webhook_id.as_str(), now))?;
+        Ok(if inserted == 1 {
+            Recorded::Fresh
+        } else {
+            Recorded::Duplicate
+        })
+    }
+}
