@@ -11,7 +11,7 @@ use super::ids::{AgencyId, AgentId, CallId};
 
 /// A call's source, an open set: the receiver crate's type, so a call read through the API and the
 /// same call's webhook share one type (an unknown value is kept as [`CallSource::Other`]).
-pub use svc_receiver::CallSource;
+pub use svc_contract::CallSource;
 
 /// An agency of the tenant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -88,13 +88,13 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use hdrhistogram::Histogram;
+use svc_contract::WebhookId;
+use svc_contract::{Clock, Keyring, SigningSecret, SystemClock, Verifier, sign};
 use svc_receiver::axum::{InboxReceiver, WebhookReceiver, inbox_route, webhook_route};
-use svc_receiver::dedup::{DedupPolicy, WebhookId};
+use svc_receiver::dedup::DedupPolicy;
 use svc_receiver::inbox::{Inbox, InboxPolicy, run_inbox_workers};
 use svc_receiver::sqlite::{SqliteDedupStore, SqliteInbox, SqliteRecorder};
-use svc_receiver::{
-    Clock, EventHandler, Keyring, Received, SigningSecret, SystemClock, Verifier, sign,
-};
+use svc_receiver::{EventHandler, Received};
 
 const SECRET: &str = "whsec_3kX9pQ2vR7mT1wY8zB4nL6cF0hJ5sD";
 const CONNECTIONS: usize = 64;

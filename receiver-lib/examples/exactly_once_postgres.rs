@@ -13,13 +13,14 @@
 
 use axum::Router;
 use deadpool_postgres::{Manager, Pool};
+use svc_contract::{Keyring, SigningSecret, Verifier};
+use svc_receiver::Received;
 use svc_receiver::axum::{
     InboxReceiver, Server, WebhookReceiver, inbox_route, shutdown_signal, webhook_route,
 };
 use svc_receiver::dedup::DedupPolicy;
 use svc_receiver::inbox::InboxPolicy;
 use svc_receiver::postgres::{PgDatabase, PgDedupStore, PgError, PgInbox, PgRecorder};
-use svc_receiver::{Keyring, Received, SigningSecret, Verifier};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 

@@ -15,13 +15,14 @@ use std::time::Duration;
 
 use axum::Router;
 use rusqlite::{Connection, TransactionBehavior};
+use svc_contract::{Keyring, SigningSecret, Verifier};
+use svc_receiver::Received;
 use svc_receiver::axum::{
     InboxReceiver, Server, WebhookReceiver, inbox_route, shutdown_signal, webhook_route,
 };
 use svc_receiver::dedup::DedupPolicy;
 use svc_receiver::inbox::InboxPolicy;
 use svc_receiver::sqlite::{SqliteDedupStore, SqliteInbox, SqliteRecorder};
-use svc_receiver::{Keyring, Received, SigningSecret, Verifier};
 
 /// The delivery recorded and its effect written in one transaction, committed together.
 fn write_score(

@@ -11,13 +11,14 @@
 //! transactions are your sqlx pool's.
 
 use axum::Router;
+use svc_contract::{Keyring, SigningSecret, Verifier};
+use svc_receiver::Received;
 use svc_receiver::axum::{
     InboxReceiver, Server, WebhookReceiver, inbox_route, shutdown_signal, webhook_route,
 };
 use svc_receiver::dedup::DedupPolicy;
 use svc_receiver::inbox::InboxPolicy;
 use svc_receiver::postgres::{PgDatabase, PgDedupStore, PgInbox, PgRecorder};
-use svc_receiver::{Keyring, Received, SigningSecret, Verifier};
 
 /// Your handler: the delivery recorded and its effect written in one transaction of your pool.
 async fn write_score(

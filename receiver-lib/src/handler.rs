@@ -3,8 +3,8 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::dedup::WebhookId;
-use crate::event::CallScored;
+use svc_contract::CallScored;
+use svc_contract::WebhookId;
 
 /// A verified, deduplicated event handed to user code. Built by the integrations only, so
 /// that fields can be added.

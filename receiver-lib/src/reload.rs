@@ -24,8 +24,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::secret::{Keyring, SecretError, SharedKeyring, SigningSecret};
-use crate::signature::mac_of;
+use svc_contract::{Keyring, SecretError, SharedKeyring, SigningSecret};
 
 /// How long a replaced secret stays accepted by default.
 pub const DEFAULT_KEEP_REPLACED: Duration = Duration::from_secs(300);
@@ -83,7 +82,7 @@ struct Loaded {
 /// ```no_run
 /// # #[cfg(feature = "reload")]
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// use svc_receiver::Verifier;
+/// use svc_contract::Verifier;
 /// use svc_receiver::reload::SecretFile;
 ///
 /// let secret_file = SecretFile::open("/etc/svc/webhook-secret")?;
@@ -213,7 +212,7 @@ impl SecretFile {
             }
         };
         async move {
-            use crate::clock::{Clock, SystemClock};
+            use svc_contract::{Clock, SystemClock};
             let mut shutdown = std::pin::pin!(shutdown);
             // The file was read when it was opened: the first read is one interval away.
             let first = tokio::time::Instant::now() + self.poll_interval;
@@ -289,5 +288,5 @@ fn read_secret(path: &Path) -> Result<SigningSecret, SecretFileError> {
 }
 
 fn fingerprint(secret: &SigningSecret) -> [u8; 32] {
-    mac_of(secret.keyed(), b"0", b"svc-receiver secret fingerprint")
+    secret.fingerprint()
 }

@@ -13,10 +13,11 @@
 use std::sync::Arc;
 
 use svc_client::Client;
-use svc_receiver::SigningSecret;
+use svc_contract::SigningSecret;
+use svc_contract::{Keyring, Verifier};
 use svc_receiver::axum::{InboxReceiver, Server, inbox_route};
-use svc_receiver::sqlite::{InboxPolicy, SqliteInbox};
-use svc_receiver::{Keyring, Verifier};
+use svc_receiver::inbox::InboxPolicy;
+use svc_receiver::sqlite::SqliteInbox;
 use svc_reconcile::SinkHandler;
 
 #[allow(dead_code, unreachable_pub)]

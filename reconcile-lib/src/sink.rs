@@ -146,7 +146,7 @@ pub struct Delivered {
     /// When the receiver verified the delivery.
     pub received_at: DateTime<Utc>,
     /// The decoded event.
-    pub event: svc_receiver::CallScored,
+    pub event: svc_contract::CallScored,
     /// The body exactly as received and verified (for a ledger or an audit trail).
     pub body: std::sync::Arc<[u8]>,
     /// The `GET /calls/{callId}` body, read after the delivery.
@@ -158,7 +158,7 @@ impl Delivered {
     /// verified, and the detail read after it.
     pub fn new(
         webhook_id: impl Into<String>,
-        event: svc_receiver::CallScored,
+        event: svc_contract::CallScored,
         body: std::sync::Arc<[u8]>,
         received_at: DateTime<Utc>,
         detail: RawCallDetail,

@@ -20,10 +20,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
+use svc_contract::{Keyring, SharedKeyring, Verifier};
+use svc_receiver::Received;
 use svc_receiver::axum::{InboxReceiver, Server, inbox_route};
 use svc_receiver::inbox::InboxPolicy;
 use svc_receiver::reload::SecretFile;
-use svc_receiver::{Keyring, Received, SharedKeyring, Verifier};
 use tokio::net::TcpListener;
 
 use crate::ops::health::{HEALTHZ, METRICS, Ops, READYZ};

@@ -12,12 +12,12 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::request::{Answered, ReceiveError, answer, check, delivery_span, webhook_id};
-use crate::clock::{Clock, SystemClock};
-use crate::dedup::WebhookId;
 use crate::dedup::{Claim, DedupStore};
 use crate::handler::{EventHandler, Received, run_handler};
 use crate::metrics::Mode;
-use crate::verify::Verifier;
+use svc_contract::Verifier;
+use svc_contract::WebhookId;
+use svc_contract::{Clock, SystemClock};
 
 /// Default time from a request's arrival to a 503 if user code has not finished by then: well
 /// inside the sender's 10-second deadline, with 2 s left for what happens before the route

@@ -9,11 +9,11 @@ use ::axum::extract::{FromRef, FromRequest, Request};
 use tracing::Instrument;
 
 use super::request::{ReceiveError, check, delivery_span, webhook_id};
-use crate::clock::Clock;
-use crate::dedup::WebhookId;
-use crate::event::CallScored;
 use crate::metrics::{self, Mode};
-use crate::verify::Verifier;
+use svc_contract::CallScored;
+use svc_contract::Clock;
+use svc_contract::Verifier;
+use svc_contract::WebhookId;
 
 /// What the extractor needs from the router state: the verifier and the clock.
 #[derive(Clone)]

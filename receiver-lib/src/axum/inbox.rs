@@ -13,11 +13,11 @@ use ::axum::routing::{MethodRouter, post};
 use tracing::Instrument;
 
 use super::request::{Answered, ReceiveError, answer, check, delivery_span, webhook_id};
-use crate::clock::{Clock, SystemClock};
-use crate::dedup::WebhookId;
 use crate::inbox::{Accepted, Inbox};
 use crate::metrics::Mode;
-use crate::verify::Verifier;
+use svc_contract::Verifier;
+use svc_contract::WebhookId;
+use svc_contract::{Clock, SystemClock};
 
 /// What the inbox-mode handler needs: verifier, inbox and clock.
 #[derive(Clone)]

@@ -37,5 +37,5 @@ pub use direct::{DEFAULT_HANDLER_DEADLINE, WebhookReceiver, webhook_route};
 pub use extract::{VerifiedWebhook, VerifyState};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use inbox::{InboxReceiver, inbox_route};
-pub use request::{ReceiveError, SIGNATURE_HEADER, WEBHOOK_ID_HEADER};
+pub use request::ReceiveError;
 pub use serve::{DEFAULT_DRAIN_TIMEOUT, Server, ServerLimits, shutdown_signal};

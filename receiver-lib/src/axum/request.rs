@@ -7,15 +7,16 @@ use ::axum::http::{HeaderMap, StatusCode};
 use ::axum::response::{IntoResponse, Response};
 use thiserror::Error;
 
-use crate::dedup::{StorageError, WebhookId};
-use crate::error::VerifyError;
-use crate::event::CallScored;
+use crate::StoreError;
 use crate::metrics::{self, Mode, Stopwatch};
-use crate::verify::{UnknownEvents, Verifier, signature_header};
+use svc_contract::CallScored;
+use svc_contract::VerifyError;
+use svc_contract::WebhookId;
+use svc_contract::{UnknownEvents, Verifier, signature_header};
 
 pub(crate) use crate::handler::delivery_span;
 
-pub use crate::verify::{SIGNATURE_HEADER, WEBHOOK_ID_HEADER};
+use svc_contract::WEBHOOK_ID_HEADER;
 
 /// Every way receiving a delivery can end without user code processing it, each with a fixed
 /// HTTP status. All but one are failures the sender sees as such; an unknown event
@@ -40,7 +41,7 @@ pub enum ReceiveError {
     InFlight,
     /// The store failed: 503, so the sender retries.
     #[error(transparent)]
-    Store(#[from] StorageError),
+    Store(#[from] StoreError),
     /// User code failed or panicked: 500, so the sender retries (the claim is released).
     #[error("webhook handler failed: {0}")]
     Handler(String),
@@ -100,6 +101,8 @@ impl ReceiveError {
                 VerifyError::BodyTooLarge { .. } => "too_large",
                 VerifyError::InvalidEvent { .. } => "bad_body",
                 VerifyError::UnknownEvent { .. } => "unknown_event",
+                // A reason a later svc-contract adds, until it has a label of its own.
+                _ => "rejected",
             },
             Self::UnreadableBody => "bad_body",
             Self::InvalidWebhookId => "bad_id",

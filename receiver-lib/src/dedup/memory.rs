@@ -4,7 +4,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use super::{Claim, DedupPolicy, DedupStore, StorageError, WebhookId};
+use super::{Claim, DedupPolicy, DedupStore};
+use crate::StoreError;
+use svc_contract::WebhookId;
 
 /// Default bound on remembered deliveries.
 pub const DEFAULT_CAPACITY: usize = 100_000;
@@ -164,16 +166,16 @@ impl DedupStore for MemoryDedupStore {
         id: &WebhookId,
         signature: &[u8; 32],
         now: i64,
-    ) -> Result<Claim, StorageError> {
+    ) -> Result<Claim, StoreError> {
         Ok(self.claim_now(id, signature, now))
     }
 
-    async fn complete(&self, id: &WebhookId, _now: i64) -> Result<(), StorageError> {
+    async fn complete(&self, id: &WebhookId, _now: i64) -> Result<(), StoreError> {
         self.set_state(id, State::Done);
         Ok(())
     }
 
-    async fn release(&self, id: &WebhookId) -> Result<(), StorageError> {
+    async fn release(&self, id: &WebhookId) -> Result<(), StoreError> {
         self.set_state(id, State::Released);
         Ok(())
     }

@@ -16,49 +16,11 @@ mod memory;
 use std::future::Future;
 use std::time::Duration;
 
-use thiserror::Error;
+use svc_contract::WebhookId;
+
+use crate::StoreError;
 
 pub use memory::{DEFAULT_CAPACITY, MemoryDedupStore};
-
-/// Longest accepted `X-Service-Webhook-Id`, in bytes.
-pub const MAX_WEBHOOK_ID_LEN: usize = 256;
-
-/// A validated `X-Service-Webhook-Id`: 1 to 256 printable ASCII characters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct WebhookId(String);
-
-impl WebhookId {
-    /// Checks and wraps a header value.
-    ///
-    /// # Errors
-    /// [`InvalidWebhookId`] when empty, too long or not printable ASCII.
-    pub fn parse(value: &[u8]) -> Result<Self, InvalidWebhookId> {
-        if value.is_empty()
-            || value.len() > MAX_WEBHOOK_ID_LEN
-            || !value.iter().all(u8::is_ascii_graphic)
-        {
-            return Err(InvalidWebhookId);
-        }
-        // All bytes are ASCII, so this is valid UTF-8.
-        Ok(Self(String::from_utf8_lossy(value).into_owned()))
-    }
-
-    /// The id as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for WebhookId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// An `X-Service-Webhook-Id` that is empty, longer than 256 bytes or not printable ASCII.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-#[error("X-Service-Webhook-Id must be 1 to {MAX_WEBHOOK_ID_LEN} printable ASCII characters")]
-pub struct InvalidWebhookId;
 
 /// The answer to a claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,26 +71,6 @@ impl DedupPolicy {
     }
 }
 
-/// A store failure. Integrations answer 503 so the sender retries.
-#[derive(Debug, Error)]
-#[non_exhaustive]
-pub enum StorageError {
-    /// The database reported an error.
-    #[error("webhook store database error: {0}")]
-    Database(String),
-    /// The store cannot be opened as configured (a database URL that does not parse, or asks
-    /// for what this build does not support, such as TLS to PostgreSQL).
-    #[error("webhook store configuration: {0}")]
-    Config(String),
-    /// The store's writer has stopped (the store was shut down or its thread died).
-    #[error("webhook store is unavailable")]
-    Unavailable,
-    /// A store of your own failed (a [`DedupStore`] over another database, say); the cause is
-    /// kept as the error's source.
-    #[error("webhook store failed")]
-    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
-}
-
 /// Remembers webhook ids and verified signatures. Implementations make `claim` atomic: of any
 /// number of concurrent claims of one id, exactly one gets [`Claim::New`].
 pub trait DedupStore: Send + Sync + 'static {
@@ -141,30 +83,30 @@ pub trait DedupStore: Send + Sync + 'static {
     /// another id either.
     ///
     /// # Errors
-    /// [`StorageError`] when the store cannot answer; the caller should answer 503.
+    /// [`StoreError`] when the store cannot answer; the caller should answer 503.
     fn claim(
         &self,
         id: &WebhookId,
         signature: &[u8; 32],
         now: i64,
-    ) -> impl Future<Output = Result<Claim, StorageError>> + Send;
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
 
     /// Marks `id` as processed: later claims answer [`Claim::Duplicate`].
     ///
     /// # Errors
-    /// [`StorageError`] when the store cannot record it.
+    /// [`StoreError`] when the store cannot record it.
     fn complete(
         &self,
         id: &WebhookId,
         now: i64,
-    ) -> impl Future<Output = Result<(), StorageError>> + Send;
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Gives up a claim whose processing failed, so the next delivery of `id` is
     /// [`Claim::New`]. The signature stays remembered.
     ///
     /// # Errors
-    /// [`StorageError`] when the store cannot record it.
-    fn release(&self, id: &WebhookId) -> impl Future<Output = Result<(), StorageError>> + Send;
+    /// [`StoreError`] when the store cannot record it.
+    fn release(&self, id: &WebhookId) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
 /// A shared store is a store: one `Arc` can serve several routes and still be read elsewhere
@@ -175,7 +117,7 @@ impl<T: DedupStore + ?Sized> DedupStore for std::sync::Arc<T> {
         id: &WebhookId,
         signature: &[u8; 32],
         now: i64,
-    ) -> impl Future<Output = Result<Claim, StorageError>> + Send {
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
         (**self).claim(id, signature, now)
     }
 
@@ -183,11 +125,11 @@ impl<T: DedupStore + ?Sized> DedupStore for std::sync::Arc<T> {
         &self,
         id: &WebhookId,
         now: i64,
-    ) -> impl Future<Output = Result<(), StorageError>> + Send {
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
         (**self).complete(id, now)
     }
 
-    fn release(&self, id: &WebhookId) -> impl Future<Output = Result<(), StorageError>> + Send {
+    fn release(&self, id: &WebhookId) -> impl Future<Output = Result<(), StoreError>> + Send {
         (**self).release(id)
     }
 }

@@ -13,7 +13,8 @@ mod worker;
 use std::future::Future;
 use std::time::Duration;
 
-use crate::dedup::{StorageError, WebhookId};
+use crate::StoreError;
+use svc_contract::WebhookId;
 
 #[cfg(feature = "axum")]
 pub(crate) use worker::{Phase, run_pool};
@@ -217,34 +218,34 @@ pub trait Inbox: Clone + Send + Sync + 'static {
     /// Stores a verified delivery durably, answering once it is committed.
     ///
     /// # Errors
-    /// [`StorageError`] when it could not be stored; answer non-2xx so the sender retries.
+    /// [`StoreError`] when it could not be stored; answer non-2xx so the sender retries.
     fn accept(
         &self,
         id: &WebhookId,
         signature: &[u8; 32],
         body: &[u8],
         now: i64,
-    ) -> impl Future<Output = Result<Accepted, StorageError>> + Send;
+    ) -> impl Future<Output = Result<Accepted, StoreError>> + Send;
 
     /// Hands out the oldest due entry, reserving it for the lease; `None` when nothing is due.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
+    /// [`StoreError`] when the database fails.
     fn next_due(
         &self,
         now: i64,
-    ) -> impl Future<Output = Result<Option<InboxEntry>, StorageError>> + Send;
+    ) -> impl Future<Output = Result<Option<InboxEntry>, StoreError>> + Send;
 
     /// Records the outcome of an entry's handler.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails (the entry then comes back after its lease).
+    /// [`StoreError`] when the database fails (the entry then comes back after its lease).
     fn settle(
         &self,
         entry: &InboxEntry,
         outcome: Result<(), String>,
         now: i64,
-    ) -> impl Future<Output = Result<Settled, StorageError>> + Send;
+    ) -> impl Future<Output = Result<Settled, StoreError>> + Send;
 
     /// Waits until a delivery is stored through this handle (or a clone) or `max_wait`
     /// passes; workers use it between polls.
@@ -253,28 +254,28 @@ pub trait Inbox: Clone + Send + Sync + 'static {
     /// Whether a delivery with this id is stored (in any state).
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
-    fn contains(&self, id: &WebhookId) -> impl Future<Output = Result<bool, StorageError>> + Send;
+    /// [`StoreError`] when the database fails.
+    fn contains(&self, id: &WebhookId) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Counts entries by state: (pending, done, dead).
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
-    fn counts(&self) -> impl Future<Output = Result<(u64, u64, u64), StorageError>> + Send;
+    /// [`StoreError`] when the database fails.
+    fn counts(&self) -> impl Future<Output = Result<(u64, u64, u64), StoreError>> + Send;
 
     /// A readiness probe: whether the inbox can store a delivery now (it waits as a delivery
     /// would; bound the wait with a timeout of your own).
     ///
     /// # Errors
-    /// [`StorageError`] when the inbox cannot be written to.
-    fn check_writable(&self) -> impl Future<Output = Result<(), StorageError>> + Send;
+    /// [`StoreError`] when the inbox cannot be written to.
+    fn check_writable(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// How many entries wait, are in this process's hands and are dead, and the oldest not
     /// yet processed.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
-    fn stats(&self) -> impl Future<Output = Result<InboxStats, StorageError>> + Send;
+    /// [`StoreError`] when the database fails.
+    fn stats(&self) -> impl Future<Output = Result<InboxStats, StoreError>> + Send;
 
     /// Reads [`Inbox::stats`] and sets the inbox gauges of [`crate::metrics`] from it (feature
     /// `metrics`), the age of the oldest pending entry counted at `now` (unix seconds). The
@@ -282,12 +283,12 @@ pub trait Inbox: Clone + Send + Sync + 'static {
     /// figures of that moment.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails (the gauges keep their last values).
+    /// [`StoreError`] when the database fails (the gauges keep their last values).
     #[cfg(feature = "metrics")]
     fn publish_metrics(
         &self,
         now: i64,
-    ) -> impl Future<Output = Result<InboxStats, StorageError>> + Send {
+    ) -> impl Future<Output = Result<InboxStats, StoreError>> + Send {
         async move {
             let stats = self.stats().await?;
             crate::metrics::inbox_gauges(
@@ -303,38 +304,38 @@ pub trait Inbox: Clone + Send + Sync + 'static {
     /// The dead entries (failed on their last attempt), oldest first.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
-    fn dead_letters(&self) -> impl Future<Output = Result<Vec<DeadLetter>, StorageError>> + Send;
+    /// [`StoreError`] when the database fails.
+    fn dead_letters(&self) -> impl Future<Output = Result<Vec<DeadLetter>, StoreError>> + Send;
 
     /// Hands a dead entry out again, as a new entry due at `now` with its attempts reset (after
     /// the cause of its failures was fixed). Returns false when `id` is not a dead entry.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
+    /// [`StoreError`] when the database fails.
     fn requeue_dead_letter(
         &self,
         id: &WebhookId,
         now: i64,
-    ) -> impl Future<Output = Result<bool, StorageError>> + Send;
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Hands every dead entry out again (see [`Inbox::requeue_dead_letter`]); returns how
     /// many.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
+    /// [`StoreError`] when the database fails.
     fn requeue_all_dead_letters(
         &self,
         now: i64,
-    ) -> impl Future<Output = Result<u64, StorageError>> + Send;
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// Gives up on a dead entry: it counts as done from now on (kept, like any processed
     /// entry, for the retention, so its id stays a duplicate). Returns false when `id` is not
     /// a dead entry.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
+    /// [`StoreError`] when the database fails.
     fn discard_dead_letter(
         &self,
         id: &WebhookId,
-    ) -> impl Future<Output = Result<bool, StorageError>> + Send;
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 }

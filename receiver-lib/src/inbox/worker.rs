@@ -14,10 +14,10 @@ use tokio::sync::watch;
 use tracing::Instrument;
 
 use super::{Inbox, InboxEntry, InboxPolicy, Settled};
-use crate::clock::Clock;
-use crate::dedup::StorageError;
+use crate::StoreError;
 use crate::handler::{EventHandler, Received, delivery_span, run_handler};
 use crate::throttle::{REPEAT_EVERY, Say, Throttle};
+use svc_contract::Clock;
 
 /// How long an idle worker waits for an arrival before looking for due retries again.
 const IDLE_POLL: Duration = Duration::from_secs(1);
@@ -55,12 +55,12 @@ pub enum Step {
 ///   current await; a handler that blocks its thread without awaiting cannot be cancelled.
 ///
 /// # Errors
-/// [`StorageError`] when the inbox cannot be read or updated.
+/// [`StoreError`] when the inbox cannot be read or updated.
 pub async fn process_next<I: Inbox, H: EventHandler>(
     inbox: &I,
     handler: &H,
     now: i64,
-) -> Result<Step, StorageError> {
+) -> Result<Step, StoreError> {
     let Some(entry) = inbox.next_due(now).await? else {
         return Ok(Step::Empty);
     };
@@ -77,7 +77,7 @@ async fn settle_next<I: Inbox, H: EventHandler>(
     handler: &H,
     entry: InboxEntry,
     now: i64,
-) -> Result<Step, StorageError> {
+) -> Result<Step, StoreError> {
     // The body was verified and decoded before it was stored; a failure here would mean the
     // file was edited, so it is recorded like a handler failure rather than lost.
     let outcome = match serde_json::from_slice(&entry.body) {

@@ -14,7 +14,7 @@
 //! statement itself first takes an advisory lock per id and signature in one global order
 //! (migration 3), so batches of two replicas never deadlock with each other. A deadlock with
 //! another transaction or a serialization failure (the whole statement rolled back) is retried up to [`ATTEMPTS`] times
-//! before the batch's callers get a [`StorageError`]. Callers are answered only after the commit.
+//! before the batch's callers get a [`StoreError`]. Callers are answered only after the commit.
 //! A caller that goes away (its request dropped) does not disturb the batch: its row is still
 //! applied and its answer dropped. The task stops when the last handle of its store is dropped.
 
@@ -27,7 +27,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_postgres::error::SqlState;
 
 use super::{PgDatabase, describe_error};
-use crate::dedup::StorageError;
+use crate::StoreError;
 
 /// Batches one store runs at once, each on its own pooled connection: while one waits for its
 /// WAL flush, the other runs, and rows arriving meanwhile gather into the next. On the 2-core
@@ -61,7 +61,7 @@ pub(super) trait BatchStatement: Send + Sync + 'static {
 /// A row waiting for its batch, with where its answer goes.
 struct Job<S: BatchStatement> {
     row: S::Row,
-    answer: oneshot::Sender<Result<String, StorageError>>,
+    answer: oneshot::Sender<Result<String, StoreError>>,
 }
 
 /// Combines concurrent calls into batches (see the module docs). Dropping it (with the last
@@ -113,15 +113,15 @@ impl<S: BatchStatement> Batcher<S> {
     /// Runs `row` in the next batch; its answer once the batch has committed.
     ///
     /// # Errors
-    /// [`StorageError::Database`] when its batch failed (every row of it is rolled back);
-    /// [`StorageError::Unavailable`] when the task stopped before answering (its runtime shut
+    /// [`StoreError::Database`] when its batch failed (every row of it is rolled back);
+    /// [`StoreError::Unavailable`] when the task stopped before answering (its runtime shut
     /// down meanwhile).
-    pub(super) async fn call(&self, row: S::Row) -> Result<String, StorageError> {
+    pub(super) async fn call(&self, row: S::Row) -> Result<String, StoreError> {
         let (answer, answered) = oneshot::channel();
         self.queue_or_start()
             .send(Job { row, answer })
-            .map_err(|_| StorageError::Unavailable)?;
-        answered.await.map_err(|_| StorageError::Unavailable)?
+            .map_err(|_| StoreError::Unavailable)?;
+        answered.await.map_err(|_| StoreError::Unavailable)?
     }
 }
 
@@ -173,9 +173,7 @@ async fn execute<S: BatchStatement>(database: &PgDatabase, mut batch: Vec<Job<S>
         Err(message) => {
             tracing::warn!(rows = batch.len(), error = %message, "webhook store batch failed");
             for job in batch {
-                let _ = job
-                    .answer
-                    .send(Err(StorageError::Database(message.clone())));
+                let _ = job.answer.send(Err(StoreError::Database(message.clone())));
             }
         }
     }
@@ -189,7 +187,7 @@ async fn run_with_retries<S: BatchStatement>(
     let mut attempt = 1;
     loop {
         let client = database.client().await.map_err(|err| match err {
-            StorageError::Database(message) => message,
+            StoreError::Database(message) => message,
             other => other.to_string(),
         })?;
         let ran = client

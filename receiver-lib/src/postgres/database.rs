@@ -13,7 +13,7 @@ use deadpool_postgres::Object;
 
 use super::pool::{PgConn, PgPool, append_options, connect_config};
 use super::{migrate, redact_url};
-use crate::dedup::StorageError;
+use crate::StoreError;
 
 /// Connections a [`PgDatabase`] opens at most by default. Claims, completions and accepts are
 /// batched (each store's batches hold at most two at once, a batch one round trip), so a few
@@ -55,10 +55,10 @@ impl PgDatabase {
     /// [`DEFAULT_MAX_CONNECTIONS`], and brings the crate's tables up to date.
     ///
     /// # Errors
-    /// [`StorageError::Config`] for a URL that does not parse or asks for TLS;
-    /// [`StorageError::Database`] when the database cannot be reached or migrated, or was
+    /// [`StoreError::Config`] for a URL that does not parse or asks for TLS;
+    /// [`StoreError::Database`] when the database cannot be reached or migrated, or was
     /// migrated by a newer `svc-receiver`.
-    pub async fn connect(url: &str) -> Result<Self, StorageError> {
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
         Self::connect_with(url, DEFAULT_MAX_CONNECTIONS).await
     }
 
@@ -66,7 +66,7 @@ impl PgDatabase {
     ///
     /// # Errors
     /// As [`PgDatabase::connect`].
-    pub async fn connect_with(url: &str, max_connections: usize) -> Result<Self, StorageError> {
+    pub async fn connect_with(url: &str, max_connections: usize) -> Result<Self, StoreError> {
         Self::on_pool(PgPool::new(url, max_connections)?).await
     }
 
@@ -76,9 +76,9 @@ impl PgDatabase {
     /// the database's.
     ///
     /// # Errors
-    /// [`StorageError::Database`] when the database cannot be reached or migrated, or was
+    /// [`StoreError::Database`] when the database cannot be reached or migrated, or was
     /// migrated by a newer `svc-receiver`.
-    pub async fn on_pool(pool: PgPool) -> Result<Self, StorageError> {
+    pub async fn on_pool(pool: PgPool) -> Result<Self, StoreError> {
         Self::migrate(pool, None).await
     }
 
@@ -91,13 +91,13 @@ impl PgDatabase {
     /// connections keep theirs, and a [`super::PgRecorder`]'s statement names the schema.
     ///
     /// # Errors
-    /// [`StorageError::Config`] for a schema name outside that form, and as
+    /// [`StoreError::Config`] for a schema name outside that form, and as
     /// [`PgDatabase::connect`].
     pub async fn connect_in_schema(
         url: &str,
         schema: &str,
         max_connections: usize,
-    ) -> Result<Self, StorageError> {
+    ) -> Result<Self, StoreError> {
         let valid = !schema.is_empty()
             && schema.len() <= 63
             && !schema.starts_with(|c: char| c.is_ascii_digit())
@@ -105,7 +105,7 @@ impl PgDatabase {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
         if !valid {
-            return Err(StorageError::Config(format!(
+            return Err(StoreError::Config(format!(
                 "{schema:?} is not a schema name this crate accepts: lowercase ASCII letters, \
                  digits and _, not starting with a digit, at most 63 bytes"
             )));
@@ -118,11 +118,11 @@ impl PgDatabase {
 
     /// Brings the crate's tables in `pool`'s database up to date (in `schema`, else in the
     /// `search_path`'s first schema), and learns which schema they are in.
-    async fn migrate(pool: PgPool, schema: Option<&str>) -> Result<Self, StorageError> {
+    async fn migrate(pool: PgPool, schema: Option<&str>) -> Result<Self, StoreError> {
         let mut client = Conn(pool.get().await?);
         let schema = migrate::run(&mut client, schema)
             .await
-            .map_err(|err| StorageError::Database(format!("migrating {}: {err}", pool.url())))?;
+            .map_err(|err| StoreError::Database(format!("migrating {}: {err}", pool.url())))?;
         drop(client);
         Ok(Self {
             pool,
@@ -137,7 +137,7 @@ impl PgDatabase {
     }
 
     /// Forgets the ids recorded before `cutoff` (unix seconds) by a [`super::PgRecorder`].
-    pub(super) async fn forget_recorded_before(&self, cutoff: i64) -> Result<u64, StorageError> {
+    pub(super) async fn forget_recorded_before(&self, cutoff: i64) -> Result<u64, StoreError> {
         let client = self.client().await?;
         let sql = format!(
             "DELETE FROM {} WHERE recorded_at < $1",
@@ -188,14 +188,14 @@ impl PgDatabase {
     }
 
     /// A connection from the pool, whose statements are awaited through [`Conn::answer`].
-    pub(crate) async fn client(&self) -> Result<Conn, StorageError> {
+    pub(crate) async fn client(&self) -> Result<Conn, StoreError> {
         Ok(Conn(self.pool.get().await?))
     }
 }
 
 /// A connection of the pool as the crate's own statements use it: the pool's object (with its
 /// statement cache and transactions that have one), and answers awaited with a driver error
-/// as a [`StorageError`].
+/// as a [`StoreError`].
 pub(crate) struct Conn(PgConn);
 
 impl std::ops::Deref for Conn {
@@ -217,23 +217,23 @@ impl Conn {
     /// driver's error kept as it is (for a caller that tells transient errors apart).
     ///
     /// # Errors
-    /// [`StorageError::Database`] when no answer came in time: the connection is then closed
+    /// [`StoreError::Database`] when no answer came in time: the connection is then closed
     /// when dropped.
     pub(crate) async fn answer_raw<T>(
         &self,
         work: impl Future<Output = Result<T, tokio_postgres::Error>>,
-    ) -> Result<Result<T, tokio_postgres::Error>, StorageError> {
+    ) -> Result<Result<T, tokio_postgres::Error>, StoreError> {
         Ok(self.0.answer_raw(work).await?)
     }
 
-    /// Like [`Conn::answer_raw`], with a driver error as a [`StorageError`] too.
+    /// Like [`Conn::answer_raw`], with a driver error as a [`StoreError`] too.
     ///
     /// # Errors
-    /// [`StorageError::Database`]: the driver's error, or no answer in time.
+    /// [`StoreError::Database`]: the driver's error, or no answer in time.
     pub(crate) async fn answer<T>(
         &self,
         work: impl Future<Output = Result<T, tokio_postgres::Error>>,
-    ) -> Result<T, StorageError> {
+    ) -> Result<T, StoreError> {
         self.answer_raw(work)
             .await?
             .map_err(|err| super::db_error(&err))

@@ -9,8 +9,10 @@ use std::sync::Arc;
 
 use super::PgDatabase;
 use super::batch::{BatchStatement, Batcher};
-use crate::dedup::{Claim, DedupPolicy, DedupStore, StorageError, WebhookId};
+use crate::StoreError;
+use crate::dedup::{Claim, DedupPolicy, DedupStore};
 use crate::pruner::Pruner;
+use svc_contract::WebhookId;
 
 /// Durable dedup store in a PostgreSQL database, shared by every replica that opens it.
 #[derive(Debug, Clone)]
@@ -117,7 +119,7 @@ impl PgDedupStore {
     ///
     /// # Errors
     /// As [`PgDatabase::connect`].
-    pub async fn connect(url: &str, policy: DedupPolicy) -> Result<Self, StorageError> {
+    pub async fn connect(url: &str, policy: DedupPolicy) -> Result<Self, StoreError> {
         Ok(Self::new(PgDatabase::connect(url).await?, policy))
     }
 
@@ -125,8 +127,8 @@ impl PgDedupStore {
     /// how many claims. Claims also prune, at most once a minute, so calling this is optional.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
-    pub async fn prune(&self, now: i64) -> Result<u64, StorageError> {
+    /// [`StoreError`] when the database fails.
+    pub async fn prune(&self, now: i64) -> Result<u64, StoreError> {
         let cutoff = now.saturating_sub(self.policy.retention_secs());
         let client = self.database.client().await?;
         let claims = client
@@ -147,8 +149,8 @@ impl PgDedupStore {
     /// The number of remembered deliveries that were completed.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
-    pub async fn completed_count(&self) -> Result<u64, StorageError> {
+    /// [`StoreError`] when the database fails.
+    pub async fn completed_count(&self) -> Result<u64, StoreError> {
         let client = self.database.client().await?;
         let row = client
             .answer(client.query_one(
@@ -166,7 +168,7 @@ impl DedupStore for PgDedupStore {
         id: &WebhookId,
         signature: &[u8; 32],
         now: i64,
-    ) -> Result<Claim, StorageError> {
+    ) -> Result<Claim, StoreError> {
         if self.pruner.due(now) {
             self.prune(now).await?;
         }
@@ -189,13 +191,13 @@ impl DedupStore for PgDedupStore {
             "duplicate" => Ok(Claim::Duplicate),
             "in_flight" => Ok(Claim::InFlight),
             "replayed" => Ok(Claim::Replayed),
-            other => Err(StorageError::Database(format!(
+            other => Err(StoreError::Database(format!(
                 "svc_receiver_claim answered {other:?}"
             ))),
         }
     }
 
-    async fn complete(&self, id: &WebhookId, _now: i64) -> Result<(), StorageError> {
+    async fn complete(&self, id: &WebhookId, _now: i64) -> Result<(), StoreError> {
         self.batcher
             .call(DedupRow {
                 id: id.as_str().to_owned(),
@@ -205,7 +207,7 @@ impl DedupStore for PgDedupStore {
             .map(drop)
     }
 
-    async fn release(&self, id: &WebhookId) -> Result<(), StorageError> {
+    async fn release(&self, id: &WebhookId) -> Result<(), StoreError> {
         let client = self.database.client().await?;
         let statement = client.answer(client.prepare_cached(
                 "UPDATE webhook_claims SET state = 'released' WHERE id = $1 AND state = 'in_flight'",

@@ -17,9 +17,10 @@ use tokio::sync::Notify;
 
 use super::PgDatabase;
 use super::batch::{BatchStatement, Batcher};
-use crate::dedup::{StorageError, WebhookId};
+use crate::StoreError;
 use crate::inbox::{Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, InboxStats, Settled};
 use crate::pruner::Pruner;
+use svc_contract::WebhookId;
 
 /// The durable inbox in a PostgreSQL database; cheap to clone. Every replica that opens the
 /// same database shares one queue.
@@ -95,7 +96,7 @@ impl PgInbox {
     ///
     /// # Errors
     /// As [`PgDatabase::connect`].
-    pub async fn connect(url: &str, policy: InboxPolicy) -> Result<Self, StorageError> {
+    pub async fn connect(url: &str, policy: InboxPolicy) -> Result<Self, StoreError> {
         Ok(Self::new(PgDatabase::connect(url).await?, policy))
     }
 
@@ -107,7 +108,7 @@ impl PgInbox {
     /// Retention: forgets processed entries received at or before `cutoff` (pending and dead
     /// ones are never dropped), and the signatures seen by then: later attempts' all, and
     /// those a delivery was stored with once it is no longer stored.
-    async fn prune(&self, cutoff: i64) -> Result<(), StorageError> {
+    async fn prune(&self, cutoff: i64) -> Result<(), StoreError> {
         let client = self.database.client().await?;
         client
             .answer(client.execute(
@@ -130,7 +131,7 @@ impl PgInbox {
         &self,
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    ) -> Result<u64, StorageError> {
+    ) -> Result<u64, StoreError> {
         let client = self.database.client().await?;
         let statement = client.answer(client.prepare_cached(sql)).await?;
         client.answer(client.execute(&statement, params)).await
@@ -148,7 +149,7 @@ impl Inbox for PgInbox {
         signature: &[u8; 32],
         body: &[u8],
         now: i64,
-    ) -> Result<Accepted, StorageError> {
+    ) -> Result<Accepted, StoreError> {
         if self.pruner.due(now) {
             self.prune(now.saturating_sub(self.policy.retention_secs()))
                 .await?;
@@ -167,7 +168,7 @@ impl Inbox for PgInbox {
             "duplicate" => Accepted::Duplicate,
             "replayed" => Accepted::Replayed,
             other => {
-                return Err(StorageError::Database(format!(
+                return Err(StoreError::Database(format!(
                     "svc_receiver_inbox_accept_many answered {other:?}"
                 )));
             }
@@ -178,7 +179,7 @@ impl Inbox for PgInbox {
         Ok(accepted)
     }
 
-    async fn next_due(&self, now: i64) -> Result<Option<InboxEntry>, StorageError> {
+    async fn next_due(&self, now: i64) -> Result<Option<InboxEntry>, StoreError> {
         let lease_until = now.saturating_add(self.policy.lease_secs());
         let client = self.database.client().await?;
         let statement = client
@@ -213,7 +214,7 @@ impl Inbox for PgInbox {
         entry: &InboxEntry,
         outcome: Result<(), String>,
         now: i64,
-    ) -> Result<Settled, StorageError> {
+    ) -> Result<Settled, StoreError> {
         let (settled, due_at) = self.policy.settlement(entry, &outcome, now);
         let error = outcome.err();
         self.execute(
@@ -240,7 +241,7 @@ impl Inbox for PgInbox {
         }
     }
 
-    async fn contains(&self, id: &WebhookId) -> Result<bool, StorageError> {
+    async fn contains(&self, id: &WebhookId) -> Result<bool, StoreError> {
         let client = self.database.client().await?;
         let row = client
             .answer(client.query_one(
@@ -251,7 +252,7 @@ impl Inbox for PgInbox {
         Ok(row.get(0))
     }
 
-    async fn counts(&self) -> Result<(u64, u64, u64), StorageError> {
+    async fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
         let client = self.database.client().await?;
         let row = client
             .answer(client.query_one(
@@ -272,7 +273,7 @@ impl Inbox for PgInbox {
     /// accept fails on a database switched read-only (a standby after a failover,
     /// `default_transaction_read_only`). It does not see a full disk: the row fits in its
     /// page, where accepts need new ones.
-    async fn check_writable(&self) -> Result<(), StorageError> {
+    async fn check_writable(&self) -> Result<(), StoreError> {
         let client = self.database.client().await?;
         client
             .answer(client.execute(
@@ -284,7 +285,7 @@ impl Inbox for PgInbox {
             .map(drop)
     }
 
-    async fn stats(&self) -> Result<InboxStats, StorageError> {
+    async fn stats(&self) -> Result<InboxStats, StoreError> {
         let client = self.database.client().await?;
         let row = client
             .answer(client.query_one(
@@ -307,7 +308,7 @@ impl Inbox for PgInbox {
         })
     }
 
-    async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StorageError> {
+    async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
         let client = self.database.client().await?;
         let rows = client
             .answer(client.query(
@@ -330,7 +331,7 @@ impl Inbox for PgInbox {
             .collect())
     }
 
-    async fn requeue_dead_letter(&self, id: &WebhookId, now: i64) -> Result<bool, StorageError> {
+    async fn requeue_dead_letter(&self, id: &WebhookId, now: i64) -> Result<bool, StoreError> {
         let requeued = self
             .execute(
                 "UPDATE webhook_inbox SET state = 'pending', attempts = 0, due_at = $2
@@ -344,7 +345,7 @@ impl Inbox for PgInbox {
         Ok(requeued > 0)
     }
 
-    async fn requeue_all_dead_letters(&self, now: i64) -> Result<u64, StorageError> {
+    async fn requeue_all_dead_letters(&self, now: i64) -> Result<u64, StoreError> {
         let requeued = self
             .execute(
                 "UPDATE webhook_inbox SET state = 'pending', attempts = 0, due_at = $1
@@ -359,7 +360,7 @@ impl Inbox for PgInbox {
         Ok(requeued)
     }
 
-    async fn discard_dead_letter(&self, id: &WebhookId) -> Result<bool, StorageError> {
+    async fn discard_dead_letter(&self, id: &WebhookId) -> Result<bool, StoreError> {
         let discarded = self
             .execute(
                 "UPDATE webhook_inbox SET state = 'done' WHERE id = $1 AND state = 'dead'",

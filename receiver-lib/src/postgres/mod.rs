@@ -41,12 +41,12 @@ pub use pool::{
 };
 pub use record::PgRecorder;
 
-use crate::dedup::StorageError;
+use crate::StoreError;
 
-/// A driver error as a [`StorageError`], with the server's SQLSTATE and message when there is
+/// A driver error as a [`StoreError`], with the server's SQLSTATE and message when there is
 /// one (the driver's own `Display` says only "db error").
-pub(crate) fn db_error(err: &tokio_postgres::Error) -> StorageError {
-    StorageError::Database(describe_error(err))
+pub(crate) fn db_error(err: &tokio_postgres::Error) -> StoreError {
+    StoreError::Database(describe_error(err))
 }
 
 /// The driver error's text: the server's severity, SQLSTATE, message and detail when the server

@@ -28,7 +28,7 @@ use tokio_postgres::NoTls;
 use tokio_postgres::config::SslMode;
 
 use super::{describe_error, redact_url};
-use crate::dedup::StorageError;
+use crate::StoreError;
 
 /// How long a checkout waits for a free connection before failing.
 const WAIT_FOR_CONNECTION: Duration = Duration::from_secs(5);
@@ -103,7 +103,7 @@ pub enum PgPoolError {
     },
 }
 
-impl From<PgPoolError> for StorageError {
+impl From<PgPoolError> for StoreError {
     fn from(err: PgPoolError) -> Self {
         Self::Database(err.to_string())
     }
@@ -115,8 +115,8 @@ impl PgPool {
     /// percent-encoded, is a Unix socket directory). No connection is opened yet.
     ///
     /// # Errors
-    /// [`StorageError::Config`] for a URL that does not parse or asks for TLS.
-    pub fn new(url: &str, max_connections: usize) -> Result<Self, StorageError> {
+    /// [`StoreError::Config`] for a URL that does not parse or asks for TLS.
+    pub fn new(url: &str, max_connections: usize) -> Result<Self, StoreError> {
         Self::with_config(connect_config(url)?, &redact_url(url), max_connections)
     }
 
@@ -124,12 +124,12 @@ impl PgPool {
     /// options first); `url_text` names the database in messages and must not hold a password.
     ///
     /// # Errors
-    /// [`StorageError::Config`] when the pool cannot be built.
+    /// [`StoreError::Config`] when the pool cannot be built.
     pub fn with_config(
         mut config: tokio_postgres::Config,
         url_text: &str,
         max_connections: usize,
-    ) -> Result<Self, StorageError> {
+    ) -> Result<Self, StoreError> {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -148,7 +148,7 @@ impl PgPool {
             .wait_timeout(Some(WAIT_FOR_CONNECTION))
             .create_timeout(Some(CONNECT_TIMEOUT))
             .build()
-            .map_err(|err| StorageError::Config(format!("{url_text}: {err}")))?;
+            .map_err(|err| StoreError::Config(format!("{url_text}: {err}")))?;
         Ok(Self {
             pool,
             url: url_text.into(),
@@ -435,17 +435,17 @@ pub fn append_options(config: &mut tokio_postgres::Config, options: &str) {
 /// build cannot honour: TLS (`sslmode=require`). Errors name the URL without its password.
 ///
 /// # Errors
-/// [`StorageError::Config`] when the URL does not parse or asks for TLS.
-pub fn connect_config(url: &str) -> Result<tokio_postgres::Config, StorageError> {
+/// [`StoreError::Config`] when the URL does not parse or asks for TLS.
+pub fn connect_config(url: &str) -> Result<tokio_postgres::Config, StoreError> {
     let config: tokio_postgres::Config = url.parse().map_err(|err: tokio_postgres::Error| {
-        StorageError::Config(format!(
+        StoreError::Config(format!(
             "{} is not a PostgreSQL URL: {err}",
             redact_url(url)
         ))
     })?;
     match config.get_ssl_mode() {
         SslMode::Disable | SslMode::Prefer => Ok(config),
-        _ => Err(StorageError::Config(format!(
+        _ => Err(StoreError::Config(format!(
             "{}: TLS to PostgreSQL is not supported yet (sslmode=require); connect over a Unix \
              socket, the loopback or a TLS tunnel, with sslmode=disable or prefer",
             redact_url(url)

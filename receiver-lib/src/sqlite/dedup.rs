@@ -9,8 +9,10 @@ use foldhash::HashMap;
 use rusqlite::{Connection, params};
 
 use super::writer::{Index, Writer};
-use crate::dedup::{Claim, DedupPolicy, DedupStore, StorageError, WebhookId};
+use crate::StoreError;
+use crate::dedup::{Claim, DedupPolicy, DedupStore};
 use crate::pruner::Pruner;
+use svc_contract::WebhookId;
 
 // Rows are appended in claim order (`seq`, the rowid). An id has a row per signature it was
 // claimed with, so files of the first release, whose table was keyed by id, are rebuilt in
@@ -175,8 +177,8 @@ impl SqliteDedupStore {
     /// Opens or creates the store at `path`.
     ///
     /// # Errors
-    /// [`StorageError::Database`] when the file cannot be opened or migrated.
-    pub fn open(path: impl AsRef<Path>, policy: DedupPolicy) -> Result<Self, StorageError> {
+    /// [`StoreError::Database`] when the file cannot be opened or migrated.
+    pub fn open(path: impl AsRef<Path>, policy: DedupPolicy) -> Result<Self, StoreError> {
         crate::metrics::describe();
         Ok(Self {
             writer: Writer::open(path.as_ref(), SCHEMA)?,
@@ -189,8 +191,8 @@ impl SqliteDedupStore {
     /// Claims also prune, at most once a minute, so calling this is optional.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
-    pub async fn prune(&self, now: i64) -> Result<usize, StorageError> {
+    /// [`StoreError`] when the database fails.
+    pub async fn prune(&self, now: i64) -> Result<usize, StoreError> {
         let cutoff = now.saturating_sub(self.policy.retention_secs());
         self.writer
             .run(move |conn, index| prune_in(conn, index, cutoff))
@@ -200,8 +202,8 @@ impl SqliteDedupStore {
     /// The number of remembered deliveries that were completed.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
-    pub async fn completed_count(&self) -> Result<u64, StorageError> {
+    /// [`StoreError`] when the database fails.
+    pub async fn completed_count(&self) -> Result<u64, StoreError> {
         self.writer
             .run(|_, index| {
                 let done = index
@@ -357,7 +359,7 @@ impl DedupStore for SqliteDedupStore {
         id: &WebhookId,
         signature: &[u8; 32],
         now: i64,
-    ) -> Result<Claim, StorageError> {
+    ) -> Result<Claim, StoreError> {
         let (id, signature, policy) = (id.as_str().to_owned(), *signature, self.policy);
         let prune = self.pruner.due(now);
         self.writer
@@ -365,14 +367,14 @@ impl DedupStore for SqliteDedupStore {
             .await
     }
 
-    async fn complete(&self, id: &WebhookId, _now: i64) -> Result<(), StorageError> {
+    async fn complete(&self, id: &WebhookId, _now: i64) -> Result<(), StoreError> {
         let id = id.as_str().to_owned();
         self.writer
             .run(move |conn, index| set_state(conn, index, &id, ClaimState::Done, None))
             .await
     }
 
-    async fn release(&self, id: &WebhookId) -> Result<(), StorageError> {
+    async fn release(&self, id: &WebhookId) -> Result<(), StoreError> {
         let id = id.as_str().to_owned();
         self.writer
             .run(move |conn, index| match index.claims.get(id.as_str()) {

@@ -14,9 +14,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::Notify;
 
 use super::writer::{Index, Writer};
-use crate::dedup::{StorageError, WebhookId};
+use crate::StoreError;
 use crate::inbox::{Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, InboxStats, Settled};
 use crate::pruner::Pruner;
+use svc_contract::WebhookId;
 
 // Rows are appended in arrival order (`seq`, the rowid; queries say `rowid` so that files
 // written before `seq` existed, whose table was keyed by id, still work: their rowids follow
@@ -118,8 +119,8 @@ impl SqliteInbox {
     /// Opens or creates the inbox at `path`.
     ///
     /// # Errors
-    /// [`StorageError::Database`] when the file cannot be opened or migrated.
-    pub fn open(path: impl AsRef<Path>, policy: InboxPolicy) -> Result<Self, StorageError> {
+    /// [`StoreError::Database`] when the file cannot be opened or migrated.
+    pub fn open(path: impl AsRef<Path>, policy: InboxPolicy) -> Result<Self, StoreError> {
         crate::metrics::describe();
         let writer = Writer::open(path.as_ref(), SCHEMA)?;
         Ok(Self {
@@ -146,14 +147,14 @@ impl SqliteInbox {
     /// Stores a verified delivery durably, answering once it is committed.
     ///
     /// # Errors
-    /// [`StorageError`] when it could not be stored; answer non-2xx so the sender retries.
+    /// [`StoreError`] when it could not be stored; answer non-2xx so the sender retries.
     pub async fn accept(
         &self,
         id: &WebhookId,
         signature: &[u8; 32],
         body: &[u8],
         now: i64,
-    ) -> Result<Accepted, StorageError> {
+    ) -> Result<Accepted, StoreError> {
         let (id, signature, body) = (id.as_str().to_owned(), *signature, body.to_vec());
         let cutoff = self.prune_cutoff(now);
         let accepted = self
@@ -169,8 +170,8 @@ impl SqliteInbox {
     /// Hands out the oldest due entry, reserving it for the lease; `None` when nothing is due.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
-    pub async fn next_due(&self, now: i64) -> Result<Option<InboxEntry>, StorageError> {
+    /// [`StoreError`] when the database fails.
+    pub async fn next_due(&self, now: i64) -> Result<Option<InboxEntry>, StoreError> {
         let lease_until = now.saturating_add(self.policy.lease_secs());
         let row = self
             .writer
@@ -211,13 +212,13 @@ impl SqliteInbox {
     /// Records the outcome of an entry's handler.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails (the entry then comes back after its lease).
+    /// [`StoreError`] when the database fails (the entry then comes back after its lease).
     pub async fn settle(
         &self,
         entry: &InboxEntry,
         outcome: Result<(), String>,
         now: i64,
-    ) -> Result<Settled, StorageError> {
+    ) -> Result<Settled, StoreError> {
         let id = entry.webhook_id.as_str().to_owned();
         let (settled, due_at) = self.policy.settlement(entry, &outcome, now);
         let written = self
@@ -261,8 +262,8 @@ impl SqliteInbox {
     /// Whether a delivery with this id is stored (in any state).
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
-    pub async fn contains(&self, id: &WebhookId) -> Result<bool, StorageError> {
+    /// [`StoreError`] when the database fails.
+    pub async fn contains(&self, id: &WebhookId) -> Result<bool, StoreError> {
         let id = id.as_str().to_owned();
         self.writer
             .run(move |_, index| Ok(index.rows.contains_key(id.as_str())))
@@ -273,8 +274,8 @@ impl SqliteInbox {
     /// Reads the file (two counts over the `(state, due_at)` index), through the writer.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
-    pub async fn stats(&self) -> Result<InboxStats, StorageError> {
+    /// [`StoreError`] when the database fails.
+    pub async fn stats(&self) -> Result<InboxStats, StoreError> {
         let (pending_rows, oldest, dead) = self
             .writer
             .run(|conn, _| {
@@ -309,9 +310,9 @@ impl SqliteInbox {
     /// to serve figures of that moment.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails (the gauges keep their last values).
+    /// [`StoreError`] when the database fails (the gauges keep their last values).
     #[cfg(feature = "metrics")]
-    pub async fn publish_metrics(&self, now: i64) -> Result<InboxStats, StorageError> {
+    pub async fn publish_metrics(&self, now: i64) -> Result<InboxStats, StoreError> {
         Inbox::publish_metrics(self, now).await
     }
 
@@ -324,9 +325,9 @@ impl SqliteInbox {
     /// fails.
     ///
     /// # Errors
-    /// [`StorageError`] when the lock cannot be taken, the write or the commit fails (a full
+    /// [`StoreError`] when the lock cannot be taken, the write or the commit fails (a full
     /// disk).
-    pub async fn check_writable(&self) -> Result<(), StorageError> {
+    pub async fn check_writable(&self) -> Result<(), StoreError> {
         self.writer
             .run(|conn, _| {
                 conn.prepare_cached(
@@ -342,8 +343,8 @@ impl SqliteInbox {
     /// Counts entries by state: (pending, done, dead).
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
-    pub async fn counts(&self) -> Result<(u64, u64, u64), StorageError> {
+    /// [`StoreError`] when the database fails.
+    pub async fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
         self.writer
             .run(|conn, _| {
                 let count = |state: &str| -> rusqlite::Result<u64> {
@@ -362,8 +363,8 @@ impl SqliteInbox {
     /// The dead entries (failed on their last attempt), oldest first.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
-    pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StorageError> {
+    /// [`StoreError`] when the database fails.
+    pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
         type Row = (String, i64, String, i64, Vec<u8>);
         let rows: Vec<Row> = self
             .writer
@@ -391,12 +392,8 @@ impl SqliteInbox {
     /// the cause of its failures was fixed). Returns false when `id` is not a dead entry.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
-    pub async fn requeue_dead_letter(
-        &self,
-        id: &WebhookId,
-        now: i64,
-    ) -> Result<bool, StorageError> {
+    /// [`StoreError`] when the database fails.
+    pub async fn requeue_dead_letter(&self, id: &WebhookId, now: i64) -> Result<bool, StoreError> {
         let id = id.as_str().to_owned();
         let requeued = self
             .writer
@@ -421,8 +418,8 @@ impl SqliteInbox {
     /// how many.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
-    pub async fn requeue_all_dead_letters(&self, now: i64) -> Result<u64, StorageError> {
+    /// [`StoreError`] when the database fails.
+    pub async fn requeue_all_dead_letters(&self, now: i64) -> Result<u64, StoreError> {
         let requeued = self
             .writer
             .run(move |conn, _| {
@@ -445,8 +442,8 @@ impl SqliteInbox {
     /// a dead entry.
     ///
     /// # Errors
-    /// [`StorageError`] when the database fails.
-    pub async fn discard_dead_letter(&self, id: &WebhookId) -> Result<bool, StorageError> {
+    /// [`StoreError`] when the database fails.
+    pub async fn discard_dead_letter(&self, id: &WebhookId) -> Result<bool, StoreError> {
         let id = id.as_str().to_owned();
         let discarded = self
             .writer
@@ -476,14 +473,14 @@ impl Inbox for SqliteInbox {
         signature: &[u8; 32],
         body: &[u8],
         now: i64,
-    ) -> impl Future<Output = Result<Accepted, StorageError>> + Send {
+    ) -> impl Future<Output = Result<Accepted, StoreError>> + Send {
         SqliteInbox::accept(self, id, signature, body, now)
     }
 
     fn next_due(
         &self,
         now: i64,
-    ) -> impl Future<Output = Result<Option<InboxEntry>, StorageError>> + Send {
+    ) -> impl Future<Output = Result<Option<InboxEntry>, StoreError>> + Send {
         SqliteInbox::next_due(self, now)
     }
 
@@ -492,7 +489,7 @@ impl Inbox for SqliteInbox {
         entry: &InboxEntry,
         outcome: Result<(), String>,
         now: i64,
-    ) -> impl Future<Output = Result<Settled, StorageError>> + Send {
+    ) -> impl Future<Output = Result<Settled, StoreError>> + Send {
         SqliteInbox::settle(self, entry, outcome, now)
     }
 
@@ -500,23 +497,23 @@ impl Inbox for SqliteInbox {
         SqliteInbox::wait_for_arrival(self, max_wait)
     }
 
-    fn contains(&self, id: &WebhookId) -> impl Future<Output = Result<bool, StorageError>> + Send {
+    fn contains(&self, id: &WebhookId) -> impl Future<Output = Result<bool, StoreError>> + Send {
         SqliteInbox::contains(self, id)
     }
 
-    fn counts(&self) -> impl Future<Output = Result<(u64, u64, u64), StorageError>> + Send {
+    fn counts(&self) -> impl Future<Output = Result<(u64, u64, u64), StoreError>> + Send {
         SqliteInbox::counts(self)
     }
 
-    fn stats(&self) -> impl Future<Output = Result<InboxStats, StorageError>> + Send {
+    fn stats(&self) -> impl Future<Output = Result<InboxStats, StoreError>> + Send {
         SqliteInbox::stats(self)
     }
 
-    fn check_writable(&self) -> impl Future<Output = Result<(), StorageError>> + Send {
+    fn check_writable(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
         SqliteInbox::check_writable(self)
     }
 
-    fn dead_letters(&self) -> impl Future<Output = Result<Vec<DeadLetter>, StorageError>> + Send {
+    fn dead_letters(&self) -> impl Future<Output = Result<Vec<DeadLetter>, StoreError>> + Send {
         SqliteInbox::dead_letters(self)
     }
 
@@ -524,21 +521,21 @@ impl Inbox for SqliteInbox {
         &self,
         id: &WebhookId,
         now: i64,
-    ) -> impl Future<Output = Result<bool, StorageError>> + Send {
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         SqliteInbox::requeue_dead_letter(self, id, now)
     }
 
     fn requeue_all_dead_letters(
         &self,
         now: i64,
-    ) -> impl Future<Output = Result<u64, StorageError>> + Send {
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
         SqliteInbox::requeue_all_dead_letters(self, now)
     }
 
     fn discard_dead_letter(
         &self,
         id: &WebhookId,
-    ) -> impl Future<Output = Result<bool, StorageError>> + Send {
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         SqliteInbox::discard_dead_letter(self, id)
     }
 }

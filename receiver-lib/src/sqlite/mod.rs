@@ -27,8 +27,3 @@ pub use rusqlite;
 pub use dedup::SqliteDedupStore;
 pub use inbox::SqliteInbox;
 pub use record::SqliteRecorder;
-// The inbox's shared types and workers, where they were before the PostgreSQL inbox.
-pub use crate::inbox::{
-    Accepted, DeadLetter, InboxEntry, InboxPolicy, InboxStats, Settled, Step, process_next,
-    run_inbox_worker, run_inbox_workers,
-};

@@ -38,7 +38,7 @@ use std::time::Instant;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
-use crate::dedup::StorageError;
+use crate::StoreError;
 use crate::metrics::Stopwatch;
 use crate::throttle::{REPEAT_EVERY, Say, Throttle};
 
@@ -76,10 +76,10 @@ pub(crate) trait Index: Send + Sized + 'static {
     }
 }
 
-type Reply = Box<dyn FnOnce(Result<(), StorageError>) + Send>;
+type Reply = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 /// An operation: runs on the connection and index (or learns why it cannot), and says whether
 /// it succeeded; it is answered through its [`Reply`] once the batch's commit is known.
-type Job<I> = Box<dyn FnOnce(Result<(&Connection, &mut I), StorageError>) -> (Reply, bool) + Send>;
+type Job<I> = Box<dyn FnOnce(Result<(&Connection, &mut I), StoreError>) -> (Reply, bool) + Send>;
 
 /// A handle to the writer thread; cheap to clone.
 #[derive(Debug)]
@@ -95,17 +95,17 @@ impl<I> Clone for Writer<I> {
     }
 }
 
-fn db_error(err: rusqlite::Error) -> StorageError {
-    StorageError::Database(err.to_string())
+fn db_error(err: rusqlite::Error) -> StoreError {
+    StoreError::Database(err.to_string())
 }
 
 /// The same error again, for each operation of a batch that failed whole (its message once,
 /// not wrapped in a second "webhook store database error").
-fn copy(err: &StorageError) -> StorageError {
+fn copy(err: &StoreError) -> StoreError {
     match err {
-        StorageError::Database(message) => StorageError::Database(message.clone()),
-        StorageError::Unavailable => StorageError::Unavailable,
-        other => StorageError::Database(other.to_string()),
+        StoreError::Database(message) => StoreError::Database(message.clone()),
+        StoreError::Unavailable => StoreError::Unavailable,
+        other => StoreError::Database(other.to_string()),
     }
 }
 
@@ -127,7 +127,7 @@ struct State<I> {
 
 impl<I: Index> State<I> {
     /// Opens the transaction of a batch and makes sure the index matches the file.
-    fn begin(&mut self) -> Result<(), StorageError> {
+    fn begin(&mut self) -> Result<(), StoreError> {
         self.conn
             .execute_batch("BEGIN IMMEDIATE")
             .map_err(db_error)?;
@@ -155,7 +155,7 @@ impl<I: Index> State<I> {
     fn execute(&mut self, job: Job<I>) -> Reply {
         if self.conn.is_autocommit() {
             let rolled_back =
-                StorageError::Database("the batch's transaction was rolled back".into());
+                StoreError::Database("the batch's transaction was rolled back".into());
             return job(Err(rolled_back)).0;
         }
         if self.index.is_none() {
@@ -165,7 +165,7 @@ impl<I: Index> State<I> {
             }
         }
         let Some(index) = self.index.as_mut() else {
-            return job(Err(StorageError::Unavailable)).0;
+            return job(Err(StoreError::Unavailable)).0;
         };
         let (reply, succeeded) = job(Ok((&self.conn, index)));
         if !succeeded {
@@ -174,7 +174,7 @@ impl<I: Index> State<I> {
         reply
     }
 
-    fn commit(&mut self) -> Result<(), StorageError> {
+    fn commit(&mut self) -> Result<(), StoreError> {
         self.conn.execute_batch("COMMIT").map_err(|err| {
             let _ = self.conn.execute_batch("ROLLBACK");
             // The batch's index updates were for writes that are now gone.
@@ -206,7 +206,7 @@ impl<I: Index> Writer<I> {
     /// Opens (creating if needed) the database at `path` with WAL and `synchronous=FULL`,
     /// upgrades an older layout ([`Index::upgrade`]), runs `schema`, loads the index, and starts
     /// the writer thread.
-    pub(crate) fn open(path: &Path, schema: &str) -> Result<Self, StorageError> {
+    pub(crate) fn open(path: &Path, schema: &str) -> Result<Self, StoreError> {
         let conn = Connection::open(path).map_err(db_error)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(db_error)?;
         conn.pragma_update(None, "journal_mode", "WAL")
@@ -230,7 +230,7 @@ impl<I: Index> Writer<I> {
         std::thread::Builder::new()
             .name("svc-receiver-sqlite".into())
             .spawn(move || run(state, &queue))
-            .map_err(|err| StorageError::Database(format!("cannot start writer thread: {err}")))?;
+            .map_err(|err| StoreError::Database(format!("cannot start writer thread: {err}")))?;
         Ok(Self { jobs })
     }
 
@@ -239,7 +239,7 @@ impl<I: Index> Writer<I> {
     pub(crate) async fn run<T: Send + 'static>(
         &self,
         op: impl FnOnce(&Connection, &mut I) -> rusqlite::Result<T> + Send + 'static,
-    ) -> Result<T, StorageError> {
+    ) -> Result<T, StoreError> {
         let stopwatch = Stopwatch::start();
         let result = self.run_untimed(op).await;
         stopwatch.committed(I::STORE);
@@ -249,8 +249,8 @@ impl<I: Index> Writer<I> {
     async fn run_untimed<T: Send + 'static>(
         &self,
         op: impl FnOnce(&Connection, &mut I) -> rusqlite::Result<T> + Send + 'static,
-    ) -> Result<T, StorageError> {
-        let (tx, rx) = oneshot::channel::<Result<T, StorageError>>();
+    ) -> Result<T, StoreError> {
+        let (tx, rx) = oneshot::channel::<Result<T, StoreError>>();
         let job: Job<I> = Box::new(move |ready| {
             let outcome = ready.and_then(|(conn, index)| op(conn, index).map_err(db_error));
             let succeeded = outcome.is_ok();
@@ -264,8 +264,8 @@ impl<I: Index> Writer<I> {
             });
             (reply, succeeded)
         });
-        self.jobs.send(job).map_err(|_| StorageError::Unavailable)?;
-        rx.await.map_err(|_| StorageError::Unavailable)?
+        self.jobs.send(job).map_err(|_| StoreError::Unavailable)?;
+        rx.await.map_err(|_| StoreError::Unavailable)?
     }
 }
 
@@ -283,7 +283,7 @@ struct Checkpointer {
 }
 
 impl Checkpointer {
-    fn spawn(path: &Path) -> Result<Self, StorageError> {
+    fn spawn(path: &Path) -> Result<Self, StoreError> {
         let conn = Connection::open(path).map_err(db_error)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(db_error)?;
         // Checkpoints sync the database file before the WAL may be rewound and overwritten.
@@ -322,7 +322,7 @@ impl Checkpointer {
                 }
             })
             .map_err(|err| {
-                StorageError::Database(format!("cannot start checkpoint thread: {err}"))
+                StoreError::Database(format!("cannot start checkpoint thread: {err}"))
             })?;
         Ok(Self {
             commits,

@@ -5,9 +5,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
+use svc_contract::WebhookId;
+use svc_contract::{ManualClock, sign};
+use svc_receiver::Received;
 use svc_receiver::axum::{WebhookReceiver, webhook_route};
-use svc_receiver::dedup::{Claim, DedupStore, MemoryDedupStore, WebhookId};
-use svc_receiver::{ManualClock, Received, sign};
+use svc_receiver::dedup::{Claim, DedupStore, MemoryDedupStore};
 use tokio::sync::{Notify, mpsc};
 
 use crate::helpers::{SECRET, T, body_of, client, event_body, post, spawn, vectors, verifier};

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use svc_receiver::dedup::{
-    Claim, DedupPolicy, DedupStore, MemoryDedupStore, StorageError, WebhookId,
-};
+use svc_contract::WebhookId;
+use svc_receiver::StoreError;
+use svc_receiver::dedup::{Claim, DedupPolicy, DedupStore, MemoryDedupStore};
 use svc_receiver::sqlite::SqliteDedupStore;
 
 use crate::helpers::webhook_id as id;
@@ -230,18 +230,18 @@ async fn a_file_written_before_the_append_layout_keeps_its_claims_and_takes_retr
 struct DownStore;
 
 impl DedupStore for DownStore {
-    async fn claim(&self, _: &WebhookId, _: &[u8; 32], _: i64) -> Result<Claim, StorageError> {
-        Err(StorageError::Backend(Box::new(std::io::Error::new(
+    async fn claim(&self, _: &WebhookId, _: &[u8; 32], _: i64) -> Result<Claim, StoreError> {
+        Err(StoreError::Backend(Box::new(std::io::Error::new(
             std::io::ErrorKind::ConnectionRefused,
             "dedup database refused the connection",
         ))))
     }
 
-    async fn complete(&self, _: &WebhookId, _: i64) -> Result<(), StorageError> {
+    async fn complete(&self, _: &WebhookId, _: i64) -> Result<(), StoreError> {
         Ok(())
     }
 
-    async fn release(&self, _: &WebhookId) -> Result<(), StorageError> {
+    async fn release(&self, _: &WebhookId) -> Result<(), StoreError> {
         Ok(())
     }
 }
@@ -260,10 +260,10 @@ async fn a_failing_store_of_ones_own_answers_503_and_keeps_its_cause() {
 
     let handler = |_: svc_receiver::Received| async { Ok::<(), String>(()) };
     let receiver = WebhookReceiver::new(verifier(), DownStore, handler)
-        .with_clock(Arc::new(svc_receiver::ManualClock::new(T)));
+        .with_clock(Arc::new(svc_contract::ManualClock::new(T)));
     let addr = spawn(axum::Router::new().route("/webhooks", webhook_route(receiver))).await;
     let body = event_body("svc_call_down");
-    let header = svc_receiver::sign(SECRET, T, &body);
+    let header = svc_contract::sign(SECRET, T, &body);
     let answer = post(&client(), addr, Some("wh_down"), Some(&header), body).await;
     // 503 so the sender retries; the cause goes to the log, never to the sender.
     assert_eq!(

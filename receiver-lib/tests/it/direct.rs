@@ -7,9 +7,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
+use svc_contract::WebhookId;
+use svc_contract::{ManualClock, sign};
+use svc_receiver::StoreError;
 use svc_receiver::axum::{WebhookReceiver, webhook_route};
-use svc_receiver::dedup::{Claim, DedupStore, MemoryDedupStore, StorageError, WebhookId};
-use svc_receiver::{EventHandler, ManualClock, Received, sign};
+use svc_receiver::dedup::{Claim, DedupStore, MemoryDedupStore};
+use svc_receiver::{EventHandler, Received};
 
 use crate::helpers::{Logs, SECRET, T, client, event_body, post, spawn};
 
@@ -26,17 +29,17 @@ impl DedupStore for SlowClaims {
         id: &WebhookId,
         signature: &[u8; 32],
         now: i64,
-    ) -> Result<Claim, StorageError> {
+    ) -> Result<Claim, StoreError> {
         let delay = Duration::from_millis(self.claim_ms.load(Ordering::SeqCst));
         tokio::time::sleep(delay).await;
         self.inner.claim(id, signature, now).await
     }
 
-    async fn complete(&self, id: &WebhookId, now: i64) -> Result<(), StorageError> {
+    async fn complete(&self, id: &WebhookId, now: i64) -> Result<(), StoreError> {
         self.inner.complete(id, now).await
     }
 
-    async fn release(&self, id: &WebhookId) -> Result<(), StorageError> {
+    async fn release(&self, id: &WebhookId) -> Result<(), StoreError> {
         self.inner.release(id).await
     }
 }

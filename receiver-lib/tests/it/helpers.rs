@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use svc_receiver::{Keyring, SigningSecret, Verifier};
+use svc_contract::{Keyring, SigningSecret, Verifier};
 
 pub(crate) const SECRET: &str = "whsec_fixture";
 pub(crate) const T: i64 = 1_767_225_600;
@@ -23,8 +23,8 @@ pub(crate) fn body_of(vector: &serde_json::Value) -> Vec<u8> {
 }
 
 /// A webhook id from test text (always valid there).
-pub(crate) fn webhook_id(text: &str) -> svc_receiver::dedup::WebhookId {
-    svc_receiver::dedup::WebhookId::parse(text.as_bytes()).expect("id")
+pub(crate) fn webhook_id(text: &str) -> svc_contract::WebhookId {
+    svc_contract::WebhookId::parse(text.as_bytes()).expect("id")
 }
 
 pub(crate) fn verifier() -> Verifier {

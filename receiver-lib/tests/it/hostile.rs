@@ -1,8 +1,8 @@
 //! The header parser against hostile and mangled input: every case is rejected, none panics.
 
 use proptest::prelude::*;
-use svc_receiver::signature::SignatureHeader;
-use svc_receiver::{MalformedHeader, VerifyError, sign};
+use svc_contract::signature::SignatureHeader;
+use svc_contract::{MalformedHeader, VerifyError, sign};
 
 use crate::helpers::{SECRET, T, verifier};
 

@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Router;
+use svc_contract::{ManualClock, sign};
+use svc_receiver::Received;
 use svc_receiver::axum::{InboxReceiver, inbox_route};
-use svc_receiver::sqlite::{Accepted, InboxPolicy, Settled, SqliteInbox, Step, process_next};
-use svc_receiver::{ManualClock, Received, sign};
+use svc_receiver::inbox::{Accepted, InboxPolicy, Settled, Step, process_next};
+use svc_receiver::sqlite::SqliteInbox;
 
 use crate::helpers::{SECRET, T, client, event_body, post, spawn, verifier, webhook_id};
 
@@ -99,7 +101,7 @@ async fn an_event_that_keeps_failing_becomes_a_dead_letter_and_is_kept() {
     };
     let inbox = SqliteInbox::open(dir.path().join("inbox.db"), policy).expect("open");
     let body = event_body("svc_call_dead");
-    let id = svc_receiver::dedup::WebhookId::parse(b"wh_dead").expect("id");
+    let id = svc_contract::WebhookId::parse(b"wh_dead").expect("id");
     inbox.accept(&id, &[7; 32], &body, T).await.expect("accept");
     let handler = |_: Received| async { Err::<(), _>("always fails") };
     assert_eq!(
@@ -225,7 +227,7 @@ async fn the_worker_hands_stored_events_to_user_code_and_stops_on_shutdown() {
         }
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let worker = tokio::spawn(svc_receiver::sqlite::run_inbox_worker(
+    let worker = tokio::spawn(svc_receiver::inbox::run_inbox_worker(
         inbox.clone(),
         handler,
         Arc::new(ManualClock::new(T)),
@@ -234,7 +236,7 @@ async fn the_worker_hands_stored_events_to_user_code_and_stops_on_shutdown() {
         },
     ));
     for n in 0..3u8 {
-        let id = svc_receiver::dedup::WebhookId::parse(format!("wh_w{n}").as_bytes()).expect("id");
+        let id = svc_contract::WebhookId::parse(format!("wh_w{n}").as_bytes()).expect("id");
         let body = event_body(&format!("svc_call_w{n}"));
         inbox.accept(&id, &[n; 32], &body, T).await.expect("accept");
     }
@@ -451,7 +453,7 @@ async fn several_workers_overlap_their_handlers_and_hand_each_entry_out_once() {
         SqliteInbox::open(dir.path().join("inbox.db"), InboxPolicy::default()).expect("open");
     let count = 24u8;
     for n in 0..count {
-        let id = svc_receiver::dedup::WebhookId::parse(format!("wh_m{n}").as_bytes()).expect("id");
+        let id = svc_contract::WebhookId::parse(format!("wh_m{n}").as_bytes()).expect("id");
         let body = event_body(&format!("svc_call_m{n}"));
         inbox.accept(&id, &[n; 32], &body, T).await.expect("accept");
     }
@@ -474,7 +476,7 @@ async fn several_workers_overlap_their_handlers_and_hand_each_entry_out_once() {
         }
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let workers = tokio::spawn(svc_receiver::sqlite::run_inbox_workers(
+    let workers = tokio::spawn(svc_receiver::inbox::run_inbox_workers(
         inbox.clone(),
         handler,
         Arc::new(ManualClock::new(T)),
@@ -516,9 +518,7 @@ async fn the_readiness_probe_fails_on_a_full_disk_as_a_delivery_does_and_passes_
     };
     let inbox =
         SqliteInbox::open(fs.path().join("inbox.db"), InboxPolicy::default()).expect("open");
-    let id = |n: u8| {
-        svc_receiver::dedup::WebhookId::parse(format!("wh_probe{n}").as_bytes()).expect("id")
-    };
+    let id = |n: u8| svc_contract::WebhookId::parse(format!("wh_probe{n}").as_bytes()).expect("id");
     inbox.check_writable().await.expect("ready");
     inbox
         .accept(&id(1), &[1; 32], &event_body("svc_call_probe1"), T)

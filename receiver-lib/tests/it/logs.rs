@@ -5,10 +5,12 @@
 use std::sync::Arc;
 
 use axum::Router;
+use svc_contract::{ManualClock, sign};
+use svc_receiver::Received;
 use svc_receiver::axum::{InboxReceiver, WebhookReceiver, inbox_route, webhook_route};
 use svc_receiver::dedup::MemoryDedupStore;
-use svc_receiver::sqlite::{InboxPolicy, SqliteInbox, process_next};
-use svc_receiver::{ManualClock, Received, sign};
+use svc_receiver::inbox::{InboxPolicy, process_next};
+use svc_receiver::sqlite::SqliteInbox;
 
 use crate::helpers::{Logs, SECRET, T, client, event_body, post, spawn, verifier, webhook_id};
 

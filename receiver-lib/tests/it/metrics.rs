@@ -8,14 +8,16 @@ use std::sync::Arc;
 use axum::Router;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::{CompositeKey, MetricKind};
+use svc_contract::{ManualClock, sign};
+use svc_receiver::Received;
 use svc_receiver::axum::{InboxReceiver, WebhookReceiver, inbox_route, webhook_route};
 use svc_receiver::dedup::MemoryDedupStore;
+use svc_receiver::inbox::{InboxPolicy, process_next};
 use svc_receiver::metrics::{
     DELIVERIES, HANDLER_RUNS, INBOX_ENTRIES, INBOX_OLDEST_PENDING_AGE_SECONDS,
     STORE_COMMIT_SECONDS, VERIFY_SECONDS,
 };
-use svc_receiver::sqlite::{InboxPolicy, SqliteInbox, process_next};
-use svc_receiver::{ManualClock, Received, sign};
+use svc_receiver::sqlite::SqliteInbox;
 
 use crate::helpers::{SECRET, T, client, event_body, post, spawn, verifier};
 

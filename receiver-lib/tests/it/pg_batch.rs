@@ -1,11 +1,12 @@
 //! Client-side group commit of the PostgreSQL stores: the set-based functions answer a batch as
 //! the same calls one after the other would, a batch that fails fails each of its callers with
-//! a `StorageError` (and the store goes on), and a batch that deadlocks with another transaction
+//! a `StoreError` (and the store goes on), and a batch that deadlocks with another transaction
 //! is tried again. Skipped loudly without `SVC_TEST_POSTGRES_URL`.
 
 use std::time::Duration;
 
-use svc_receiver::dedup::{DedupPolicy, DedupStore, StorageError};
+use svc_receiver::StoreError;
+use svc_receiver::dedup::{DedupPolicy, DedupStore};
 use svc_receiver::inbox::{Accepted, Inbox, InboxPolicy};
 use svc_receiver::postgres::{PgDatabase, PgDedupStore, PgInbox};
 
@@ -264,7 +265,7 @@ async fn a_failing_batch_fails_each_of_its_callers_and_the_store_goes_on() {
         let (accepted, claimed) = task.await.expect("no caller panics");
         for result in [accepted, claimed] {
             match result {
-                Err(StorageError::Database(message)) => {
+                Err(StoreError::Database(message)) => {
                     assert!(message.contains("does not exist"), "{message}");
                 }
                 other => panic!("expected a database error, got {other:?}"),

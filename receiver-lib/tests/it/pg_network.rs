@@ -108,7 +108,7 @@ async fn the_readiness_probe_fails_while_the_database_takes_no_write() {
         }
     };
     // Until the probe says `done`: the first may meet a connection just ended.
-    let probe_until = |done: fn(&Result<(), svc_receiver::dedup::StorageError>) -> bool| {
+    let probe_until = |done: fn(&Result<(), svc_receiver::StoreError>) -> bool| {
         let inbox = &inbox;
         async move {
             let deadline = Instant::now() + Duration::from_secs(10);

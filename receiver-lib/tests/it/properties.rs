@@ -1,7 +1,7 @@
 //! Property tests: a signature holds for exactly the bytes and timestamp it was made for.
 
 use proptest::prelude::*;
-use svc_receiver::{Keyring, SigningSecret, Tolerance, Verifier, sign};
+use svc_contract::{Keyring, SigningSecret, Tolerance, Verifier, sign};
 
 fn verifier(secret: &str) -> Verifier {
     Verifier::new(Keyring::single(SigningSecret::new(secret).expect("secret")))

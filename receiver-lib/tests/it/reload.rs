@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use svc_contract::{Clock, SystemClock, Verifier, sign};
 use svc_receiver::reload::{Reloaded, SecretFile, SecretFileError};
-use svc_receiver::{Clock, SystemClock, Verifier, sign};
 
 use crate::helpers::{SECRET, T};
 
@@ -67,7 +67,7 @@ fn a_file_that_cannot_be_used_leaves_the_keys_in_use() {
 #[test]
 fn an_extra_key_is_accepted_whatever_the_file_holds() {
     let (_dir, path) = secret_file(SECRET);
-    let other = svc_receiver::SigningSecret::new("whsec_from_the_environment").expect("secret");
+    let other = svc_contract::SigningSecret::new("whsec_from_the_environment").expect("secret");
     let file = SecretFile::open(&path)
         .expect("open")
         .with_key("previous", other)

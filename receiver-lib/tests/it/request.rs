@@ -7,15 +7,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
+use svc_contract::{
+    Clock, MalformedHeader, ManualClock, SigningSecret, SystemClock, UnknownEvents, VerifyError,
+    sign, verify_request,
+};
+use svc_receiver::Received;
 use svc_receiver::axum::{
     InboxReceiver, ReceiveError, WebhookReceiver, inbox_route, webhook_route,
 };
 use svc_receiver::dedup::MemoryDedupStore;
-use svc_receiver::sqlite::{InboxPolicy, SqliteInbox};
-use svc_receiver::{
-    Clock, MalformedHeader, ManualClock, Received, SigningSecret, SystemClock, UnknownEvents,
-    VerifyError, sign, verify_request,
-};
+use svc_receiver::inbox::InboxPolicy;
+use svc_receiver::sqlite::SqliteInbox;
 
 use crate::helpers::{Logs, SECRET, T, client, event_body, post, spawn, verifier};
 

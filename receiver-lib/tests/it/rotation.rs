@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use axum::Router;
+use svc_contract::{Keyring, ManualClock, SharedKeyring, SigningSecret, Verifier, sign};
 use svc_receiver::axum::{InboxReceiver, inbox_route};
-use svc_receiver::sqlite::{InboxPolicy, SqliteInbox};
-use svc_receiver::{Keyring, ManualClock, SharedKeyring, SigningSecret, Verifier, sign};
+use svc_receiver::inbox::InboxPolicy;
+use svc_receiver::sqlite::SqliteInbox;
 
 use crate::helpers::{SECRET, T, client, event_body, post, spawn};
 

@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::routing::get;
+use svc_contract::{ManualClock, sign};
+use svc_receiver::Received;
 use svc_receiver::axum::{InboxReceiver, Server, ServerLimits, inbox_route};
-use svc_receiver::sqlite::{InboxPolicy, SqliteInbox};
-use svc_receiver::{ManualClock, Received, sign};
+use svc_receiver::inbox::InboxPolicy;
+use svc_receiver::sqlite::SqliteInbox;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use svc_receiver::{Keyring, SigningSecret, Tolerance, Verifier, VerifyError, sign};
+use svc_contract::{Keyring, SigningSecret, Tolerance, Verifier, VerifyError, sign};
 
 use crate::helpers::{body_of, vectors};
 

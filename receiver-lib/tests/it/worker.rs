@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use svc_receiver::dedup::WebhookId;
-use svc_receiver::sqlite::{
-    InboxPolicy, Settled, SqliteInbox, Step, process_next, run_inbox_workers,
-};
-use svc_receiver::{ManualClock, Received};
+use svc_contract::ManualClock;
+use svc_contract::WebhookId;
+use svc_receiver::Received;
+use svc_receiver::inbox::{InboxPolicy, Settled, Step, process_next, run_inbox_workers};
+use svc_receiver::sqlite::SqliteInbox;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::helpers::{T, event_body};

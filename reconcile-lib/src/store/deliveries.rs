@@ -2,7 +2,7 @@
 //! `X-Service-Webhook-Id`, with the raw body. Reconcile reads it to tell a call whose webhook
 //! arrived from one it had to recover.
 
-use svc_receiver::CallScored;
+use svc_contract::CallScored;
 
 use svc_client::RawCallDetail;
 

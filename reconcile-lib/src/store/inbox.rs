@@ -4,7 +4,8 @@
 use std::future::Future;
 use std::time::Duration;
 
-use svc_receiver::dedup::{StorageError as InboxError, WebhookId};
+use svc_contract::WebhookId;
+use svc_receiver::StoreError;
 use svc_receiver::inbox::{
     Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, InboxStats, Settled,
 };
@@ -36,7 +37,7 @@ impl StoreInbox {
     ///
     /// # Errors
     /// The inbox's tables cannot be created or the database reached.
-    pub async fn open(location: &StoreLocation, policy: InboxPolicy) -> Result<Self, InboxError> {
+    pub async fn open(location: &StoreLocation, policy: InboxPolicy) -> Result<Self, StoreError> {
         match location {
             StoreLocation::File(path) => SqliteInbox::open(path, policy).map(Self::Sqlite),
             #[cfg(feature = "postgres")]
@@ -47,7 +48,7 @@ impl StoreInbox {
                 Ok(Self::Postgres(PgInbox::new(database, policy)))
             }
             #[cfg(not(feature = "postgres"))]
-            StoreLocation::Postgres(_) => Err(InboxError::Config(format!(
+            StoreLocation::Postgres(_) => Err(StoreError::Config(format!(
                 "{location} is a PostgreSQL store, and this build has no PostgreSQL support \
                  (svc-reconcile's feature `postgres`)"
             ))),
@@ -60,7 +61,7 @@ impl StoreInbox {
     ///
     /// # Errors
     /// The inbox's tables cannot be created or the database reached.
-    pub async fn open_beside(store: &Store, policy: InboxPolicy) -> Result<Self, InboxError> {
+    pub async fn open_beside(store: &Store, policy: InboxPolicy) -> Result<Self, StoreError> {
         #[cfg(feature = "postgres")]
         if let Some(pool) = store.postgres_pool() {
             let database = PgDatabase::on_pool(pool.clone()).await?;
@@ -106,14 +107,14 @@ impl Inbox for StoreInbox {
         signature: &[u8; 32],
         body: &[u8],
         now: i64,
-    ) -> impl Future<Output = Result<Accepted, InboxError>> + Send {
+    ) -> impl Future<Output = Result<Accepted, StoreError>> + Send {
         each!(self, inbox => Inbox::accept(inbox, id, signature, body, now))
     }
 
     fn next_due(
         &self,
         now: i64,
-    ) -> impl Future<Output = Result<Option<InboxEntry>, InboxError>> + Send {
+    ) -> impl Future<Output = Result<Option<InboxEntry>, StoreError>> + Send {
         each!(self, inbox => Inbox::next_due(inbox, now))
     }
 
@@ -122,7 +123,7 @@ impl Inbox for StoreInbox {
         entry: &InboxEntry,
         outcome: Result<(), String>,
         now: i64,
-    ) -> impl Future<Output = Result<Settled, InboxError>> + Send {
+    ) -> impl Future<Output = Result<Settled, StoreError>> + Send {
         each!(self, inbox => Inbox::settle(inbox, entry, outcome, now))
     }
 
@@ -130,23 +131,23 @@ impl Inbox for StoreInbox {
         each!(self, inbox => Inbox::wait_for_arrival(inbox, max_wait))
     }
 
-    fn contains(&self, id: &WebhookId) -> impl Future<Output = Result<bool, InboxError>> + Send {
+    fn contains(&self, id: &WebhookId) -> impl Future<Output = Result<bool, StoreError>> + Send {
         each!(self, inbox => Inbox::contains(inbox, id))
     }
 
-    fn counts(&self) -> impl Future<Output = Result<(u64, u64, u64), InboxError>> + Send {
+    fn counts(&self) -> impl Future<Output = Result<(u64, u64, u64), StoreError>> + Send {
         each!(self, inbox => Inbox::counts(inbox))
     }
 
-    fn check_writable(&self) -> impl Future<Output = Result<(), InboxError>> + Send {
+    fn check_writable(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
         each!(self, inbox => Inbox::check_writable(inbox))
     }
 
-    fn stats(&self) -> impl Future<Output = Result<InboxStats, InboxError>> + Send {
+    fn stats(&self) -> impl Future<Output = Result<InboxStats, StoreError>> + Send {
         each!(self, inbox => Inbox::stats(inbox))
     }
 
-    fn dead_letters(&self) -> impl Future<Output = Result<Vec<DeadLetter>, InboxError>> + Send {
+    fn dead_letters(&self) -> impl Future<Output = Result<Vec<DeadLetter>, StoreError>> + Send {
         each!(self, inbox => Inbox::dead_letters(inbox))
     }
 
@@ -154,21 +155,21 @@ impl Inbox for StoreInbox {
         &self,
         id: &WebhookId,
         now: i64,
-    ) -> impl Future<Output = Result<bool, InboxError>> + Send {
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         each!(self, inbox => Inbox::requeue_dead_letter(inbox, id, now))
     }
 
     fn requeue_all_dead_letters(
         &self,
         now: i64,
-    ) -> impl Future<Output = Result<u64, InboxError>> + Send {
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
         each!(self, inbox => Inbox::requeue_all_dead_letters(inbox, now))
     }
 
     fn discard_dead_letter(
         &self,
         id: &WebhookId,
-    ) -> impl Future<Output = Result<bool, InboxError>> + Send {
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         each!(self, inbox => Inbox::discard_dead_letter(inbox, id))
     }
 }

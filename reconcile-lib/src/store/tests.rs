@@ -2,7 +2,7 @@
 //! how a call reached the store, the ledger, failures, and export.
 
 use serde_json::{Value, json};
-use svc_receiver::{CallScored, CallSource};
+use svc_contract::{CallScored, CallSource};
 
 #[cfg(feature = "postgres")]
 use super::StoreLocation;
@@ -264,7 +264,7 @@ fn event(call_id: &str, success: bool) -> CallScored {
         event
     } else {
         event.not_scored(
-            svc_receiver::FailureReason::ScoringIncomplete,
+            svc_contract::FailureReason::ScoringIncomplete,
             "rep never spoke",
         )
     }

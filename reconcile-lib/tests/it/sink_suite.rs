@@ -376,9 +376,9 @@ async fn a_call_is_new_once_whichever_path_brings_it_first<S: Sink>(sink: S) {
         70,
     );
     let delivered = |webhook_id: &str, detail: &RawCallDetail| {
-        let event = svc_receiver::CallScored::scored(
+        let event = svc_contract::CallScored::scored(
             detail.detail.row.id.as_str(),
-            svc_receiver::CallSource::Roleplay,
+            svc_contract::CallSource::Roleplay,
             "svc_agent_01JH0000000000000000000000",
             "svc_agency_01JH0000000000000000000000",
             "2026-01-15T10:00:00.000Z",

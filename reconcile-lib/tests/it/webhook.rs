@@ -7,12 +7,12 @@
 use std::sync::Arc;
 
 use svc_client::CallId;
+use svc_contract::{Keyring, SigningSecret, Verifier};
 use svc_fixtures::calls::{Calls, DetailFault, ROLEPLAY};
 use svc_fixtures::faults;
 use svc_fixtures::webhooks::{Event, Sender};
 use svc_receiver::axum::{WebhookReceiver, webhook_route};
 use svc_receiver::dedup::MemoryDedupStore;
-use svc_receiver::{Keyring, SigningSecret, Verifier};
 use svc_reconcile::{Delivery, MemorySink, SinkHandler};
 use wiremock::MockServer;
 

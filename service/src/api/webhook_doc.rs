@@ -1,5 +1,5 @@
 //! The `call.scored` webhook (contract section 6) in the OpenAPI document: the body's schema
-//! (documentation types; the body itself is built with `svc_receiver::CallScored`, and the
+//! (documentation types; the body itself is built with `svc_contract::CallScored`, and the
 //! end-to-end conformance test checks the service's real deliveries against this schema) and
 //! the `webhooks` section, which utoipa does not write, added to the served document here.
 

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
 use serde_json::Value;
-use svc_receiver::CallSource;
+use svc_contract::CallSource;
 
 use super::attribution::attribute;
 use super::audio::{Archive, ArchiveError};

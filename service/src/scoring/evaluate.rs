@@ -4,7 +4,7 @@
 //! decode, or a rep who never spoke is not scored: `success: false`, `SCORING_INCOMPLETE`.
 
 use serde::Serialize;
-use svc_receiver::{CallScored, CallSource, FailureReason};
+use svc_contract::{CallScored, CallSource, FailureReason};
 
 use crate::practice::catalog::Drill;
 use crate::practice::rubric::{self, NotScored};

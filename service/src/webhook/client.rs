@@ -187,7 +187,7 @@ impl WebhookClient {
                 "{ip} is an address webhooks may not reach (private, loopback, link-local, …)"
             ));
         }
-        let signature = svc_receiver::sign(&target.secret, timestamp, body);
+        let signature = svc_contract::sign(&target.secret, timestamp, body);
         let result = self
             .http
             .post(url)
@@ -328,7 +328,7 @@ mod tests {
         assert_eq!(body, b"{\"a\":1}");
         assert_eq!(headers["x-service-webhook-id"], "wh_1");
         assert_eq!(headers["content-type"], "application/json");
-        let expected = svc_receiver::sign("whsec_test", 1_767_225_600, b"{\"a\":1}");
+        let expected = svc_contract::sign("whsec_test", 1_767_225_600, b"{\"a\":1}");
         assert_eq!(headers["x-service-signature"], expected.as_str());
     }
 

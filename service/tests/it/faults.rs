@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{TimeZone, Utc};
 use reqwest::Method;
 use serde_json::Value;
-use svc_receiver::{Keyring, SigningSecret, Verifier};
+use svc_contract::{Keyring, SigningSecret, Verifier};
 use svc_service::Clock;
 use svc_service::credentials::{ApiKey, SigningSecret as TenantSecret};
 use svc_service::db::{Db, NewTenant, TenantChange};

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use svc_receiver::{Keyring, SigningSecret, Verifier};
+use svc_contract::{Keyring, SigningSecret, Verifier};
 use svc_service::credentials::SigningSecret as TenantSecret;
 use svc_service::db::TenantChange;
 
@@ -23,7 +23,7 @@ async fn with_endpoint(app: &TestApp, sink: &WebhookSink) -> (TestTenant, String
     (tenant, secret.expose().to_owned())
 }
 
-fn verify(app: &TestApp, secret: &str, received: &Received) -> svc_receiver::CallScored {
+fn verify(app: &TestApp, secret: &str, received: &Received) -> svc_contract::CallScored {
     let verifier = Verifier::new(Keyring::single(SigningSecret::new(secret).expect("secret")));
     let now = app.clock.now().timestamp();
     let delivery = verifier
@@ -81,7 +81,7 @@ async fn delivery_for(
     secret: &str,
     sink: &mut WebhookSink,
     mint_body: Value,
-) -> (svc_receiver::CallScored, Value) {
+) -> (svc_contract::CallScored, Value) {
     let token = minted_token(app, tenant, mint_body).await;
     let (call_id, _) = run_call_with(app, &token, &["Hi, my name is Sam"], 30).await;
     let received = sink.next().await;
@@ -130,7 +130,7 @@ async fn a_silent_call_sends_success_false_with_scoring_incomplete() {
     assert_eq!(event.call_id, call_id);
     assert_eq!(
         event.reason,
-        Some(svc_receiver::FailureReason::ScoringIncomplete)
+        Some(svc_contract::FailureReason::ScoringIncomplete)
     );
     assert!(
         event

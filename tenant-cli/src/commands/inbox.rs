@@ -6,7 +6,8 @@
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
 use serde::Serialize;
-use svc_receiver::dedup::{StorageError as InboxError, WebhookId};
+use svc_contract::WebhookId;
+use svc_receiver::StoreError;
 use svc_receiver::inbox::{DeadLetter, Inbox, InboxPolicy};
 
 use super::Ctx;
@@ -207,12 +208,12 @@ fn not_dead(id: &WebhookId) -> anyhow::Error {
 
 /// A failure of the inbox: temporary when another writer held the file too long or the inbox
 /// stopped, a failure otherwise.
-fn inbox_error(err: InboxError) -> anyhow::Error {
+fn inbox_error(err: StoreError) -> anyhow::Error {
     let text = format!("the store's inbox: {err}");
     match err {
-        InboxError::Unavailable => CliError::Temporary(text),
-        InboxError::Config(_) => CliError::Usage(text),
-        InboxError::Database(detail) if detail.contains("locked") || detail.contains("busy") => {
+        StoreError::Unavailable => CliError::Temporary(text),
+        StoreError::Config(_) => CliError::Usage(text),
+        StoreError::Database(detail) if detail.contains("locked") || detail.contains("busy") => {
             CliError::Temporary(text)
         }
         _ => CliError::Failed(text),

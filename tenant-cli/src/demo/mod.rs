@@ -21,7 +21,7 @@ use chrono::Utc;
 use futures_util::{StreamExt, TryStreamExt, stream};
 use indicatif::ProgressBar;
 use serde_json::Value;
-use svc_receiver::{Keyring, SigningSecret};
+use svc_contract::{Keyring, SigningSecret};
 use svc_service::sandbox::{DeliveryRow, Disposal, Disposition, Faults};
 use tokio::net::TcpListener;
 

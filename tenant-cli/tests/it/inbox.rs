@@ -3,9 +3,11 @@
 
 use std::path::Path;
 
-use svc_receiver::dedup::WebhookId;
-use svc_receiver::sqlite::{InboxPolicy, SqliteInbox, process_next};
-use svc_receiver::{CallScored, CallSource, Received};
+use svc_contract::WebhookId;
+use svc_contract::{CallScored, CallSource};
+use svc_receiver::Received;
+use svc_receiver::inbox::{InboxPolicy, process_next};
+use svc_receiver::sqlite::SqliteInbox;
 use svc_reconcile::store::Store;
 
 use crate::helpers::Sandbox;

@@ -11,8 +11,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
+use svc_contract::{CallScored, CallSource, sign};
 use svc_fixtures::calls::{Calls, ROLEPLAY};
-use svc_receiver::{CallScored, CallSource, sign};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 use wiremock::MockServer;

@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use rusqlite::Connection;
-use svc_receiver::{CallScored, CallSource, FailureReason, sign};
+use svc_contract::{CallScored, CallSource, FailureReason, sign};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use wiremock::MockServer;

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use axum::Router;
+use svc_contract::{Keyring, SigningSecret, Verifier, sign};
+use svc_receiver::Received;
 use svc_receiver::axum::{WebhookReceiver, webhook_route};
 use svc_receiver::dedup::MemoryDedupStore;
-use svc_receiver::{Keyring, Received, SigningSecret, Verifier, sign};
 use tokio::sync::mpsc;
 
 use crate::helpers::Sandbox;

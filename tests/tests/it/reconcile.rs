@@ -164,7 +164,7 @@ async fn webhook_serve_records_each_signed_delivery_once_and_refuses_a_bad_signa
     // A genuine body signed with another secret, and a forged body under a genuine signature.
     let mut wrong_secret = first.headers.clone();
     let now = chrono::Utc::now().timestamp();
-    let signature = svc_receiver::sign("whsec_not_the_tenants_secret", now, &first.body);
+    let signature = svc_contract::sign("whsec_not_the_tenants_secret", now, &first.body);
     wrong_secret.insert(
         "x-service-signature",
         HeaderValue::from_str(&signature).expect("header"),

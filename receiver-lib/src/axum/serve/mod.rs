@@ -50,9 +50,11 @@ type Workers =
 ///    entries come back after the inbox's lease, as after a crash, and nothing is lost.
 ///
 /// ```no_run
-/// # use svc_receiver::{Keyring, Received, SigningSecret, Verifier};
+/// # use svc_contract::{Keyring, SigningSecret, Verifier};
+/// # use svc_receiver::Received;
 /// use svc_receiver::axum::{InboxReceiver, Server, inbox_route, shutdown_signal};
-/// use svc_receiver::sqlite::{InboxPolicy, SqliteInbox};
+/// use svc_receiver::sqlite::SqliteInbox;
+/// use svc_receiver::inbox::InboxPolicy;
 ///
 /// # async fn run(verifier: Verifier) -> Result<(), Box<dyn std::error::Error>> {
 /// let inbox = SqliteInbox::open("inbox.db", InboxPolicy::default())?;
@@ -127,7 +129,14 @@ impl Server {
     ) -> Self {
         self.workers = Some(Box::new(move |phases| {
             Box::pin(async move {
-                run_pool(&inbox, &handler, &crate::SystemClock, workers, phases).await;
+                run_pool(
+                    &inbox,
+                    &handler,
+                    &svc_contract::SystemClock,
+                    workers,
+                    phases,
+                )
+                .await;
             })
         }));
         self

@@ -23,9 +23,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rusqlite::{Connection, TransactionBehavior};
+use svc_contract::sign;
+use svc_receiver::Received;
 use svc_receiver::inbox::InboxPolicy;
 use svc_receiver::sqlite::SqliteRecorder;
-use svc_receiver::{Received, sign};
 
 use crate::helpers::{SECRET, event_body};
 

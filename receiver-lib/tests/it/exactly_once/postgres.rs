@@ -368,7 +368,11 @@ async fn replicas_starting_at_once_all_start_and_hand_out_under_any_default_isol
             .await
             .expect("role default");
         let login = role.login_url(&base);
-        let schema = format!("svc_iso_{}", isolation.replace(' ', "_"));
+        // The crate's schema beside the fresh one, so that every run starts empty.
+        let schema = format!(
+            "{}_svc",
+            base.rsplit("search_path%3D").next().expect("a schema")
+        );
         let barrier = Arc::new(tokio::sync::Barrier::new(3));
         let replicas: Vec<_> = (0..3)
             .map(|_| {
@@ -397,7 +401,7 @@ async fn replicas_starting_at_once_all_start_and_hand_out_under_any_default_isol
         for n in 0..24 {
             let id = format!("wh_iso_{n}");
             let (header, body) = delivery(&id, T);
-            let signature = svc_receiver::signature::SignatureHeader::parse(header.as_bytes())
+            let signature = svc_contract::signature::SignatureHeader::parse(header.as_bytes())
                 .expect("header")
                 .signatures()[0];
             inboxes[n % 3]
@@ -471,7 +475,7 @@ async fn an_overload_planted_in_the_crates_schema_is_never_called() {
     let database = PgDatabase::connect(&url).await.expect("database");
     let inbox = PgInbox::new(database.clone(), quick_policy());
     let (header, body) = delivery("wh_planted", T);
-    let signature = svc_receiver::signature::SignatureHeader::parse(header.as_bytes())
+    let signature = svc_contract::signature::SignatureHeader::parse(header.as_bytes())
         .expect("header")
         .signatures()[0];
     let accepted = inbox

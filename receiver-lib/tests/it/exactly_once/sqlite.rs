@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use axum::Router;
 use rusqlite::Connection;
-use svc_receiver::ManualClock;
+use svc_contract::ManualClock;
 use svc_receiver::axum::{WebhookReceiver, webhook_route};
 use svc_receiver::dedup::DedupPolicy;
 use svc_receiver::exactly_once::Recorded;
@@ -117,7 +117,7 @@ fn tenant_and_inbox(dir: &tempfile::TempDir) -> (SqliteTenant, SqliteInbox) {
 /// Stores a delivery of `id` signed at `now` in the inbox.
 async fn accept(inbox: &SqliteInbox, id: &str, now: i64) -> Accepted {
     let (header, body) = delivery(id, now);
-    let signature = svc_receiver::signature::SignatureHeader::parse(header.as_bytes())
+    let signature = svc_contract::signature::SignatureHeader::parse(header.as_bytes())
         .expect("header")
         .signatures()[0];
     inbox
@@ -352,7 +352,7 @@ impl Model {
     }
 
     fn now(&self) -> i64 {
-        svc_receiver::Clock::now(&*self.clock)
+        svc_contract::Clock::now(&*self.clock)
     }
 
     /// One delivery of event `id`; whether the sender was answered 200.

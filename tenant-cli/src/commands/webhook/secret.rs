@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use svc_receiver::SigningSecret;
+use svc_contract::SigningSecret;
 
 use crate::exit::CliError;
 

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use svc_contract::{Keyring, SigningSecret};
 use svc_receiver::reload::SecretFile;
-use svc_receiver::{Keyring, SigningSecret};
 
 use super::secret;
 use crate::commands::Ctx;

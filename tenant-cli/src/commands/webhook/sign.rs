@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use chrono::Utc;
 use clap::Args;
 use serde::Serialize;
-use svc_receiver::dedup::WebhookId;
-use svc_receiver::{CALL_SCORED, CallScored, SIGNATURE_HEADER, WEBHOOK_ID_HEADER};
+use svc_contract::WebhookId;
+use svc_contract::{CALL_SCORED, CallScored, SIGNATURE_HEADER, WEBHOOK_ID_HEADER};
 
 use super::secret;
 use crate::commands::Ctx;

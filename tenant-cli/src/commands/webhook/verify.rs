@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use svc_receiver::{Clock, Keyring, SigningSecret, SystemClock, Tolerance, Verifier};
+use svc_contract::{Clock, Keyring, SigningSecret, SystemClock, Tolerance, Verifier};
 
 use crate::output::{stderr_line, stdout_line};
 
@@ -84,8 +84,8 @@ pub fn exec(args: VerifyArgs) -> u8 {
         Ok(delivery) => delivery,
         Err(err) => {
             let advice = match err {
-                svc_receiver::VerifyError::TimestampTooOld { .. }
-                | svc_receiver::VerifyError::TimestampInFuture { .. } => {
+                svc_contract::VerifyError::TimestampTooOld { .. }
+                | svc_contract::VerifyError::TimestampInFuture { .. } => {
                     " (for an old capture, pass --now <its unix time> or --no-tolerance)"
                 }
                 _ => "",

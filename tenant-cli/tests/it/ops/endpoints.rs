@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use rusqlite::Connection;
-use svc_receiver::sign;
+use svc_contract::sign;
 
 use super::{SECRET, deliver, event, get, http, now, samples, serve, signed};
 use crate::helpers::Sandbox;

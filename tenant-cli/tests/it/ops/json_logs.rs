@@ -3,8 +3,8 @@
 //! `webhook_id`; the signing secret never appears.
 
 use serde_json::Value;
+use svc_contract::{CallSource, sign};
 use svc_fixtures::calls::ROLEPLAY;
-use svc_receiver::{CallSource, sign};
 
 use super::{SECRET, deliver, event, now, serve, signed};
 use crate::reconcile::{days_ago, fake, hours_ago, record_webhook};

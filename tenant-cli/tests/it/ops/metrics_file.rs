@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use svc_cli::files::write_atomically;
+use svc_contract::CallSource;
 use svc_fixtures::calls::ROLEPLAY;
-use svc_receiver::CallSource;
 
 use super::samples;
 use crate::reconcile::{days_ago, fake, hours_ago, record_webhook};

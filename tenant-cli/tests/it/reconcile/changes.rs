@@ -99,7 +99,7 @@ async fn refresh_real_0_does_not_list_real_calls_back_30_days() {
 /// even when it was re-dispositioned after.
 #[tokio::test]
 async fn a_call_scored_before_the_ledger_and_re_dispositioned_after_is_backfilled() {
-    use svc_receiver::CallSource;
+    use svc_contract::CallSource;
     let fake = fake().await;
     let call = fake.calls.add(REAL_CALL, days_ago(10));
     // The ledger opens (webhook serve's first delivery) two days ago.

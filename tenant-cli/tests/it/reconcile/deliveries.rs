@@ -3,8 +3,8 @@
 //! webhook is in the ledger is not.
 
 use serde_json::json;
+use svc_contract::CallSource;
 use svc_fixtures::calls::ROLEPLAY;
-use svc_receiver::CallSource;
 
 use super::{
     days_ago, deliveries, fake, hours_ago, mins_ago, record_webhook, report, sorted, sorted_ids,

@@ -3,8 +3,8 @@
 use std::collections::BTreeSet;
 
 use serde_json::json;
+use svc_contract::CallSource;
 use svc_fixtures::calls::{REAL_CALL, ROLEPLAY};
-use svc_receiver::CallSource;
 
 use super::{Fake, days_ago, fake, hours_ago, record_webhook, report, source_report, ts};
 

@@ -132,7 +132,7 @@ async fn one_sink_fed_by_webhooks_and_reconcile_holds_each_call_once_and_credits
     let serving = tokio::spawn(webhooks_example::serve_webhooks(
         tables.clone(),
         harness.client.clone(),
-        svc_receiver::SigningSecret::new(&secret).expect("the tenant's secret"),
+        svc_contract::SigningSecret::new(&secret).expect("the tenant's secret"),
         dir.path().join("tenant.db.inbox"),
         listener,
         async move {

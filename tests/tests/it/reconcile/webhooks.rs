@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use serde_json::Value;
 use svc_cli::receiver::ReceiverConfig;
-use svc_receiver::{Keyring, SigningSecret};
+use svc_contract::{Keyring, SigningSecret};
 use svc_reconcile::store::Store;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use svc_receiver::{Keyring, SigningSecret, Tolerance, Verifier, sign};
+use svc_contract::{Keyring, SigningSecret, Tolerance, Verifier, sign};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(secret) = SigningSecret::new("whsec_fuzz") else {

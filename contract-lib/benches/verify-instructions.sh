@@ -7,12 +7,12 @@
 # several times its native instructions: the ratios here weigh verify's own work less than a
 # native run does. Compare runs of this script with each other, and timings with timings.
 #
-# Run: receiver-lib/benches/verify-instructions.sh [iterations, default 2000]
+# Run: contract-lib/benches/verify-instructions.sh [iterations, default 2000]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 iterations=${1:-2000}
-bench=$(cargo bench -p svc-receiver --bench verify --no-run --message-format=json 2>/dev/null |
+bench=$(cargo bench -p svc-contract --bench verify --no-run --message-format=json 2>/dev/null |
     sed -n 's/.*"executable":"\([^"]*verify-[^"]*\)".*/\1/p' | tail -n 1)
 if [ -z "$bench" ]; then
     echo "could not build the verify bench" >&2

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use svc_receiver::signature::SignatureHeader;
+use svc_contract::signature::SignatureHeader;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(parsed) = SignatureHeader::parse(data) {

@@ -63,7 +63,7 @@ pub enum UnknownEvents {
 /// Verifies deliveries against a [`Keyring`].
 ///
 /// ```
-/// use svc_receiver::{Keyring, SigningSecret, Verifier, sign};
+/// use svc_contract::{Keyring, SigningSecret, Verifier, sign};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let verifier = Verifier::new(Keyring::single(SigningSecret::new("whsec_fixture")?));
 /// let body = br#"{"event":"call.scored"}"#;
@@ -281,7 +281,11 @@ fn mismatch_hint(body: &[u8]) -> MismatchHint {
 }
 
 /// The value of the one `X-Service-Signature` header of a request.
-pub(crate) fn signature_header(headers: &HeaderMap) -> Result<&[u8], VerifyError> {
+///
+/// # Errors
+/// [`VerifyError::MissingHeader`] when there is none, a malformed-header error when there are
+/// several.
+pub fn signature_header(headers: &HeaderMap) -> Result<&[u8], VerifyError> {
     let mut values = headers.get_all(SIGNATURE_HEADER).iter();
     let header = values.next().ok_or(VerifyError::MissingHeader)?;
     if values.next().is_some() {
@@ -299,7 +303,7 @@ pub(crate) fn signature_header(headers: &HeaderMap) -> Result<&[u8], VerifyError
 /// or rotating secrets, builds one [`Verifier`] and calls [`Verifier::verify_request`].
 ///
 /// ```
-/// use svc_receiver::{SigningSecret, sign, verify_request};
+/// use svc_contract::{SigningSecret, sign, verify_request};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let secret = SigningSecret::new("whsec_fixture")?;
 /// let body = br#"{"event":"call.scored","success":true,"callId":"svc_call_1","source":"roleplay","agentId":"svc_agent_1","agencyId":"svc_agency_1","platformAgentId":null,"platformAgencyId":null,"occurredAt":"2026-01-01T00:00:00Z","requestId":"req_1"}"#;

@@ -16,7 +16,7 @@ pub const CALL_SCORED: &str = "call.scored";
 /// optional fields, as a test of your own handler would:
 ///
 /// ```
-/// use svc_receiver::{CallScored, CallSource, FailureReason};
+/// use svc_contract::{CallScored, CallSource, FailureReason};
 ///
 /// let mut event = CallScored::scored(
 ///     "svc_call_01JH0000000000000000000000",

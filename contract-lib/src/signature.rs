@@ -44,7 +44,7 @@ pub const MAX_SIGNATURES: usize = 8;
 /// yields a header every verifier rejects (`t` must be digits).
 ///
 /// ```
-/// let header = svc_receiver::sign("whsec_fixture", 1767225600, b"{}");
+/// let header = svc_contract::sign("whsec_fixture", 1767225600, b"{}");
 /// assert!(header.starts_with("t=1767225600,v1="));
 /// assert_eq!(header.len(), "t=1767225600,v1=".len() + 64);
 /// ```

@@ -10,12 +10,12 @@
 //! Criterion measures each case, then an interleaved run prints both ratios side by side per
 //! body: verify / pre-keyed (target: at most 1.05 at 453 B and at 100 B) and verify / bare.
 //!
-//! Run: `cargo bench -p svc-receiver --bench verify` (or `-- ratios` for the table alone).
+//! Run: `cargo bench -p svc-contract --bench verify` (or `-- ratios` for the table alone).
 //!
 //! Timings move with whatever else the machine runs; instruction counts do not. With
 //! `SVC_VERIFY_ONLY=<case>/<body>` (e.g. `verify/100B`) and `SVC_VERIFY_ITERS=<n>` the binary
 //! runs that one case `n` times and exits, for `valgrind --tool=callgrind`:
-//! `receiver-lib/benches/verify-instructions.sh` counts each case and prints the same ratios.
+//! `contract-lib/benches/verify-instructions.sh` counts each case and prints the same ratios.
 //! Under valgrind SHA-256 runs its portable code (valgrind does not emulate the SHA
 //! extensions), so the HMAC floor is several times the instructions it takes natively and the
 //! ratios there are lower than the native ones for the same code.
@@ -26,7 +26,7 @@ use std::time::Instant;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use svc_receiver::{Keyring, SigningSecret, Verifier, sign};
+use svc_contract::{Keyring, SigningSecret, Verifier, sign};
 
 const SECRET: &str = "whsec_3kX9pQ2vR7mT1wY8zB4nL6cF0hJ5sD";
 const T: i64 = 1_767_225_600;

@@ -58,8 +58,8 @@ impl SigningSecret {
     /// `X-Service-Signature` value, as [`crate::sign`] gives from the secret's text.
     ///
     /// ```
-    /// use svc_receiver::{SigningSecret, sign};
-    /// # fn main() -> Result<(), svc_receiver::SecretError> {
+    /// use svc_contract::{SigningSecret, sign};
+    /// # fn main() -> Result<(), svc_contract::SecretError> {
     /// let secret = SigningSecret::new("whsec_fixture")?;
     /// assert_eq!(secret.sign(1_767_225_600, b"{}"), sign("whsec_fixture", 1_767_225_600, b"{}"));
     /// # Ok(()) }
@@ -70,6 +70,12 @@ impl SigningSecret {
 
     pub(crate) fn keyed(&self) -> &HmacSha256 {
         &self.keyed
+    }
+
+    /// An HMAC of a fixed text under this secret: tells two secrets apart (a secret file
+    /// reloaded with the same secret, say) without keeping or showing either.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        crate::signature::mac_of(&self.keyed, b"0", b"svc-receiver secret fingerprint")
     }
 }
 
@@ -98,8 +104,8 @@ struct KeyEntry {
 /// after the rotation. Verification reports which key matched.
 ///
 /// ```
-/// use svc_receiver::{Keyring, SigningSecret};
-/// # fn main() -> Result<(), svc_receiver::SecretError> {
+/// use svc_contract::{Keyring, SigningSecret};
+/// # fn main() -> Result<(), svc_contract::SecretError> {
 /// let keyring = Keyring::new()
 ///     .with_key("current", SigningSecret::new("whsec_new")?)
 ///     .with_expiring_key("previous", SigningSecret::new("whsec_old")?, 1_767_229_200);
@@ -187,7 +193,7 @@ impl std::fmt::Debug for Keyring {
 /// replacement at its next verification.
 ///
 /// ```
-/// use svc_receiver::{Keyring, SharedKeyring, SigningSecret, Verifier, sign};
+/// use svc_contract::{Keyring, SharedKeyring, SigningSecret, Verifier, sign};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let keys = SharedKeyring::new(Keyring::single(SigningSecret::new("whsec_old")?));
 /// let verifier = Verifier::with_shared_keyring(keys.clone());
