@@ -176,8 +176,10 @@ pub async fn run(
     let metrics = ops::http::start(&state, Stop(stop_rx.clone()), &mut workers).await?;
 
     let mut server_stop = Stop(stop_rx);
-    let address = listener.local_addr().ok();
-    tracing::info!(?address, "serving the v1 API");
+    match listener.local_addr() {
+        Ok(address) => tracing::info!(%address, "serving the v1 API"),
+        Err(_) => tracing::info!("serving the v1 API"),
+    }
     // Not axum::serve, which has no timeouts and no connection cap: a client holding
     // connections that never finish their headers would exhaust the file descriptors. The
     // receiver crate's server keeps per-connection timeouts and a cap (and gives routes the

@@ -308,8 +308,8 @@ impl PgBackend {
         application_name: &str,
         max_connections: usize,
     ) -> Result<Self, StoreError> {
-        let mut config = svc_receiver::postgres::connect_config(url.expose())
-            .map_err(|e| StoreError::Config(e.to_string()))?;
+        let mut config =
+            svc_receiver::postgres::connect_config(url.expose()).map_err(config_error)?;
         config.application_name(application_name);
         // Every statement waits for another transaction's lock at most `lock_timeout` (as
         // SQLite's busy timeout), reads as writes (and the inbox's, when `webhook serve` shares
@@ -322,7 +322,7 @@ impl PgBackend {
             ),
         );
         let pool = PgPool::with_config(config, &url.to_string(), max_connections)
-            .map_err(|e| StoreError::Config(e.to_string()))?
+            .map_err(config_error)?
             .with_answer_timeout(url.answer_timeout())
             .on_runtime(driver()?.handle().clone());
         Ok(Self { pool })
@@ -636,4 +636,16 @@ impl ToSql for Value {
     }
 
     to_sql_checked!();
+}
+
+/// The store's own label for a URL the pool refuses: `svc_receiver`'s error says "webhook store
+/// configuration", which misleads on `reconcile` or `store stats` (its text, the redacted URL
+/// and why, is kept).
+fn config_error(error: svc_receiver::dedup::StorageError) -> StoreError {
+    match error {
+        svc_receiver::dedup::StorageError::Config(why) => {
+            StoreError::Config(format!("store configuration: {why}"))
+        }
+        other => StoreError::Config(format!("store configuration: {other}")),
+    }
 }

@@ -91,7 +91,10 @@ pub async fn start(
         .with_context(|| format!("binding the metrics address {address}"))?;
     let metrics = Metrics::new();
     state.practice.outbox.observe(metrics.clone());
-    tracing::info!(address = ?listener.local_addr().ok(), "serving metrics");
+    match listener.local_addr() {
+        Ok(address) => tracing::info!(%address, "serving metrics"),
+        Err(_) => tracing::info!("serving metrics"),
+    }
     workers.spawn(serve(
         listener,
         metrics.clone(),

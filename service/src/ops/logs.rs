@@ -15,16 +15,21 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the process's log subscriber on stderr, filtered by `RUST_LOG` (default: `info`).
-/// A second call does nothing.
+/// Installs the process's log subscriber on stderr, filtered by `RUST_LOG` (default: `info`),
+/// in colour only when stderr is a terminal and `NO_COLOR` is unset. A second call does nothing.
 pub fn init(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     match format {
         LogFormat::Text => {
+            // Colour only on a terminal, and never with NO_COLOR (as svc-cli): a log sent to a
+            // file or a journal stays plain text.
+            let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none();
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(filter)
                 .with_writer(std::io::stderr)
+                .with_ansi(ansi)
                 .try_init();
         }
         LogFormat::Json => svc_ops::logs::init_json(filter),

@@ -1,6 +1,7 @@
 //! Issue 17, operations: `--metrics-listen` serves `/metrics` with the requests, deliveries,
 //! outbox and live calls of a known sequence; `/healthz` answers on the API listener; the
-//! `serve` binary with `--log-format json` writes one JSON object per line.
+//! `serve` binary with `--log-format json` writes one JSON object per line, and its text logs
+//! into a file are plain text.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -210,10 +211,8 @@ async fn serve_with_log_format_json_writes_one_object_per_line() {
             let value: Value = serde_json::from_str(&line).expect("a JSON line");
             if value["message"] == "serving the v1 API" {
                 let address = value["fields"]["address"].as_str().expect("address");
-                return address
-                    .trim_start_matches("Some(")
-                    .trim_end_matches(')')
-                    .to_owned();
+                assert!(!address.starts_with("Some("), "{line}");
+                return address.to_owned();
             }
         }
         panic!("svc-service exited before serving: {logged:?}");
@@ -257,4 +256,69 @@ async fn serve_with_log_format_json_writes_one_object_per_line() {
         logged.iter().any(|l| l.contains("\"shutting down\"")),
         "{logged:?}"
     );
+}
+
+/// Text logs sent to a file carry no ANSI colour codes (svc-cli's never did) and name the
+/// addresses plainly, not as `Some(…)` (issue "Every command in the docs works as pasted").
+#[tokio::test]
+async fn serve_logs_plain_text_with_plain_addresses_when_stderr_is_a_file() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (api, metrics) = (free_port(), free_port());
+    let log_path = dir.path().join("serve.log");
+    let log = std::fs::File::create(&log_path).expect("log file");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_svc-service"))
+        .arg("serve")
+        .arg("--listen")
+        .arg(api.to_string())
+        .arg("--metrics-listen")
+        .arg(metrics.to_string())
+        .arg("--db")
+        .arg(dir.path().join("svc.db"))
+        .env("RUST_LOG", "info")
+        .env_remove("NO_COLOR")
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn svc-service");
+    let client = reqwest::Client::new();
+    let mut up = false;
+    for _ in 0..400 {
+        if let Ok(response) = client.get(format!("http://{api}/healthz")).send().await {
+            assert_eq!(response.status(), 200);
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(up, "serve did not come up");
+    let pid = child.id().expect("running").to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("exits after SIGTERM")
+        .expect("wait");
+    assert!(status.success(), "{status:?}");
+    let logged = std::fs::read_to_string(&log_path).expect("read the log");
+    assert!(
+        !logged.contains('\u{1b}'),
+        "no ANSI escape codes: {logged:?}"
+    );
+    let serving = logged
+        .lines()
+        .find(|line| line.contains("serving the v1 API"))
+        .unwrap_or_else(|| panic!("no start line: {logged}"));
+    assert!(serving.contains(&format!("address={api}")), "{serving}");
+    let metrics_line = logged
+        .lines()
+        .find(|line| line.contains("serving metrics"))
+        .unwrap_or_else(|| panic!("no metrics line: {logged}"));
+    assert!(
+        metrics_line.contains(&format!("address={metrics}")),
+        "{metrics_line}"
+    );
+    assert!(!logged.contains("Some("), "{logged}");
 }

@@ -85,6 +85,35 @@ async fn success_responses_carry_a_fresh_request_id_too() {
     app.shutdown().await;
 }
 
+/// `service/openapi.json` is the document the service serves, byte for byte (pretty-printed),
+/// so that a clone holds the contract's machine-readable description without running anything
+/// (issue "Every command in the docs works as pasted": the README pointed at a contract outside
+/// the repository). After changing the API, `SVC_UPDATE_OPENAPI=1 cargo test -p svc-service
+/// --test it committed_openapi` rewrites it; commit the result.
+#[tokio::test]
+async fn the_committed_openapi_document_is_the_one_the_service_serves() {
+    let app = spawn_app().await;
+    let served = app
+        .send(Method::GET, "/v1/openapi.json", None, None)
+        .await
+        .expect(200);
+    app.shutdown().await;
+    let expected = format!(
+        "{}\n",
+        serde_json::to_string_pretty(&served).expect("serialise")
+    );
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi.json");
+    if std::env::var_os("SVC_UPDATE_OPENAPI").is_some() {
+        std::fs::write(&path, &expected).expect("write service/openapi.json");
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == expected,
+        "service/openapi.json is not what GET /v1/openapi.json serves: run \
+         SVC_UPDATE_OPENAPI=1 cargo test -p svc-service --test it committed_openapi and commit it"
+    );
+}
+
 #[tokio::test]
 async fn serve_runs_the_api_and_exits_cleanly_on_sigterm() {
     let dir = tempfile::tempdir().expect("dir");

@@ -207,10 +207,11 @@ commands! {
     Completions(completions::CompletionsArgs),
     /// Store every scored call missing from the local store (run it on cron)
     Reconcile(reconcile::ReconcileArgs),
-    /// Webhook tools: verify a captured delivery, receive deliveries into the local store
+    /// Webhook tools: verify a captured delivery, serve (receive deliveries into the local
+    /// store), sign a body as the service does
     #[command(subcommand)]
     Webhook(webhook::WebhookCommand),
-    /// Read the local store: statistics, export
+    /// Read the local store: stats, export (JSON lines or CSV), report (one HTML page)
     #[command(subcommand)]
     Store(store::StoreCommand),
     /// The webhook inbox in the local store: list, requeue or discard dead letters

@@ -574,6 +574,35 @@ async fn help_lists_the_exit_codes_and_completions_are_generated() {
     assert_eq!(bad.code, 2);
 }
 
+/// The one-line help of `webhook` and `store` names every subcommand (issue "Every command in
+/// the docs works as pasted": `store --help` said "statistics, export" with no `report`, and
+/// `webhook --help` left out `sign`).
+#[tokio::test]
+async fn the_webhook_and_store_help_line_names_each_of_their_subcommands() {
+    let sandbox = Sandbox::new();
+    for group in ["webhook", "store"] {
+        let help = sandbox.run(&[group, "--help"]).await;
+        assert_eq!(help.code, 0, "{help:?}");
+        let about = help.stdout.lines().next().unwrap_or_default();
+        let subcommands: Vec<&str> = help
+            .stdout
+            .lines()
+            .skip_while(|line| *line != "Commands:")
+            .skip(1)
+            .take_while(|line| !line.is_empty())
+            .filter_map(|line| line.split_whitespace().next())
+            .filter(|name| *name != "help")
+            .collect();
+        assert!(subcommands.len() >= 3, "{group}: {}", help.stdout);
+        for name in subcommands {
+            assert!(
+                about.contains(name),
+                "`svc-cli {group} --help` says {about:?}, without `{name}`"
+            );
+        }
+    }
+}
+
 #[test]
 fn completions_into_a_closed_pipe_end_quietly_instead_of_panicking() {
     // As `svc-cli completions bash | head -1` can: the reader is gone before the write. A reader

@@ -14,6 +14,7 @@ mod pipes;
 mod postgres;
 mod postgres_network;
 mod practice;
+mod readme_flow;
 mod reconcile;
 mod roster;
 mod sandbox;

@@ -441,6 +441,35 @@ async fn a_database_url_is_never_shown_with_its_password_and_tls_is_refused_plai
     assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
 }
 
+/// A store URL asking for TLS is named as the store's, on every command that opens a store
+/// (issue "Every command in the docs works as pasted": `reconcile --store
+/// 'postgres://…?sslmode=require'` said "webhook store configuration").
+#[tokio::test]
+async fn a_store_url_asking_for_tls_is_labelled_as_the_stores_configuration() {
+    let sandbox = Sandbox::new()
+        .env("SVC_BASE_URL", "http://127.0.0.1:9/v1")
+        .env("SVC_API_KEY", "svc_live_unused");
+    let tls = "postgres://svc:hunter2@db.invalid/calls?sslmode=require";
+    for args in [
+        &["reconcile", "--store", tls][..],
+        &["reconcile", "--dry-run", "--store", tls],
+        &["store", "stats", "--store", tls],
+        &["inbox", "dead-letters", "--store", tls],
+    ] {
+        let run = sandbox.run(args).await;
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        assert!(
+            run.stderr
+                .contains("store configuration: postgres://svc:***@db.invalid"),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert!(run.stderr.contains("sslmode=require"), "{}", run.stderr);
+        assert!(!run.stderr.contains("webhook store"), "{}", run.stderr);
+        assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
+    }
+}
+
 #[tokio::test]
 async fn help_never_shows_the_store_url_of_the_environment() {
     let sandbox = Sandbox::new().env("SVC_STORE", "postgres://svc:hunter2@db.example/calls");

@@ -157,3 +157,107 @@ async fn the_curl_command_delivers_the_body_to_a_receiver() {
     assert_eq!(call_id, "svc_call_signed");
     assert!(webhook_id.starts_with("wh_test_"), "{webhook_id}");
 }
+
+/// The documentation writes the secret as `whsec_…`; pasted as is, it must be refused (exit 2)
+/// by every command that takes a secret, not used to sign or verify (issue "Every command in
+/// the docs works as pasted": "A placeholder is taken as a secret").
+#[tokio::test]
+async fn the_documentations_placeholder_secret_is_refused_with_exit_2() {
+    let sandbox = Sandbox::new()
+        .env("SVC_SIGNING_SECRET", "whsec_…")
+        .env("ACCENTED", "whsec_sécret")
+        .env("GOOD", SECRET);
+    let file = sandbox.write("body.json", body());
+    let file = file.to_str().expect("utf-8 path");
+    let secret_file = sandbox.write("secret", "whsec_…\n");
+    let secret_file = secret_file.to_str().expect("utf-8 path");
+    let serve = |secret: &'static [&'static str]| {
+        let mut args = vec!["webhook", "serve", "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(secret);
+        args.extend(["--store", "calls.db"]);
+        args
+    };
+    for (args, placeholder) in [
+        (
+            vec![
+                "webhook",
+                "sign",
+                "--secret-env",
+                "SVC_SIGNING_SECRET",
+                "--body-file",
+                file,
+            ],
+            true,
+        ),
+        (
+            vec![
+                "webhook",
+                "sign",
+                "--secret-file",
+                secret_file,
+                "--body-file",
+                file,
+            ],
+            true,
+        ),
+        (
+            vec![
+                "webhook",
+                "sign",
+                "--secret-env",
+                "ACCENTED",
+                "--body-file",
+                file,
+            ],
+            false,
+        ),
+        (serve(&["--secret-env", "SVC_SIGNING_SECRET"]), true),
+        (
+            {
+                let mut args = serve(&["--secret-env", "GOOD"]);
+                args.extend(["--previous-secret-env", "SVC_SIGNING_SECRET"]);
+                args
+            },
+            true,
+        ),
+        (
+            vec![
+                "webhook",
+                "verify",
+                "--secret",
+                "whsec_…",
+                "--signature",
+                "t=1767225600,v1=00",
+                "--body-file",
+                file,
+            ],
+            true,
+        ),
+    ] {
+        let run = sandbox.run(&args).await;
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        let expected = if placeholder {
+            "the documentation's placeholder"
+        } else {
+            "not printable ASCII"
+        };
+        assert!(run.stderr.contains(expected), "{args:?}: {}", run.stderr);
+        assert!(run.stdout.is_empty(), "nothing signed: {run:?}");
+        assert!(!run.stderr.contains("sécret"), "never echoed: {run:?}");
+    }
+    assert!(
+        !sandbox.path("calls.db").exists(),
+        "serve stops before creating its store"
+    );
+
+    // `webhook serve --secret-file` is checked too (the file is read by svc-receiver).
+    let mut args = serve(&[]);
+    args.extend(["--secret-file", secret_file]);
+    let run = sandbox.run(&args).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("the documentation's placeholder"),
+        "{}",
+        run.stderr
+    );
+}

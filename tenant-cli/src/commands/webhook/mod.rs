@@ -13,7 +13,7 @@ use crate::exit::CliError;
 
 pub use verify::{VerifyArgs, exec};
 
-/// Webhook tools.
+/// Webhook tools: `verify`, `serve`, `sign`.
 #[derive(Debug, Subcommand)]
 pub enum WebhookCommand {
     /// Verify a captured delivery and print its decoded event.
