@@ -33,6 +33,7 @@ pub use crate::operator::calls::{CallsArgs, CallsCommand};
 pub use crate::operator::{Reported, Temporary, Usage};
 pub use crate::realcall::ingest::{Disposal, Dropped, RecordOutcome};
 pub use crate::realcall::redisposition::Redisposed;
+pub use crate::realcall::replay::relative_to_now;
 pub use crate::scoring::real_call::Disposition;
 
 /// Why an operator step failed.

@@ -100,9 +100,17 @@ pub enum SandboxCommand {
     IngestReal {
         #[command(flatten)]
         db: SandboxDb,
-        /// The records; relative recording paths are read from this file's directory
+        /// The records. A record's recording must sit inside this file's directory: a relative
+        /// path is read from there, and a path that leads elsewhere (an absolute path outside
+        /// it, `..`, a symbolic link out) is dropped as recording_outside_dir
         #[arg(long, value_name = "FILE")]
         file: PathBuf,
+        /// Move each record's startedAt into the last hours (file order, five minutes apart,
+        /// the last 15 minutes ago), as `svc-cli demo` does: a past file such as
+        /// fixtures/sandbox/dialer-records.jsonl then ingests as recent calls, inside
+        /// reconcile's windows, however long after its dates it is run
+        #[arg(long)]
+        relative_to_now: bool,
     },
     /// Change a real call's disposition and score it again, as a dialer's correction does: no
     /// webhook is sent (reconcile's --refresh-real finds it)
@@ -239,10 +247,18 @@ async fn operate(command: SandboxCommand, ctx: &Ctx) -> anyhow::Result<()> {
                 .exec()
                 .await
         }
-        SandboxCommand::IngestReal { file, .. } => {
-            calls(CallsCommand::IngestReal { tenant, file })
-                .exec()
-                .await
+        SandboxCommand::IngestReal {
+            file,
+            relative_to_now,
+            ..
+        } => {
+            calls(CallsCommand::IngestReal {
+                tenant,
+                file,
+                relative_to_now,
+            })
+            .exec()
+            .await
         }
         SandboxCommand::Redisposition {
             call_id,
