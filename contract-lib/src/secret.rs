@@ -21,6 +21,19 @@ pub enum SecretError {
     /// Whitespace somewhere (often a trailing newline from a file or an env var).
     #[error("the signing secret contains whitespace; copy it whole, without spaces or newlines")]
     Whitespace,
+    /// The documentation's placeholder `whsec_…` (its ellipsis, U+2026), not a secret.
+    #[error(
+        "the signing secret holds '…' (U+2026): that is the documentation's placeholder whsec_…, \
+         not a secret; use the secret the service (or `svc-cli sandbox`) handed over"
+    )]
+    Placeholder,
+    /// A character outside printable ASCII: the service issues `whsec_` and ASCII letters and
+    /// digits, so the secret was mangled on its way.
+    #[error(
+        "the signing secret holds a character that is not printable ASCII: a signing secret is \
+         whsec_ followed by ASCII letters and digits; copy it again whole"
+    )]
+    NotPrintableAscii,
 }
 
 /// A `whsec_…` signing secret, kept with its keyed HMAC state so verifying does not re-key.
@@ -42,6 +55,12 @@ impl SigningSecret {
     pub fn new(secret: &str) -> Result<Self, SecretError> {
         if secret.chars().any(char::is_whitespace) {
             return Err(SecretError::Whitespace);
+        }
+        if secret.contains('\u{2026}') {
+            return Err(SecretError::Placeholder);
+        }
+        if !secret.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(SecretError::NotPrintableAscii);
         }
         let rest = secret
             .strip_prefix(SECRET_PREFIX)
@@ -253,6 +272,19 @@ impl std::fmt::Debug for SharedKeyring {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_documentations_placeholder_and_mangled_secrets_are_refused() {
+        assert_eq!(
+            SigningSecret::new("whsec_\u{2026}").err(),
+            Some(SecretError::Placeholder)
+        );
+        assert_eq!(
+            SigningSecret::new("whsec_s\u{e9}cret").err(),
+            Some(SecretError::NotPrintableAscii)
+        );
+        assert!(SigningSecret::new("whsec_3kX9pQ2vR7mT1wY8zB4nL6cF0hJ5sD").is_ok());
+    }
+
     use super::{SecretError, SigningSecret};
 
     #[test]

@@ -389,12 +389,41 @@ impl<S: Sink> Reconciler<S> {
 /// signature tolerance (5 minutes), past which deliveries are refused too.
 pub const CLOCK_SKEW_WARNING: Duration = Duration::from_secs(5 * 60);
 
-/// The client's latest `Date`, with the local time now.
+/// How far the service's `Date` may be from the local clock and still be believed: a day, past
+/// any clock error a host or a service runs with (a zone mistake included). A `Date` further
+/// off is a broken or hostile service; trusting it would list up to its year 262142 or pull a
+/// watermark back decades.
+pub const MAX_PLAUSIBLE_SKEW: Duration = Duration::from_secs(24 * 3_600);
+
+/// The client's latest `Date`, with the local time now; `None` when there is none yet, or when
+/// it is implausibly far from the local clock ([`MAX_PLAUSIBLE_SKEW`]: ignored, with a warning).
 fn service_clock(client: &Client) -> Option<ServiceClock> {
-    Some(ServiceClock {
+    let clock = ServiceClock {
         at: client.service_date()?,
         local: Utc::now(),
-    })
+    };
+    let plausible = clock
+        .skew()
+        .abs()
+        .to_std()
+        .is_ok_and(|skew| skew <= MAX_PLAUSIBLE_SKEW);
+    if !plausible {
+        tracing::warn!(
+            service_time = %format_ts(clock.at),
+            local_time = %format_ts(clock.local),
+            "the service's Date is more than a day from the local clock: ignored; windows and \
+             watermarks follow the local clock"
+        );
+        return None;
+    }
+    Some(clock)
+}
+
+/// The service's clock rounded up to the next second (its `Date` has whole seconds), at most
+/// the latest time there is.
+fn second_after(at: DateTime<Utc>) -> DateTime<Utc> {
+    at.checked_add_signed(chrono::Duration::seconds(1))
+        .unwrap_or(at)
 }
 
 /// Counts and the ids behind them, for a batch, a source or the run.
@@ -493,7 +522,7 @@ async fn source_pass<S: Sink>(
     {
         let beyond = Window {
             from: window.to,
-            to: ahead.at + chrono::Duration::seconds(1),
+            to: second_after(ahead.at),
             ..window
         };
         let mut ignored = None;
@@ -504,9 +533,7 @@ async fn source_pass<S: Sink>(
     // `Date`, to the second, rounded up: the window's overlap covers that second): a host clock
     // ahead of the service's would otherwise move it past calls not scored yet.
     let next = match clock {
-        Some(clock) => window
-            .watermark
-            .min(clock.at + chrono::Duration::seconds(1)),
+        Some(clock) => window.watermark.min(second_after(clock.at)),
         None => window.watermark,
     };
     let advances = window.advances && watermark.is_none_or(|w| next > w);

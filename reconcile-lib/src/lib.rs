@@ -65,8 +65,8 @@ pub mod webhook;
 pub mod window;
 
 pub use engine::{
-    CLOCK_SKEW_WARNING, DEFAULT_CONCURRENCY, DEFAULT_DELIVERY_GRACE, MAX_FAILURE_ATTEMPTS, Options,
-    Progress, Reconciler, RunError, RunGuard, StopReason,
+    CLOCK_SKEW_WARNING, DEFAULT_CONCURRENCY, DEFAULT_DELIVERY_GRACE, MAX_FAILURE_ATTEMPTS,
+    MAX_PLAUSIBLE_SKEW, Options, Progress, Reconciler, RunError, RunGuard, StopReason,
 };
 pub use memory::MemorySink;
 pub use report::{Counts, FailedCall, Outcome, RunReport, ServiceClock, SourceReport};

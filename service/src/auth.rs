@@ -76,12 +76,24 @@ impl FromRequestParts<AppState> for Tenant {
         }
         if !record.faults.is_off() {
             let n = state.fault_requests.next(&record.tenant_id, &record.faults);
-            match record.faults.api_fault(n) {
-                Some(ApiFault::TooManyRequests) => {
-                    return Err(ApiError::RateLimited(std::time::Duration::from_secs(1)));
-                }
-                Some(ApiFault::InternalError) => return Err(ApiError::InjectedFault),
-                None => {}
+            if let Some(fault) = record.faults.api_fault(n) {
+                let answer = match fault {
+                    ApiFault::TooManyRequests => "429 RATE_LIMITED",
+                    ApiFault::InternalError => "500 INTERNAL_ERROR",
+                };
+                tracing::warn!(
+                    tenant_id = %record.tenant_id,
+                    request = n,
+                    method = %parts.method,
+                    path = parts.uri.path(),
+                    "fault injection: API request answered {answer}"
+                );
+                return Err(match fault {
+                    ApiFault::TooManyRequests => {
+                        ApiError::RateLimited(std::time::Duration::from_secs(1))
+                    }
+                    ApiFault::InternalError => ApiError::InjectedFault,
+                });
             }
         }
         Ok(Tenant {

@@ -1,5 +1,5 @@
 //! The operator's `deliveries list` command: every queued `call.scored` delivery with its state
-//! and each attempt (time, URL, HTTP status, latency, error), newest first. Reads the same
+//! and each attempt (time, URL, HTTP status, latency, error, injected faults), newest first. Reads the same
 //! database a running server writes. Data goes to stdout (`--json` for machines).
 
 use std::path::PathBuf;
@@ -87,6 +87,7 @@ pub fn to_json(row: &DeliveryRow) -> Value {
             "status": a.status,
             "latencyMs": a.latency_ms,
             "error": a.error,
+            "faults": a.faults.iter().map(|f| f.as_str()).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
 }
@@ -105,8 +106,9 @@ fn to_lines(row: &DeliveryRow) -> String {
     }
     for (n, a) in row.attempts.iter().enumerate() {
         let status = a.status.map_or_else(|| "-".to_string(), |s| s.to_string());
+        let faults = a.faults.iter().map(|f| f.as_str()).collect::<Vec<_>>();
         text.push_str(&format!(
-            "\n  attempt {}  {}  status {}  {} ms{}",
+            "\n  attempt {}  {}  status {}  {} ms{}{}",
             n + 1,
             format_millis(a.attempted_at),
             status,
@@ -114,7 +116,12 @@ fn to_lines(row: &DeliveryRow) -> String {
             a.error
                 .as_deref()
                 .map(|e| format!("  error: {e}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            if faults.is_empty() {
+                String::new()
+            } else {
+                format!("  faults: {}", faults.join(", "))
+            }
         ));
     }
     text

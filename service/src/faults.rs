@@ -138,6 +138,47 @@ impl Faults {
     }
 }
 
+/// A fault applied to one webhook delivery attempt, as the attempt log records it (and the
+/// sandbox lists it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AppliedFault {
+    /// The first attempt waited for the injected delay.
+    Delayed,
+    /// Nothing was sent, as if the endpoint were down.
+    Dropped,
+    /// The delivery was sent a second time, with the same webhook id.
+    SentTwice,
+    /// The delivery was signed with a key that is not the tenant's.
+    BadSignature,
+}
+
+impl AppliedFault {
+    /// Every fault, in the order an attempt applies them.
+    pub const ALL: [Self; 4] = [
+        Self::Delayed,
+        Self::Dropped,
+        Self::BadSignature,
+        Self::SentTwice,
+    ];
+
+    /// The fault's name, as stored and printed (`delayed`, `dropped`, `sent_twice`,
+    /// `bad_signature`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Delayed => "delayed",
+            Self::Dropped => "dropped",
+            Self::SentTwice => "sent_twice",
+            Self::BadSignature => "bad_signature",
+        }
+    }
+
+    /// The fault named `name`, if one.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.as_str() == name.trim())
+    }
+}
+
 /// Numbers each tenant's API requests since its faults were last set, for
 /// [`Faults::api_fault`] (so the same faults fail the same requests of a run, however many
 /// requests came before). Cheap to clone.

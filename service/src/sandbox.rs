@@ -5,12 +5,16 @@
 //! the steps no endpoint offers (contract section 1: real calls are "arranged out of band with
 //! the service operator"): provision the one tenant, set its faults and webhook URL, switch an
 //! agency on for real calls, ingest a dialer file, re-disposition a real call, and read a
-//! call's state and the webhook deliveries to know when scoring and delivery have settled.
+//! call's state, the webhook deliveries and their attempts (with the faults injected into
+//! each), and what is left to send, to know when scoring and delivery have settled.
 //!
 //! Everything else of the crate (its database layer, ingestion, scoring, the outbox) is
 //! internal; the feature `internals` opens it for the workspace's own tests only.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 
 use serde_json::Value;
 
@@ -22,13 +26,14 @@ use crate::realcall::redisposition::RedispositionError;
 
 pub use crate::config::Config;
 pub use crate::credentials::{ApiKey, SigningSecret};
-pub use crate::db::{AttemptLog, DeliveryRow, Rubric};
-pub use crate::faults::Faults;
+pub use crate::db::{AttemptLog, Backlog, DeliveryRow, Rubric};
+pub use crate::faults::{AppliedFault, Faults};
 pub use crate::operator::agency::{AgencyArgs, AgencyCommand, RubricArg};
 pub use crate::operator::calls::{CallsArgs, CallsCommand};
 pub use crate::operator::{Reported, Temporary, Usage};
 pub use crate::realcall::ingest::{Disposal, Dropped, RecordOutcome};
 pub use crate::realcall::redisposition::Redisposed;
+pub use crate::realcall::replay::relative_to_now;
 pub use crate::scoring::real_call::Disposition;
 
 /// Why an operator step failed.
@@ -63,6 +68,32 @@ pub struct NewCredentials {
     /// The tenant's webhook signing secret.
     pub signing_secret: SigningSecret,
 }
+
+/// One webhook attempt the sandbox made for its tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookAttempt {
+    /// The delivery's `wh_…` id (`X-Service-Webhook-Id`), the same on each of its attempts.
+    pub webhook_id: String,
+    /// The call the delivery announces.
+    pub call_id: String,
+    /// 1 for the first attempt, 2 for the retry.
+    pub attempt: u32,
+    /// When it was made.
+    pub attempted_at: DateTime<Utc>,
+    /// Where it went (none when the tenant had no webhook URL).
+    pub url: Option<String>,
+    /// The HTTP status answered, if an answer came.
+    pub status: Option<u16>,
+    /// Milliseconds until the answer or the failure.
+    pub latency_ms: i64,
+    /// Why it failed, if it did.
+    pub error: Option<String>,
+    /// The faults injected into it.
+    pub faults: Vec<AppliedFault>,
+}
+
+/// How often [`SandboxDb::wait_until_idle`] looks at the backlog.
+const IDLE_POLL: Duration = Duration::from_millis(100);
 
 /// The operator's handle on a sandbox's database (cheap to clone).
 #[derive(Debug, Clone)]
@@ -172,6 +203,87 @@ impl SandboxDb {
             .db
             .list_deliveries(Some(tenant_id.to_owned()), u32::MAX)
             .await?)
+    }
+
+    /// Every webhook attempt made for `tenant_id`, oldest first (by time, then webhook id and
+    /// attempt number).
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn webhook_attempts(
+        &self,
+        tenant_id: &str,
+    ) -> Result<Vec<WebhookAttempt>, SandboxError> {
+        let mut attempts: Vec<WebhookAttempt> = self
+            .deliveries(tenant_id)
+            .await?
+            .into_iter()
+            .flat_map(|delivery| {
+                let DeliveryRow {
+                    id,
+                    call_id,
+                    attempts,
+                    ..
+                } = delivery;
+                (1_u32..)
+                    .zip(attempts)
+                    .map(move |(number, log)| WebhookAttempt {
+                        webhook_id: id.clone(),
+                        call_id: call_id.clone(),
+                        attempt: number,
+                        attempted_at: DateTime::from_timestamp_millis(log.attempted_at)
+                            .unwrap_or(DateTime::UNIX_EPOCH),
+                        url: log.url,
+                        status: log.status,
+                        latency_ms: log.latency_ms,
+                        error: log.error,
+                        faults: log.faults,
+                    })
+            })
+            .collect();
+        attempts.sort_by(|a, b| {
+            (a.attempted_at, &a.webhook_id, a.attempt).cmp(&(
+                b.attempted_at,
+                &b.webhook_id,
+                b.attempt,
+            ))
+        });
+        Ok(attempts)
+    }
+
+    /// What `tenant_id` still has to be sent: pending first attempts and retries, and calls
+    /// being scored (each queues a delivery once scored).
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn backlog(&self, tenant_id: &str) -> Result<Backlog, SandboxError> {
+        Ok(self.db.delivery_backlog(tenant_id).await?)
+    }
+
+    /// Waits, for at most `within`, until `tenant_id` has nothing left to send
+    /// ([`Backlog::is_idle`]: every first attempt made, every retry made or given up, no call
+    /// being scored); returns the last backlog read, idle or not. Only a running sandbox
+    /// drains its backlog: on a stopped one this waits the whole of `within`.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn wait_until_idle(
+        &self,
+        tenant_id: &str,
+        within: Duration,
+    ) -> Result<Backlog, SandboxError> {
+        let start = tokio::time::Instant::now();
+        // A wait too long to represent is as good as for ever: a year.
+        let deadline = start
+            .checked_add(within)
+            .unwrap_or_else(|| start + Duration::from_secs(365 * 86_400));
+        loop {
+            let backlog = self.backlog(tenant_id).await?;
+            if backlog.is_idle() || tokio::time::Instant::now() >= deadline {
+                return Ok(backlog);
+            }
+            tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + IDLE_POLL)).await;
+        }
     }
 
     /// Switches the agency whose platform id is `platform_agency_id` on for real calls (the

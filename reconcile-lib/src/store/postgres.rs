@@ -641,9 +641,9 @@ impl ToSql for Value {
 /// The store's own label for a URL the pool refuses: `svc_receiver`'s error says "webhook store
 /// configuration", which misleads on `reconcile` or `store stats` (its text, the redacted URL
 /// and why, is kept).
-fn config_error(error: svc_receiver::dedup::StorageError) -> StoreError {
+fn config_error(error: svc_receiver::StoreError) -> StoreError {
     match error {
-        svc_receiver::dedup::StorageError::Config(why) => {
+        svc_receiver::StoreError::Config(why) => {
             StoreError::Config(format!("store configuration: {why}"))
         }
         other => StoreError::Config(format!("store configuration: {other}")),

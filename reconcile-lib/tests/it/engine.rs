@@ -332,3 +332,41 @@ async fn progress_is_told_each_page_of_each_source() {
         "{seen:?}"
     );
 }
+
+/// A service whose `Date` is hostile (issue item 5): far in the future (year 262142, the latest
+/// day chrono reads: a second later does not exist) or far in the past. Either is ignored,
+/// never trusted: the run stores every call, the watermark follows the local clock, and no
+/// service time or skew is reported.
+#[tokio::test]
+async fn a_date_implausibly_far_from_the_local_clock_is_ignored_not_trusted() {
+    for date in [
+        "31 Dec 262142 23:59:59 GMT",
+        "Mon, 01 Jan 1990 00:00:00 GMT",
+    ] {
+        let server = MockServer::start().await;
+        let calls = Calls::mount(&server).await;
+        calls.date_header(Some(date));
+        calls.add_many(ROLEPLAY, minutes_from(hours_ago(3), 5));
+        let sink = Arc::new(MemorySink::default());
+        let client = client(&server, 0);
+        let before = Utc::now();
+        let report = run(&client, sink.clone(), Options::default())
+            .await
+            .unwrap_or_else(|e| panic!("{date}: the run completes: {e:#}"));
+        assert_eq!(report.outcome, Outcome::Clean, "{date}");
+        assert_eq!(report.totals.new, 5, "{date}");
+        assert_eq!(report.service_time, None, "{date}: {report:#?}");
+        assert_eq!(report.clock_skew_ms, None, "{date}");
+        let watermark = sink
+            .watermark_of(&CallSource::Roleplay)
+            .unwrap_or_else(|| panic!("{date}: the watermark moved"));
+        assert!(
+            (watermark - before).num_hours().abs() < 1,
+            "{date}: the watermark {watermark} follows the local clock"
+        );
+        assert!(
+            report.sources.iter().all(|s| s.to <= Utc::now()),
+            "{date}: no window listed up to the hostile clock: {report:#?}"
+        );
+    }
+}

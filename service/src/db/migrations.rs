@@ -168,6 +168,11 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE tenants ADD COLUMN faults TEXT;
     "#,
+    // 7: the faults applied to each webhook attempt (`crate::faults::AppliedFault` names,
+    // comma-separated; NULL: none), for the sandbox's listing of what it sent.
+    r#"
+    ALTER TABLE webhook_attempts ADD COLUMN faults TEXT;
+    "#,
 ];
 
 /// Brings `conn` up to the latest schema version inside one transaction.

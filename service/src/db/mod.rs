@@ -31,7 +31,7 @@ pub use agents::{
 pub use call_reads::{CallDetailRecord, CallFilter, CallRow, ListedCall, ScoredCall};
 pub use calls::{GoLive, LiveCall, NewMint, Spend, ToScore};
 pub use ops::TenantGauges;
-pub use outbox::{AttemptLog, Claimed, DeliveryRow, Next};
+pub use outbox::{AttemptLog, Backlog, Claimed, DeliveryRow, Next};
 pub use practice::{AgentRef, Endpoint, MintResult, OutcomeRecord, SessionAgent};
 pub use real_calls::{Candidate, NewRealCall, RealCallAgency, RealCallRecord, Rubric, Stored};
 pub use tenants::{ApiKeyStatus, AuthRecord, NewTenant, TenantChange, TenantRecord};

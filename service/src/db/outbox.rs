@@ -1,11 +1,14 @@
 //! SQL for the durable webhook outbox: deliveries queued in the same transaction as a call's
 //! outcome, claimed with a lease (so a crash mid-send retries rather than loses), the attempt
-//! log, and the operator's delivery listing. Times are unix milliseconds.
+//! log (with the faults injected into each attempt), the operator's delivery listing, and what a
+//! tenant still has to be sent. Times are unix milliseconds.
 //!
 //! Delivery states: `pending` (an attempt is due at `next_attempt_at`), `delivered`, `failed`
 //! (both attempts failed; never sent again).
 
 use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::faults::AppliedFault;
 
 /// How long a claimed delivery is hidden from other claimers (longer than any attempt).
 pub(super) const LEASE_MS: i64 = 60_000;
@@ -132,6 +135,29 @@ pub struct AttemptLog {
     pub latency_ms: i64,
     /// Why it failed.
     pub error: Option<String>,
+    /// The faults injected into it (none outside fault injection).
+    pub faults: Vec<AppliedFault>,
+}
+
+/// The faults of an attempt as stored: their names, comma-separated; `None` for none.
+fn faults_text(faults: &[AppliedFault]) -> Option<String> {
+    (!faults.is_empty()).then(|| {
+        faults
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}
+
+/// The faults of an attempt from their stored text (a name this build does not know is left
+/// out rather than failing the listing).
+fn faults_of(text: Option<String>) -> Vec<AppliedFault> {
+    text.as_deref()
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(AppliedFault::parse)
+        .collect()
 }
 
 /// What happens to a delivery after an attempt.
@@ -161,9 +187,9 @@ pub(super) fn record_attempt(
         |r| r.get(0),
     )?;
     conn.execute(
-        "INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, url, status, latency_ms, error)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![id, number, attempt.attempted_at, attempt.url, attempt.status, attempt.latency_ms, attempt.error],
+        "INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, url, status, latency_ms, error, faults)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![id, number, attempt.attempted_at, attempt.url, attempt.status, attempt.latency_ms, attempt.error, faults_text(&attempt.faults)],
     )?;
     let (state, due) = match next {
         Next::Delivered => ("delivered", None),
@@ -223,7 +249,7 @@ pub(super) fn list_deliveries(
         })?
         .collect::<rusqlite::Result<_>>()?;
     let mut attempts = conn.prepare(
-        "SELECT attempted_at, url, status, latency_ms, error FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY attempt",
+        "SELECT attempted_at, url, status, latency_ms, error, faults FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY attempt",
     )?;
     for row in &mut rows {
         row.attempts = attempts
@@ -234,11 +260,59 @@ pub(super) fn list_deliveries(
                     status: r.get(2)?,
                     latency_ms: r.get(3)?,
                     error: r.get(4)?,
+                    faults: faults_of(r.get(5)?),
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;
     }
     Ok(rows)
+}
+
+/// What a tenant still has to be sent: deliveries waiting for their first attempt or for
+/// their retry, and calls being scored (each queues its `call.scored` once scored).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// Pending deliveries not attempted yet (injected delays included).
+    pub first_attempts: u64,
+    /// Pending deliveries whose first attempt failed, waiting for their retry.
+    pub retries: u64,
+    /// Calls that ended and are being scored.
+    pub scoring: u64,
+    /// When the earliest pending delivery is due (ms), if any.
+    pub next_attempt_at: Option<i64>,
+}
+
+impl Backlog {
+    /// Whether nothing is left to send: every first attempt made, every retry made or given
+    /// up, no call being scored.
+    pub fn is_idle(&self) -> bool {
+        self.first_attempts == 0 && self.retries == 0 && self.scoring == 0
+    }
+}
+
+/// The backlog of `tenant_id`.
+///
+/// # Errors
+/// SQLite errors.
+pub(super) fn backlog(conn: &Connection, tenant_id: &str) -> rusqlite::Result<Backlog> {
+    let (first_attempts, retries, next_attempt_at) = conn.query_row(
+        "SELECT COALESCE(SUM(attempts = 0), 0), COALESCE(SUM(attempts > 0), 0), MIN(next_attempt_at)
+         FROM webhook_deliveries WHERE tenant_id = ?1 AND state = 'pending'",
+        [tenant_id],
+        |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get(2)?)),
+    )?;
+    let scoring: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM calls WHERE tenant_id = ?1 AND state IN ('ended', 'scoring')",
+        [tenant_id],
+        |r| r.get(0),
+    )?;
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    Ok(Backlog {
+        first_attempts: count(first_attempts),
+        retries: count(retries),
+        scoring: count(scoring),
+        next_attempt_at,
+    })
 }
 
 #[cfg(test)]
@@ -258,6 +332,7 @@ mod tests {
             status,
             latency_ms: 3,
             error: error.map(Into::into),
+            faults: Vec::new(),
         }
     }
 
@@ -334,5 +409,46 @@ mod tests {
             list_deliveries(&c, Some("ten_2"), 10).expect("list").len(),
             0
         );
+    }
+
+    #[test]
+    fn the_faults_of_an_attempt_are_logged_with_it() {
+        let c = conn();
+        enqueue(&c, "wh_1", "ten_1", "svc_call_1", "{}", 0).expect("enqueue");
+        let attempt = AttemptLog {
+            faults: vec![AppliedFault::Delayed, AppliedFault::SentTwice],
+            ..log(0, Some(200), None)
+        };
+        record_attempt(&c, "wh_1", &attempt, Next::Delivered).expect("record");
+        let rows = list_deliveries(&c, None, 10).expect("list");
+        assert_eq!(rows[0].attempts, vec![attempt]);
+    }
+
+    #[test]
+    fn the_backlog_counts_first_attempts_retries_and_calls_being_scored_of_one_tenant() {
+        let c = conn();
+        assert!(backlog(&c, "ten_1").expect("backlog").is_idle());
+        enqueue(&c, "wh_1", "ten_1", "svc_call_1", "{}", 10).expect("enqueue");
+        enqueue(&c, "wh_2", "ten_1", "svc_call_2", "{}", 20).expect("enqueue");
+        enqueue(&c, "wh_3", "ten_2", "svc_call_3", "{}", 5).expect("enqueue");
+        record_attempt(
+            &c,
+            "wh_2",
+            &log(20, Some(500), Some("HTTP 500")),
+            Next::RetryAt(900),
+        )
+        .expect("record");
+        let left = backlog(&c, "ten_1").expect("backlog");
+        assert_eq!(
+            (left.first_attempts, left.retries, left.scoring),
+            (1, 1, 0)
+        );
+        assert_eq!(left.next_attempt_at, Some(10));
+        assert!(!left.is_idle());
+        record_attempt(&c, "wh_1", &log(30, Some(200), None), Next::Delivered).expect("record");
+        record_attempt(&c, "wh_2", &log(900, None, Some("down")), Next::GiveUp).expect("record");
+        let done = backlog(&c, "ten_1").expect("backlog");
+        assert!(done.is_idle(), "{done:?}");
+        assert_eq!(done.next_attempt_at, None);
     }
 }

@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::call_reads::{self, CallDetailRecord, CallFilter, ListedCall};
 use super::calls::{self, GoLive, LiveCall, NewMint, Spend, ToScore};
-use super::outbox::{self, AttemptLog, Claimed, DeliveryRow, Next};
+use super::outbox::{self, AttemptLog, Backlog, Claimed, DeliveryRow, Next};
 use super::{Db, DbError};
 
 /// How a mint names the rep.
@@ -472,6 +472,16 @@ impl Db {
         limit: u32,
     ) -> Result<Vec<DeliveryRow>, DbError> {
         self.read(move |conn| Ok(outbox::list_deliveries(conn, tenant_id.as_deref(), limit)?))
+            .await
+    }
+
+    /// What `tenant_id` still has to be sent (see [`Backlog`]).
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub async fn delivery_backlog(&self, tenant_id: &str) -> Result<Backlog, DbError> {
+        let tenant_id = tenant_id.to_owned();
+        self.read(move |conn| Ok(outbox::backlog(conn, &tenant_id)?))
             .await
     }
 

@@ -22,6 +22,7 @@ use crate::realcall::audio::Archive;
 use crate::realcall::ingest::{Disposal, Ingest, RecordOutcome, read_records};
 use crate::realcall::input;
 use crate::realcall::redisposition::redisposition;
+use crate::realcall::replay;
 use crate::realcall::sweep::sweep;
 use crate::scoring::real_call::Disposition;
 use crate::time::{format_millis, parse_timestamp};
@@ -56,6 +57,10 @@ pub enum CallsCommand {
         /// the working directory with `-`).
         #[arg(long)]
         file: PathBuf,
+        /// Move each record's startedAt into the last hours (file order, five minutes apart,
+        /// the last 15 minutes ago), to replay a fixture file as recent calls.
+        #[arg(long)]
+        relative_to_now: bool,
     },
     /// Change a real call's disposition and score it again (sends no webhook); prints the old
     /// and the new score.
@@ -95,9 +100,11 @@ impl CallsArgs {
                 .unwrap_or_else(|| default_audio_dir(&self.db)),
         );
         match self.command {
-            CallsCommand::IngestReal { tenant, file } => {
-                ingest(db, archive, &tenant, &file, self.json).await
-            }
+            CallsCommand::IngestReal {
+                tenant,
+                file,
+                relative_to_now,
+            } => ingest(db, archive, &tenant, &file, relative_to_now, self.json).await,
             CallsCommand::Redisposition {
                 tenant,
                 call_id,
@@ -163,6 +170,7 @@ async fn ingest(
     archive: Archive,
     tenant: &str,
     file: &Path,
+    relative_to_now: bool,
     as_json: bool,
 ) -> anyhow::Result<()> {
     let tenant = tenant.trim();
@@ -181,7 +189,10 @@ async fn ingest(
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
         (text, dir)
     };
-    let records = read_records(&text).map_err(Usage)?;
+    let mut records = read_records(&text).map_err(Usage)?;
+    if relative_to_now {
+        replay::relative_to_now(&mut records, chrono::Utc::now());
+    }
     let outcomes = Ingest::new(db, archive, Clock::System, base_dir)
         .ingest(tenant, records)
         .await

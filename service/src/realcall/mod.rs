@@ -9,6 +9,7 @@
 //! - [`input`]: the ingest file read whole: a regular file or stdin, capped, UTF-8.
 //! - [`ingest`]: the checks, drops and storage of a batch of records.
 //! - [`redisposition`]: a new disposition scored again.
+//! - [`replay`]: a past dialer file's `startedAt` moved into the last hours.
 //! - [`sweep`]: the retention of archived recordings.
 //!
 //! Scoring itself is [`crate::scoring::real_call`]; the operator commands are in
@@ -20,4 +21,5 @@ pub mod ingest;
 pub mod input;
 pub mod record;
 pub mod redisposition;
+pub mod replay;
 pub mod sweep;

@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::client::{Target, WebhookClient};
+use super::client::{Attempt, Target, WebhookClient};
 use crate::clock::Clock;
-use crate::db::{AttemptLog, Db, DbError, Next};
+use crate::db::{AttemptLog, Claimed, Db, DbError, Endpoint, Next};
+use crate::faults::AppliedFault;
 
 /// The key a delivery is signed with when a `bad-signature` fault hits it: not the tenant's.
 const BAD_SIGNING_SECRET: &str = "whsec_fault_injection_wrong_key";
@@ -31,6 +32,20 @@ const MIN_IDLE: Duration = Duration::from_millis(50);
 /// loop, each second) is logged again: once when it starts, then at most this often with how
 /// many were left out, and once when it stops.
 const FAILURE_LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// Logs a fault injected into the delivery `claimed`, at `warn` (what `svc-cli sandbox` shows
+/// by default): a tenant rehearsing a bad day sees each one as it happens.
+fn log_fault(claimed: &Claimed, fault: AppliedFault, what: &str) {
+    tracing::warn!(
+        webhook_id = %claimed.id,
+        tenant_id = %claimed.tenant_id,
+        call_id = %claimed.call_id,
+        attempt = claimed.attempts + 1,
+        fault = fault.as_str(),
+        "fault injection: {}: {what}",
+        fault.as_str()
+    );
+}
 
 /// A streak of storage failures, shared by the loops.
 #[derive(Debug, Default)]
@@ -116,53 +131,22 @@ impl Outbox {
             return Ok(Outcome::Empty);
         };
         let endpoint = self.db.active_endpoint(&claimed.tenant_id).await?;
-        let (url, attempt) = match endpoint {
+        let (url, attempt, faults) = match endpoint {
             Some(endpoint) => {
-                let faults = endpoint.faults;
-                let delayed_to = claimed
-                    .created_at
-                    .saturating_add(i64::try_from(faults.delay_deliveries_ms).unwrap_or(i64::MAX));
+                let delayed_to = claimed.created_at.saturating_add(
+                    i64::try_from(endpoint.faults.delay_deliveries_ms).unwrap_or(i64::MAX),
+                );
                 if claimed.attempts == 0 && now.timestamp_millis() < delayed_to {
                     self.db.defer_delivery(&claimed.id, delayed_to).await?;
+                    // Said when the attempt is made (`attempt_with_faults`).
+                    tracing::info!(webhook_id = %claimed.id, call_id = %claimed.call_id,
+                        until = %crate::time::format_millis(delayed_to),
+                        "fault injection: first attempt put off");
                     return Ok(Outcome::Deferred);
                 }
-                let attempt = if faults.drops(&claimed.call_id) {
-                    // As if the endpoint were down: nothing is sent, on either attempt.
-                    super::client::Attempt {
-                        status: None,
-                        latency: Duration::ZERO,
-                        error: Some(
-                            "fault injection: delivery dropped (as if the endpoint were down)"
-                                .to_string(),
-                        ),
-                    }
-                } else {
-                    let secret = if faults.signs_badly(&claimed.call_id) {
-                        BAD_SIGNING_SECRET.to_string()
-                    } else {
-                        endpoint.secret
-                    };
-                    let target = Target {
-                        url: endpoint.url.clone(),
-                        secret,
-                    };
-                    let body = claimed.body.as_bytes();
-                    let attempt = self
-                        .client
-                        .attempt(&target, &claimed.id, body, now.timestamp())
-                        .await;
-                    if attempt.succeeded() && faults.duplicates(&claimed.call_id) {
-                        // The same delivery again: same webhook id, a fresh signature.
-                        let again = self
-                            .client
-                            .attempt(&target, &claimed.id, body, now.timestamp() + 1)
-                            .await;
-                        tracing::info!(webhook_id = %claimed.id, status = again.status,
-                            "fault injection: delivery sent twice");
-                    }
-                    attempt
-                };
-                (Some(endpoint.url), attempt)
+                let url = endpoint.url.clone();
+                let (attempt, faults) = self.attempt_with_faults(&claimed, endpoint, now).await;
+                (Some(url), attempt, faults)
             }
             None => (
                 None,
@@ -171,6 +155,7 @@ impl Outbox {
                     latency: Duration::ZERO,
                     error: Some("the tenant has no active webhook endpoint".to_string()),
                 },
+                Vec::new(),
             ),
         };
         let succeeded = attempt.succeeded();
@@ -204,12 +189,88 @@ impl Outbox {
             status: attempt.status,
             latency_ms: i64::try_from(attempt.latency.as_millis()).unwrap_or(i64::MAX),
             error: attempt.error,
+            faults,
         };
         self.db.record_attempt(&claimed.id, log, next).await?;
         if let (Some(metrics), Some(label)) = (self.metrics.get(), outcome.metric_label()) {
             metrics.delivery(&claimed.tenant_id, label);
         }
         Ok(outcome)
+    }
+
+    /// One attempt at `claimed` to `endpoint` with the tenant's faults applied, each logged:
+    /// what the attempt did and the faults it applied (an injected delay is counted on the
+    /// first attempt it put off).
+    async fn attempt_with_faults(
+        &self,
+        claimed: &Claimed,
+        endpoint: Endpoint,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> (Attempt, Vec<AppliedFault>) {
+        let faults = endpoint.faults;
+        let mut applied = Vec::new();
+        if claimed.attempts == 0 && faults.delay_deliveries_ms > 0 {
+            applied.push(AppliedFault::Delayed);
+            let queued_ms = now.timestamp_millis().saturating_sub(claimed.created_at);
+            log_fault(
+                claimed,
+                AppliedFault::Delayed,
+                &format!(
+                    "first attempt made {queued_ms} ms after it was queued (delay {} ms)",
+                    faults.delay_deliveries_ms
+                ),
+            );
+        }
+        if faults.drops(&claimed.call_id) {
+            // As if the endpoint were down: nothing is sent, on either attempt.
+            applied.push(AppliedFault::Dropped);
+            log_fault(claimed, AppliedFault::Dropped, "nothing sent");
+            let attempt = Attempt {
+                status: None,
+                latency: Duration::ZERO,
+                error: Some(
+                    "fault injection: delivery dropped (as if the endpoint were down)".to_string(),
+                ),
+            };
+            return (attempt, applied);
+        }
+        let secret = if faults.signs_badly(&claimed.call_id) {
+            applied.push(AppliedFault::BadSignature);
+            log_fault(
+                claimed,
+                AppliedFault::BadSignature,
+                "signed with a key that is not the tenant's",
+            );
+            BAD_SIGNING_SECRET.to_string()
+        } else {
+            endpoint.secret
+        };
+        let target = Target {
+            url: endpoint.url,
+            secret,
+        };
+        let body = claimed.body.as_bytes();
+        let attempt = self
+            .client
+            .attempt(&target, &claimed.id, body, now.timestamp())
+            .await;
+        if attempt.succeeded() && faults.duplicates(&claimed.call_id) {
+            // The same delivery again: same webhook id, a fresh signature.
+            let again = self
+                .client
+                .attempt(&target, &claimed.id, body, now.timestamp() + 1)
+                .await;
+            applied.push(AppliedFault::SentTwice);
+            let answer = again
+                .status
+                .map_or_else(|| "no answer".to_owned(), |s| format!("HTTP {s}"));
+            log_fault(
+                claimed,
+                AppliedFault::SentTwice,
+                &format!("sent again, answered {answer}"),
+            );
+        }
+        (attempt, applied)
     }
 
     /// Attempts every delivery due now, until none is; returns what each attempt did. Tests use

@@ -11,7 +11,7 @@ use svc_contract::{Keyring, SigningSecret, Verifier};
 use svc_service::Clock;
 use svc_service::credentials::{ApiKey, SigningSecret as TenantSecret};
 use svc_service::db::{Db, NewTenant, TenantChange};
-use svc_service::faults::Faults;
+use svc_service::faults::{AppliedFault, Faults};
 use svc_service::webhook::client::WebhookClient;
 use svc_service::webhook::outbox::{Outbox, Outcome};
 
@@ -126,6 +126,7 @@ async fn a_dropped_delivery_fails_both_attempts_without_sending_anything() {
     assert_eq!(dropped_row.attempts.len(), 2, "both attempts logged");
     for attempt in &dropped_row.attempts {
         assert_eq!(attempt.status, None);
+        assert_eq!(attempt.faults, [AppliedFault::Dropped], "logged as such");
         assert!(
             attempt
                 .error
@@ -158,6 +159,8 @@ async fn a_duplicated_delivery_arrives_twice_with_one_id_and_valid_signatures() 
     assert_ne!(one.signature(), two.signature(), "signed afresh");
     assert!(rig.verifies(&one) && rig.verifies(&two));
     rig.sink.assert_silent(Duration::from_millis(200)).await;
+    let deliveries = rig.db.list_deliveries(None, 10).await.expect("list");
+    assert_eq!(deliveries[0].attempts[0].faults, [AppliedFault::SentTwice]);
 }
 
 #[tokio::test]
@@ -181,6 +184,15 @@ async fn a_badly_signed_delivery_fails_verification_with_the_tenant_secret() {
     let received = rig.sink.next().await;
     assert_eq!(received.webhook_id(), "wh_good");
     assert!(rig.verifies(&received), "the others are signed as usual");
+    let deliveries = rig.db.list_deliveries(None, 10).await.expect("list");
+    let faults_of = |id: &str| {
+        deliveries
+            .iter()
+            .find(|d| d.id == id)
+            .map(|d| d.attempts[0].faults.clone())
+    };
+    assert_eq!(faults_of("wh_bad"), Some(vec![AppliedFault::BadSignature]));
+    assert_eq!(faults_of("wh_good"), Some(vec![]));
 }
 
 #[tokio::test]
@@ -212,6 +224,7 @@ async fn a_delay_puts_the_first_attempt_off_and_then_delivers() {
         1,
         "the delay is not an attempt"
     );
+    assert_eq!(deliveries[0].attempts[0].faults, [AppliedFault::Delayed]);
 }
 
 #[tokio::test]

@@ -103,9 +103,16 @@ const SERVICE_FLAGS: [&str; 8] = [
 ];
 
 /// The commands that never call the service, by path (a group whose every command is local
-/// among them): their help leaves out [`SERVICE_FLAGS`] (still accepted, as every global flag
+/// among them; `sandbox` serves one and calls it with its own client): their help leaves out
+/// [`SERVICE_FLAGS`] (still accepted, as every global flag
 /// is, so that a shared alias or environment does not break them).
-const LOCAL_COMMANDS: [&[&str]; 10] = [
+const LOCAL_COMMANDS: [&[&str]; 16] = [
+    &["sandbox"],
+    &["sandbox", "enable-real-calls"],
+    &["sandbox", "disable-real-calls"],
+    &["sandbox", "ingest-real"],
+    &["sandbox", "redisposition"],
+    &["sandbox", "deliveries"],
     &["store"],
     &["store", "stats"],
     &["store", "export"],

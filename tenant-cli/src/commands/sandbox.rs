@@ -7,7 +7,11 @@
 //! running or stopped, for the sandbox's tenant (read from the credentials file beside the
 //! database): switch an agency's real calls on or off, ingest dialer records, re-disposition a
 //! call. They do what `svc-service agency …` and `svc-service calls …` do, without the second
-//! binary or the tenant id.
+//! binary or the tenant id. `sandbox deliveries` ([`deliveries`]) lists the webhook attempts
+//! it made, and waits until it has nothing left to send.
+
+#[cfg(feature = "sandbox")]
+mod deliveries;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -100,9 +104,33 @@ pub enum SandboxCommand {
     IngestReal {
         #[command(flatten)]
         db: SandboxDb,
-        /// The records; relative recording paths are read from this file's directory
+        /// The records. A record's recording must sit inside this file's directory: a relative
+        /// path is read from there, and a path that leads elsewhere (an absolute path outside
+        /// it, `..`, a symbolic link out) is dropped as recording_outside_dir
         #[arg(long, value_name = "FILE")]
         file: PathBuf,
+        /// Move each record's startedAt into the last hours (file order, five minutes apart,
+        /// the last 15 minutes ago), as `svc-cli demo` does: a past file such as
+        /// fixtures/sandbox/dialer-records.jsonl then ingests as recent calls, inside
+        /// reconcile's windows, however long after its dates it is run
+        #[arg(long)]
+        relative_to_now: bool,
+    },
+    /// List the webhook attempts the sandbox made for its tenant: webhook id, call id,
+    /// attempt, when, the answer or the error, the faults injected (`--json`: one object with
+    /// `attempts`, `idle` and what is `left`). With --wait-idle, first wait until nothing is
+    /// left to send; exit 75 if something still is after --max-wait
+    Deliveries {
+        #[command(flatten)]
+        db: SandboxDb,
+        /// First wait until the running sandbox has nothing left to send: every first attempt
+        /// made (injected delays included), every retry made or given up, no call being scored
+        #[arg(long)]
+        wait_idle: bool,
+        /// How long --wait-idle waits at most (90s, 5m, …)
+        #[arg(long, value_name = "DUR", default_value = "60s", requires = "wait_idle",
+            value_parser = svc_reconcile::time::parse_duration)]
+        max_wait: std::time::Duration,
     },
     /// Change a real call's disposition and score it again, as a dialer's correction does: no
     /// webhook is sent (reconcile's --refresh-real finds it)
@@ -125,6 +153,7 @@ impl SandboxCommand {
             Self::EnableRealCalls { db, .. }
             | Self::DisableRealCalls { db, .. }
             | Self::IngestReal { db, .. }
+            | Self::Deliveries { db, .. }
             | Self::Redisposition { db, .. } => &db.db,
         }
     }
@@ -239,10 +268,26 @@ async fn operate(command: SandboxCommand, ctx: &Ctx) -> anyhow::Result<()> {
                 .exec()
                 .await
         }
-        SandboxCommand::IngestReal { file, .. } => {
-            calls(CallsCommand::IngestReal { tenant, file })
-                .exec()
-                .await
+        SandboxCommand::IngestReal {
+            file,
+            relative_to_now,
+            ..
+        } => {
+            calls(CallsCommand::IngestReal {
+                tenant,
+                file,
+                relative_to_now,
+            })
+            .exec()
+            .await
+        }
+        SandboxCommand::Deliveries {
+            wait_idle,
+            max_wait,
+            ..
+        } => {
+            let wait = wait_idle.then_some(max_wait);
+            return deliveries::exec(&db, &tenant, wait, ctx).await;
         }
         SandboxCommand::Redisposition {
             call_id,

@@ -22,7 +22,7 @@ use futures_util::{StreamExt, TryStreamExt, stream};
 use indicatif::ProgressBar;
 use serde_json::Value;
 use svc_contract::{Keyring, SigningSecret};
-use svc_service::sandbox::{DeliveryRow, Disposal, Disposition, Faults};
+use svc_service::sandbox::{DeliveryRow, Disposal, Disposition, Faults, relative_to_now};
 use tokio::net::TcpListener;
 
 use crate::commands::roster::{plan, run as roster_run};
@@ -391,7 +391,8 @@ async fn practice_call(client: &Client, agent: &Agent, rep: Rep) -> anyhow::Resu
 }
 
 /// Switches the roster's agencies on for real calls and ingests the dialer file, its
-/// `startedAt` moved to the last hour (so the calls sit in the windows reconcile lists).
+/// `startedAt` moved to the last hour ([`relative_to_now`], as `sandbox ingest-real
+/// --relative-to-now` does), so the calls sit in the windows reconcile lists.
 async fn real_calls(
     sandbox: &Sandbox,
     dir: &Path,
@@ -412,14 +413,16 @@ async fn real_calls(
             .with_context(|| format!("writing {}", target.display()))?;
     }
     let mut agencies: BTreeSet<String> = BTreeSet::new();
-    let now = Utc::now();
-    let count = lines.len() as i64;
-    let mut records = Vec::with_capacity(lines.len());
+    let mut records = lines
+        .iter()
+        .map(|line| serde_json::from_str::<Value>(line).map_err(|e| e.to_string()))
+        .collect::<Vec<_>>();
+    relative_to_now(&mut records, Utc::now());
     let mut dispositions = Vec::with_capacity(lines.len());
-    for (n, line) in (0_i64..).zip(&lines) {
-        let mut record: Value = serde_json::from_str(line).context("the demo's dialer file")?;
-        let started = now - chrono::Duration::minutes(5 * (count - n) + 10);
-        record["startedAt"] = Value::from(svc_reconcile::time::format_ts(started));
+    for record in &records {
+        let record = record
+            .as_ref()
+            .map_err(|e| anyhow!("the demo's dialer file: {e}"))?;
         if let Some(platform_id) = record.get("platformAgencyId").and_then(Value::as_str)
             && !agencies.contains(platform_id)
         {
@@ -437,7 +440,6 @@ async fn real_calls(
                 .unwrap_or_default()
                 .to_owned(),
         );
-        records.push(Ok(record));
     }
     let outcomes = sandbox
         .db

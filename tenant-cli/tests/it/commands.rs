@@ -712,6 +712,12 @@ async fn help_names_the_store_variable_once_and_local_commands_list_no_service_f
         &["inbox", "discard"],
         &["webhook", "verify"],
         &["webhook", "sign"],
+        &["sandbox"],
+        &["sandbox", "enable-real-calls"],
+        &["sandbox", "disable-real-calls"],
+        &["sandbox", "ingest-real"],
+        &["sandbox", "redisposition"],
+        &["sandbox", "deliveries"],
     ] {
         let run = sandbox.run(&[command, &["--help"]].concat()).await;
         for flag in [

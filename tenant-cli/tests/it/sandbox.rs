@@ -454,3 +454,318 @@ fn the_readme_names_every_key(summary: &Value) {
         );
     }
 }
+
+/// The service id of the roster's agency `platform_id` (an upsert of the same name changes
+/// nothing and answers its id).
+async fn agency_id(sandbox: &Running, dir: &TestDir, platform_id: &str, name: &str) -> String {
+    let upserted = sandbox
+        .cli(
+            dir,
+            &[
+                "--json",
+                "agencies",
+                "upsert",
+                "--platform-agency-id",
+                platform_id,
+                "--name",
+                name,
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(upserted.code, 0, "{upserted:?}");
+    upserted.json()["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an agency id: {upserted:?}"))
+        .to_owned()
+}
+
+/// The attempts of `sandbox deliveries --json` for `call_id`: (attempt, status, faults).
+fn attempts_of(listing: &Value, call_id: &str) -> Vec<(u64, Option<u64>, Vec<String>)> {
+    listing["attempts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("attempts: {listing:#}"))
+        .iter()
+        .filter(|a| a["callId"] == call_id)
+        .map(|a| {
+            let faults = a["faults"]
+                .as_array()
+                .map(|f| {
+                    f.iter()
+                        .filter_map(|f| f.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (
+                a["attempt"].as_u64().unwrap_or(0),
+                a["status"].as_u64(),
+                faults,
+            )
+        })
+        .collect()
+}
+
+/// Ingests one dialer record `dialer_call_id` into the sandbox at `sandbox.db`; its call id.
+async fn ingest_one(dir: &TestDir, dialer_call_id: &str, agency: &str) -> String {
+    let file = format!("{dialer_call_id}.jsonl");
+    dir.write(
+        &file,
+        format!("{}\n", dialer_record(dialer_call_id, agency)),
+    );
+    let ingested = dir
+        .run(&[
+            "--json",
+            "sandbox",
+            "ingest-real",
+            "--db",
+            "sandbox.db",
+            "--file",
+            &file,
+        ])
+        .await;
+    assert_eq!(ingested.code, 0, "{ingested:?}");
+    let line: Value = serde_json::from_str(ingested.stdout.lines().next().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {ingested:?}"));
+    line["callId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a call: {ingested:?}"))
+        .to_owned()
+}
+
+/// Issue item 3: `sandbox deliveries` lists what the sandbox sent (each attempt with the faults
+/// injected into it), `--wait-idle` returns once nothing is left to send (a delayed first
+/// attempt, a dropped delivery's retry), and times out with exit 75 when the sandbox is
+/// stopped; the sandbox logs each injected fault without RUST_LOG.
+#[tokio::test]
+async fn sandbox_deliveries_lists_each_attempt_with_its_faults_once_nothing_is_left_to_send() {
+    use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
+
+    let receiver = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&receiver)
+        .await;
+    let webhook_url = format!("{}/webhooks", receiver.uri());
+    let dir = TestDir::new();
+    dir.write("roster.csv", ROSTER);
+    dir.write("call.wav", b"RIFF\x1c\x00\x00\x00WAVEfmt fake-pcm");
+    let deliveries = [
+        "--json",
+        "sandbox",
+        "deliveries",
+        "--db",
+        "sandbox.db",
+        "--wait-idle",
+        "--max-wait",
+        "30s",
+    ];
+
+    // Delayed, badly signed and sent twice: one attempt, two requests.
+    let sandbox = Running::start(
+        &dir,
+        &[
+            "--roster",
+            "roster.csv",
+            "--webhook-url",
+            &webhook_url,
+            "--retry-delay",
+            "1",
+            "--faults",
+            "delay=1s,duplicate=1,bad-signature=1",
+        ],
+    )
+    .await;
+    let agency = agency_id(&sandbox, &dir, "agency-1", "First Agency").await;
+    let enabled = dir
+        .run(&[
+            "sandbox",
+            "enable-real-calls",
+            "--db",
+            "sandbox.db",
+            "--agency-id",
+            &agency,
+        ])
+        .await;
+    assert_eq!(enabled.code, 0, "{enabled:?}");
+    let sent_twice = ingest_one(&dir, "d-1", &agency).await;
+    let waited = dir.run(&deliveries).await;
+    assert_eq!(waited.code, 0, "{waited:?}");
+    let listing = waited.json();
+    assert_eq!(listing["idle"], true, "{listing:#}");
+    assert_eq!(
+        attempts_of(&listing, &sent_twice),
+        vec![(
+            1,
+            Some(200),
+            vec![
+                "delayed".into(),
+                "bad_signature".into(),
+                "sent_twice".into()
+            ]
+        )],
+        "{listing:#}"
+    );
+    let webhook_ids: Vec<String> = receiver
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|r| {
+            r.headers
+                .get("x-service-webhook-id")?
+                .to_str()
+                .ok()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(webhook_ids.len(), 2, "sent twice: {webhook_ids:?}");
+    assert_eq!(webhook_ids[0], webhook_ids[1]);
+    assert_eq!(
+        Some(&listing["attempts"][0]["webhookId"]),
+        Some(&Value::from(webhook_ids[0].clone()))
+    );
+    let table = dir
+        .run(&["sandbox", "deliveries", "--db", "sandbox.db"])
+        .await;
+    assert_eq!(table.code, 0, "{table:?}");
+    assert!(
+        table.stdout.contains(&sent_twice) && table.stdout.contains("HTTP 200"),
+        "{table:?}"
+    );
+    assert!(table.stderr.contains("nothing left to send"), "{table:?}");
+    let (code, log) = sandbox.interrupt().await;
+    assert_eq!(code, 0, "{log}");
+    for fault in ["delayed", "bad_signature", "sent_twice"] {
+        assert!(
+            log.contains(&format!("fault injection: {fault}")),
+            "the sandbox logs the {fault} fault by default: {log}"
+        );
+    }
+
+    // Dropped: both attempts fail, the retry a second later; nothing reaches the receiver.
+    let sandbox = Running::start(&dir, &["--retry-delay", "1", "--faults", "drop=1"]).await;
+    let dropped = ingest_one(&dir, "d-2", &agency).await;
+    let waited = dir.run(&deliveries).await;
+    assert_eq!(waited.code, 0, "{waited:?}");
+    let listing = waited.json();
+    let dropped_twice = vec![
+        (1, None, vec!["dropped".to_owned()]),
+        (2, None, vec!["dropped".to_owned()]),
+    ];
+    assert_eq!(
+        attempts_of(&listing, &dropped),
+        dropped_twice,
+        "{listing:#}"
+    );
+    assert_eq!(
+        attempts_of(&listing, &sent_twice).len(),
+        1,
+        "kept: {listing:#}"
+    );
+    assert_eq!(receiver.received_requests().await.map(|r| r.len()), Some(2));
+    let (code, log) = sandbox.interrupt().await;
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("fault injection: dropped"), "{log}");
+
+    // A stopped sandbox sends nothing: the wait runs out, says so and exits 75.
+    let stuck = ingest_one(&dir, "d-3", &agency).await;
+    let waited = dir
+        .run(&[
+            "--json",
+            "sandbox",
+            "deliveries",
+            "--db",
+            "sandbox.db",
+            "--wait-idle",
+            "--max-wait",
+            "1s",
+        ])
+        .await;
+    assert_eq!(waited.code, 75, "{waited:?}");
+    assert!(
+        waited
+            .stderr
+            .contains("still had something to send after 1s"),
+        "{waited:?}"
+    );
+    let listing = waited.json();
+    assert_eq!(listing["idle"], false, "{listing:#}");
+    assert_eq!(listing["left"]["firstAttempts"], 1, "{listing:#}");
+    assert_eq!(attempts_of(&listing, &stuck), Vec::new());
+}
+
+/// Issue item 4: the shipped dialer records, dated November 2026, ingest as calls of the last
+/// hours with `--relative-to-now` (as the demo does), in file order; the help says where a
+/// recording must sit.
+#[tokio::test]
+async fn the_shipped_dialer_records_ingest_relative_to_now() {
+    let dir = TestDir::new();
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/sandbox");
+    let roster = fixtures.join("roster.csv");
+    let records = fixtures.join("dialer-records.jsonl");
+    let sandbox = Running::start(&dir, &["--roster", roster.to_str().expect("a UTF-8 path")]).await;
+    for (platform_id, name) in [
+        ("agency-north", "North Star Insurance"),
+        ("agency-south", "Southern Cross Benefits"),
+    ] {
+        let agency = agency_id(&sandbox, &dir, platform_id, name).await;
+        let enabled = dir
+            .run(&[
+                "sandbox",
+                "enable-real-calls",
+                "--db",
+                "sandbox.db",
+                "--agency-id",
+                &agency,
+            ])
+            .await;
+        assert_eq!(enabled.code, 0, "{enabled:?}");
+    }
+    let before = chrono::Utc::now();
+    let ingested = dir
+        .run(&[
+            "--json",
+            "sandbox",
+            "ingest-real",
+            "--db",
+            "sandbox.db",
+            "--relative-to-now",
+            "--file",
+            records.to_str().expect("a UTF-8 path"),
+        ])
+        .await;
+    assert_eq!(ingested.code, 0, "{ingested:?}");
+    let call_ids: Vec<String> = ingested
+        .stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["scored"] == true)
+        .filter_map(|line| line["callId"].as_str().map(str::to_owned))
+        .collect();
+    assert!(call_ids.len() >= 3, "{ingested:?}");
+    let mut starts = Vec::new();
+    for call_id in &call_ids {
+        let got = sandbox
+            .cli(&dir, &["--json", "calls", "show", call_id], None)
+            .await;
+        assert_eq!(got.code, 0, "{got:?}");
+        let started = got.json()["startedAt"]
+            .as_str()
+            .and_then(svc_reconcile::time::parse_ts)
+            .unwrap_or_else(|| panic!("a startedAt: {got:?}"));
+        assert!(
+            started < before && before - started < chrono::Duration::hours(24),
+            "{call_id} started {started}, within the last day"
+        );
+        starts.push(started);
+    }
+    assert!(starts.is_sorted(), "file order: {starts:?}");
+    let (code, stderr) = sandbox.interrupt().await;
+    assert_eq!(code, 0, "{stderr}");
+
+    let help = dir.run(&["sandbox", "ingest-real", "--help"]).await;
+    assert!(
+        help.stdout.contains("recording_outside_dir") && help.stdout.contains("--relative-to-now"),
+        "{help:?}"
+    );
+}

@@ -131,7 +131,6 @@ impl ServeArgs {
                 if let Some(warning) = secret::open_to_others(path) {
                     self.log.warn(&warning);
                 }
-                secret::check_file(path)?;
                 let mut file = SecretFile::open(path)
                     .map_err(|e| CliError::Usage(e.to_string()))?
                     .poll_interval(Duration::from_millis(self.secret_poll_ms));

@@ -59,10 +59,6 @@ pub fn exec(args: VerifyArgs) -> u8 {
             return 2;
         }
     };
-    if let Err(why) = super::secret::check_printable(&args.secret) {
-        stderr_line(&format!("svc-cli: invalid --secret: {why}"));
-        return 2;
-    }
     let tolerance = if args.no_tolerance {
         Tolerance::Disabled
     } else {
