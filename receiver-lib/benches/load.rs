@@ -45,6 +45,11 @@
 //!   meets issue 24's target on that machine;
 //! - the same ceiling with the unique keys any design that deduplicates across replicas needs
 //!   (the records' id and signature each unique): the least such a design writes;
+//! - one transaction per delivery, the least the tenant-owned design (issue 33) does: verify,
+//!   then on a connection of the tenant's pool `BEGIN`, the record's insert and the effect's
+//!   (both prepared once per connection), `COMMIT`, then the 200; no dedup store, no claim,
+//!   no task of its own. Where this row misses a target, no design with one transaction per
+//!   delivery meets it on that machine;
 //! - that one again with the effects run one after the other (each statement awaited before
 //!   the next is sent), as the drivers' default mode and sqlx run them: the least a design
 //!   that runs effects one at a time waits for.
@@ -857,6 +862,7 @@ fn main() {
                 EO_PG_CEILING,
                 EO_PG_KEYED_CEILING,
                 EO_PG_ONE_BY_ONE_CEILING,
+                EO_PG_TX_CEILING,
             ];
             for name in exactly_once {
                 let Some(result) = result_of(name).filter(|_| runs(name)) else { continue };
@@ -969,6 +975,8 @@ const EO_PG_CEILING: &str = "exactly-once ceiling: PostgreSQL";
 const EO_PG_KEYED_CEILING: &str = "exactly-once ceiling: PostgreSQL, unique keys";
 /// The same with the effects one after the other (see the module docs).
 const EO_PG_ONE_BY_ONE_CEILING: &str = "exactly-once ceiling: PostgreSQL, keys, one by one";
+/// One transaction per delivery, the least the tenant-owned design does (see the module docs).
+const EO_PG_TX_CEILING: &str = "exactly-once ceiling: one transaction per delivery";
 
 /// What an exactly-once ceiling on PostgreSQL leaves out (see the module docs).
 #[cfg(feature = "postgres")]
@@ -1043,6 +1051,64 @@ fn sqlx_handler(
             tx.commit().await.map_err(|e| e.to_string())
         }
     }
+}
+
+/// The one-transaction-per-delivery ceiling (see the module docs): verify, then record and
+/// write the effect in one transaction of the tenant's pool, then answer.
+#[cfg(feature = "postgres")]
+fn pg_transaction_ceiling(
+    pool: deadpool_postgres::Pool,
+    recorder: svc_receiver::postgres::PgRecorder,
+) -> Router {
+    let verifier = Arc::new(verifier());
+    Router::new().route(
+        "/webhooks",
+        post(move |headers: HeaderMap, body: Bytes| {
+            let (pool, recorder, verifier) =
+                (pool.clone(), recorder.clone(), Arc::clone(&verifier));
+            async move {
+                let record = match verified(&verifier, &headers, body) {
+                    Ok(record) => record,
+                    Err(status) => return status,
+                };
+                let Ok(id) = WebhookId::parse(&record.id) else {
+                    return StatusCode::BAD_REQUEST;
+                };
+                let Ok(event) = serde_json::from_slice(&record.body) else {
+                    return StatusCode::BAD_REQUEST;
+                };
+                let received = Received::new(id, event, &record.body[..], record.received_at);
+                let run = async {
+                    let mut client = pool.get().await.map_err(|e| e.to_string())?;
+                    let tx = client.transaction().await.map_err(|e| e.to_string())?;
+                    if recorder
+                        .record(&tx, &received)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .is_fresh()
+                    {
+                        let insert = tx
+                            .prepare_cached(
+                                "INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)",
+                            )
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        tx.execute(
+                            &insert,
+                            &[&received.webhook_id.as_str(), &received.event.call_id],
+                        )
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    }
+                    tx.commit().await.map_err(|e| e.to_string())
+                };
+                match run.await {
+                    Ok(()) => StatusCode::OK,
+                    Err(_) => StatusCode::SERVICE_UNAVAILABLE,
+                }
+            }
+        }),
+    )
 }
 
 /// The tenant's own deadpool pool on `url`, of `connections` connections.
@@ -1324,6 +1390,14 @@ async fn postgres_targets() -> Option<Postgres> {
     .await;
     servers.push((EO_PG_MEMORY, server));
     effects.push((EO_PG_MEMORY, tenant));
+
+    let (url, schema, tenant) = pg_tenant("load_bench_eo_tx_ceiling").await?;
+    let database = PgDatabase::connect_in_schema(&url, &schema, connections)
+        .await
+        .expect("connect");
+    let ceiling = pg_transaction_ceiling(tenant_pool(&url, connections), database.recorder());
+    servers.push((EO_PG_TX_CEILING, serve(ceiling).await));
+    effects.push((EO_PG_TX_CEILING, tenant));
 
     let (url, _, tenant) = pg_tenant("load_bench_eo_ceiling").await?;
     servers.push((

@@ -39,7 +39,7 @@ pub use pool::{
     AnswerWatch, DEFAULT_ANSWER_TIMEOUT, PgConn, PgPool, PgPoolError, append_options,
     connect_config,
 };
-pub use record::PgRecorder;
+pub use record::{PgRecorder, PgTransaction};
 
 use crate::StoreError;
 

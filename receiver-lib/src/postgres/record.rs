@@ -72,29 +72,29 @@ impl PgRecorder {
     /// Records `received` in `tx`: [`Recorded::Fresh`] when no committed transaction recorded
     /// it (write its effect in `tx`, then commit), [`Recorded::Duplicate`] when one did (write
     /// nothing). Waits while another open transaction holds a record of the same id, and
-    /// answers after it ended. One round trip.
+    /// answers after it ended. One round trip: `tx` is a `tokio_postgres::Transaction`, or a
+    /// `deadpool_postgres::Transaction`, whose connection's statement cache then keeps the
+    /// statement prepared (parsed and planned once per connection).
     ///
     /// # Errors
     /// The driver's error, its text with the server's SQLSTATE and message: a serialization
     /// failure (SQLSTATE 40001, [`PgError::is_serialization_failure`]) under `REPEATABLE READ`
     /// or `SERIALIZABLE` when another transaction recorded the id after `tx`'s snapshot; the
     /// crate's table missing when the database was not opened through [`PgDatabase`].
-    pub async fn record(
+    pub async fn record<T: PgTransaction>(
         &self,
-        tx: &tokio_postgres::Transaction<'_>,
+        tx: &T,
         received: &Received,
     ) -> Result<Recorded, PgError> {
         let inserted = tx
-            .query_typed_opt(
+            .insert_row(
                 &self.insert,
-                &[
-                    (&received.webhook_id.as_str(), Type::TEXT),
-                    (&received.received_at, Type::INT8),
-                ],
+                received.webhook_id.as_str(),
+                received.received_at,
             )
             .await?;
         self.prune_if_due(received.received_at);
-        Ok(if inserted.is_some() {
+        Ok(if inserted {
             Recorded::Fresh
         } else {
             Recorded::Duplicate
@@ -139,5 +139,52 @@ impl PgRecorder {
                 tracing::warn!(error = %err, "pruning recorded webhook ids failed; tried again in a minute");
             }
         });
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for tokio_postgres::Transaction<'_> {}
+    impl Sealed for deadpool_postgres::Transaction<'_> {}
+}
+
+/// A transaction [`PgRecorder::record`] writes in: `tokio_postgres::Transaction`, and
+/// `deadpool_postgres::Transaction` (with its connection's statement cache). Implemented by
+/// this crate only.
+pub trait PgTransaction: sealed::Sealed + Sync {
+    /// Runs the record's insert with the id and time; whether it inserted its row.
+    #[doc(hidden)]
+    fn insert_row(
+        &self,
+        sql: &str,
+        id: &str,
+        at: i64,
+    ) -> impl std::future::Future<Output = Result<bool, tokio_postgres::Error>> + Send;
+}
+
+impl PgTransaction for tokio_postgres::Transaction<'_> {
+    async fn insert_row(
+        &self,
+        sql: &str,
+        id: &str,
+        at: i64,
+    ) -> Result<bool, tokio_postgres::Error> {
+        // An unnamed statement with its types given: one round trip, no cache needed.
+        let row = self
+            .query_typed_opt(sql, &[(&id, Type::TEXT), (&at, Type::INT8)])
+            .await?;
+        Ok(row.is_some())
+    }
+}
+
+impl PgTransaction for deadpool_postgres::Transaction<'_> {
+    async fn insert_row(
+        &self,
+        sql: &str,
+        id: &str,
+        at: i64,
+    ) -> Result<bool, tokio_postgres::Error> {
+        let statement = self.prepare_cached(sql).await?;
+        Ok(self.query_opt(&statement, &[&id, &at]).await?.is_some())
     }
 }
