@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use svc_contract::{Keyring, SigningSecret, Verifier};
 
@@ -78,57 +77,5 @@ pub(crate) async fn post(
     (status, response.text().await.expect("text"))
 }
 
-/// Log lines written while a test runs, for the facts only the log carries.
-#[derive(Clone, Default)]
-pub(crate) struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Logs {
-    /// Captures this thread's log events (every level, plain text with span fields) until the
-    /// guard is dropped. A `#[tokio::test]` runtime is single-threaded, so routes and workers
-    /// it spawns log here too.
-    pub(crate) fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
-        // tracing caches, per call site, whether any subscriber wants it, computed when the
-        // site is first hit. A site first hit by another test while no subscriber of this
-        // binary was alive could be cached as wanted by none, and its events (or the webhook
-        // span) lost here. A global subscriber that wants everything (a bare registry: it
-        // records spans, prints nothing) keeps every site wanted.
-        static WANT_EVERYTHING: std::sync::Once = std::sync::Once::new();
-        WANT_EVERYTHING.call_once(|| {
-            let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
-        });
-        let logs = Self::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer({
-                let logs = logs.clone();
-                move || logs.clone()
-            })
-            .with_max_level(tracing::Level::TRACE)
-            .with_ansi(false)
-            .finish();
-        (logs, tracing::subscriber::set_default(subscriber))
-    }
-
-    pub(crate) fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("logs")).into_owned()
-    }
-
-    /// The lines that contain `needle`.
-    pub(crate) fn lines_with(&self, needle: &str) -> Vec<String> {
-        self.text()
-            .lines()
-            .filter(|line| line.contains(needle))
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
-impl std::io::Write for Logs {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("logs").extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+/// Log lines written while a test runs (in svc-test-support).
+pub(crate) use svc_test_support::logs::Logs;

@@ -10,7 +10,7 @@ use svc_service::Clock;
 use svc_service::config::Config;
 use svc_service::credentials::ApiKey;
 use svc_service::db::{Db, NewTenant, TenantChange};
-use tokio::sync::oneshot;
+use svc_test_support::service::Running;
 
 /// A running server.
 pub(crate) struct TestApp {
@@ -20,8 +20,7 @@ pub(crate) struct TestApp {
     pub(crate) config: Config,
     pub(crate) client: reqwest::Client,
     dir: Option<tempfile::TempDir>,
-    stop: Option<oneshot::Sender<()>>,
-    server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    server: Running,
 }
 
 /// A tenant with its API key.
@@ -109,24 +108,16 @@ pub(crate) async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp 
 }
 
 async fn start(config: Config, dir: tempfile::TempDir) -> TestApp {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let (stop, stopped) = oneshot::channel::<()>();
     let db = Db::open(&config.db_path).await.expect("open db");
-    let server = tokio::spawn(svc_service::run(config.clone(), listener, async move {
-        let _ = stopped.await;
-    }));
+    let server = Running::start(config.clone()).await;
     TestApp {
-        addr,
+        addr: server.addr,
         db,
         clock: config.clock.clone(),
         config,
         client: reqwest::Client::new(),
         dir: Some(dir),
-        stop: Some(stop),
-        server: Some(server),
+        server,
     }
 }
 
@@ -209,23 +200,14 @@ impl TestApp {
 
     /// Stops the server and starts a new one on the same database and settings.
     pub(crate) async fn restart(mut self) -> TestApp {
-        self.stop_server().await;
+        self.server.stop().await;
         let dir = self.dir.take().expect("temp dir");
         start(self.config.clone(), dir).await
     }
 
     /// Stops the server and waits for it.
     pub(crate) async fn shutdown(mut self) {
-        self.stop_server().await;
-    }
-
-    async fn stop_server(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(server) = self.server.take() {
-            server.await.expect("server task").expect("server ran");
-        }
+        self.server.stop().await;
     }
 }
 

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use svc_service::config::Config;
 use svc_service::credentials::ApiKey;
 use svc_service::db::{Db, NewTenant, ScoredCall};
-use tokio::sync::oneshot;
+use svc_test_support::service::Running;
 
 use super::calls;
 
@@ -25,7 +25,7 @@ pub(crate) struct Service {
     db_path: PathBuf,
     http: reqwest::Client,
     _dir: tempfile::TempDir,
-    _stop: oneshot::Sender<()>,
+    _server: Running,
 }
 
 /// A tenant of the service and the agents its calls are attributed to.
@@ -83,21 +83,14 @@ impl Service {
         let config = Config::new(dir.path().join("service.db"));
         let db_path = config.db_path.clone();
         let db = Db::open(&db_path).await.expect("open the service database");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(svc_service::run(config, listener, async move {
-            let _ = stopped.await;
-        }));
+        let server = Running::start(config).await;
         Self {
-            addr,
+            addr: server.addr,
             db,
             db_path,
             http: reqwest::Client::new(),
             _dir: dir,
-            _stop: stop,
+            _server: server,
         }
     }
 

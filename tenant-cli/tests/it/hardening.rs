@@ -255,8 +255,8 @@ async fn webhook_serve_warns_about_a_secret_file_others_can_read() {
     let sandbox = Sandbox::new();
     let secret = sandbox.write("secret", "whsec_0123456789abcdef0123456789abcdef\n");
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o640)).expect("chmod");
-    let mut child = sandbox
-        .command(&[
+    let started = svc_test_support::webhook_serve::start(
+        &mut sandbox.command(&[
             "webhook",
             "serve",
             "--listen",
@@ -265,24 +265,11 @@ async fn webhook_serve_warns_about_a_secret_file_others_can_read() {
             "calls.db",
             "--secret-file",
             "secret",
-        ])
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn webhook serve");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr));
-    let mut seen = Vec::new();
-    tokio::time::timeout(Duration::from_secs(60), async {
-        while let Some(line) = lines.next_line().await.expect("read stderr") {
-            let listening = line.starts_with("receiving webhooks");
-            seen.push(line);
-            if listening {
-                return;
-            }
-        }
-    })
-    .await
-    .expect("webhook serve starts");
+        ]),
+        Duration::from_secs(60),
+    )
+    .await;
+    let (mut child, seen) = (started.child, started.early);
     assert!(
         seen.iter()
             .any(|l| l.contains("secret file") && l.contains("0640") && l.contains("chmod 600")),

@@ -2,13 +2,13 @@
 //! and build library clients whose retry sleeps are recorded instead of waited out.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use svc_client::{ApiKey, Client, RetryPolicy};
 use svc_fixtures::{API_KEY, base_url};
 use tempfile::TempDir;
 use wiremock::MockServer;
+
+/// In svc-test-support: the waits recorded, and a client for a mock server.
+pub(crate) use svc_test_support::retry::{client, recording_policy};
 
 /// The finished process.
 #[derive(Debug)]
@@ -108,33 +108,6 @@ impl Sandbox {
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
         }
     }
-}
-
-/// A retry policy whose sleeps are recorded (and take no time).
-pub(crate) fn recording_policy(max_retries: u32) -> (RetryPolicy, Arc<Mutex<Vec<Duration>>>) {
-    let waits = Arc::new(Mutex::new(Vec::new()));
-    let recorded = waits.clone();
-    let policy = RetryPolicy {
-        max_retries,
-        base_delay: Duration::from_millis(100),
-        max_delay: Duration::from_secs(2),
-        max_retry_after: Duration::from_secs(60),
-        sleep: Arc::new(move |d| {
-            recorded.lock().expect("waits").push(d);
-            Box::pin(async {})
-        }),
-    };
-    (policy, waits)
-}
-
-/// A client for `server` with the fixture key and the given policy.
-pub(crate) fn client(server: &MockServer, policy: RetryPolicy) -> Client {
-    Client::builder(base_url(server))
-        .api_key(ApiKey::new(API_KEY))
-        .timeout(Duration::from_secs(5))
-        .retry(policy)
-        .build()
-        .expect("client")
 }
 
 /// Every request the server received.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use svc_contract::{CallScored, CallSource, sign};
 use svc_fixtures::calls::{Calls, ROLEPLAY};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use svc_test_support::webhook_serve;
 use tokio::process::Child;
 use wiremock::MockServer;
 
@@ -49,29 +49,18 @@ pub(crate) async fn replica(sandbox: &Sandbox, store: &str, extra: &[&str]) -> R
     ];
     args.extend_from_slice(extra);
     let mut command = sandbox.command(&args);
-    let mut child = command
+    command
         .env("WH", SECRET)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn svc-cli webhook serve");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let addr = tokio::time::timeout(Duration::from_secs(60), async {
-        while let Some(line) = lines.next_line().await.expect("read stderr") {
-            if let Some(rest) = line.strip_prefix("receiving webhooks on http://") {
-                return rest.split('/').next().expect("host:port").to_owned();
-            }
-            eprintln!("replica: {line}");
-        }
-        panic!("webhook serve exited before listening");
-    })
-    .await
-    .expect("webhook serve starts listening");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Replica { child, addr }
+        .stdout(Stdio::null());
+    let started = webhook_serve::start(&mut command, Duration::from_secs(60)).await;
+    for line in &started.early[..started.early.len() - 1] {
+        eprintln!("replica: {line}");
+    }
+    Replica {
+        addr: started.addr(),
+        child: started.child,
+    }
 }
 
 /// Posts the delivery of `call_id` under `wh_<call_id>`, signed now, to `addr`.

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 use svc_contract::{CallScored, CallSource, FailureReason, sign};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use svc_test_support::webhook_serve;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use wiremock::MockServer;
 
@@ -26,7 +27,8 @@ struct Serving {
 async fn serve(extra_env: &[(&str, &str)], extra_args: &[&str]) -> Serving {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = dir.path().join("store.db");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_svc-cli"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_svc-cli"));
+    command
         .args([
             "webhook",
             "serve",
@@ -42,35 +44,12 @@ async fn serve(extra_env: &[(&str, &str)], extra_args: &[&str]) -> Serving {
         .env("HOME", dir.path())
         .env("WH", SECRET)
         .envs(extra_env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn svc-cli webhook serve");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = lines.next_line().await.expect("read stderr") {
-            if let Some(rest) = line.strip_prefix("receiving webhooks on ") {
-                return rest.split(' ').next().expect("url").to_owned();
-            }
-        }
-        panic!("webhook serve exited before listening");
-    })
-    .await
-    .expect("webhook serve starts listening");
-    // Keep draining stderr so the process never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let addr = url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .expect("host:port")
-        .to_owned();
+        .stdout(Stdio::null());
+    let started = webhook_serve::start(&mut command, Duration::from_secs(30)).await;
     Serving {
-        child,
-        url,
-        addr,
+        url: started.url(),
+        addr: started.addr(),
+        child: started.child,
         _dir: dir,
         store,
     }

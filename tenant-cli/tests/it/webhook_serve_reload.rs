@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use svc_contract::{CallScored, CallSource, sign};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use svc_test_support::webhook_serve;
 use tokio::process::{Child, Command};
 
 const OLD: &str = "whsec_reload_old_0123456789";
@@ -24,7 +24,8 @@ async fn serve(extra_args: &[&str]) -> Serving {
     let dir = tempfile::tempdir().expect("temp dir");
     let secret_file = dir.path().join("webhook-secret");
     std::fs::write(&secret_file, format!("{OLD}\n")).expect("write secret");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_svc-cli"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_svc-cli"));
+    command
         .args(["webhook", "serve", "--listen", "127.0.0.1:0"])
         .arg("--secret-file")
         .arg(&secret_file)
@@ -33,26 +34,11 @@ async fn serve(extra_args: &[&str]) -> Serving {
         .args(extra_args)
         .env_clear()
         .env("HOME", dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn svc-cli webhook serve");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = lines.next_line().await.expect("read stderr") {
-            if let Some(rest) = line.strip_prefix("receiving webhooks on ") {
-                return rest.split(' ').next().expect("url").to_owned();
-            }
-        }
-        panic!("webhook serve exited before listening");
-    })
-    .await
-    .expect("webhook serve starts listening");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        .stdout(Stdio::null());
+    let started = webhook_serve::start(&mut command, Duration::from_secs(30)).await;
     Serving {
-        child,
-        url,
+        url: started.url(),
+        child: started.child,
         secret_file,
         _dir: dir,
     }

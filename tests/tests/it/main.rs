@@ -17,7 +17,7 @@ use svc_client::{ApiKey, Client};
 use svc_service::config::Config;
 use svc_service::credentials::ApiKey as ServiceKey;
 use svc_service::db::{Db, NewTenant, TenantChange};
-use tokio::sync::oneshot;
+use svc_test_support::service::Running;
 
 /// A running service with one tenant.
 pub(crate) struct Service {
@@ -28,7 +28,7 @@ pub(crate) struct Service {
     /// The service's database, to seed what no endpoint creates (real calls).
     pub(crate) db: Db,
     _dir: tempfile::TempDir,
-    _stop: oneshot::Sender<()>,
+    _server: Running,
 }
 
 impl Service {
@@ -49,21 +49,14 @@ impl Service {
         let tenant = NewTenant::new("End-to-end tenant", key.hash());
         let tenant_id = tenant.id.clone();
         db.create_tenant(tenant).await.expect("create tenant");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(svc_service::run(config, listener, async move {
-            let _ = stopped.await;
-        }));
+        let server = Running::start(config).await;
         Self {
-            addr,
+            addr: server.addr,
             key: key.expose().to_owned(),
             tenant_id,
             db,
             _dir: dir,
-            _stop: stop,
+            _server: server,
         }
     }
 

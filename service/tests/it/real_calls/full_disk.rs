@@ -20,52 +20,7 @@ use svc_service::realcall::ingest::{Ingest, IngestError};
 use super::operator::{array, file, svc};
 use super::support::*;
 use crate::practice_helpers::Received;
-
-/// Log lines written on this thread while a test runs (a `#[tokio::test]` runtime is
-/// single-threaded, so the service's tasks log here too).
-#[derive(Clone, Default)]
-struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl Logs {
-    fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
-        // A global subscriber that wants everything keeps every call site enabled, whichever
-        // test hit it first (tracing caches that per call site).
-        static WANT_EVERYTHING: std::sync::Once = std::sync::Once::new();
-        WANT_EVERYTHING.call_once(|| {
-            let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
-        });
-        let logs = Self::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer({
-                let logs = logs.clone();
-                move || logs.clone()
-            })
-            .with_max_level(tracing::Level::INFO)
-            .with_ansi(false)
-            .finish();
-        (logs, tracing::subscriber::set_default(subscriber))
-    }
-
-    fn lines_with(&self, needle: &str) -> Vec<String> {
-        let text = self.0.lock().expect("logs").clone();
-        String::from_utf8_lossy(&text)
-            .lines()
-            .filter(|line| line.contains(needle))
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
-impl std::io::Write for Logs {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("logs").extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+use svc_test_support::logs::Logs;
 
 /// `PRAGMA integrity_check` of the database at `path`.
 fn integrity(path: &Path) -> String {
@@ -225,7 +180,7 @@ async fn the_outbox_on_a_full_disk_sends_every_queued_webhook_when_space_returns
     let Some(fs) = Tmpfs::mount("full-disk outbox") else {
         return;
     };
-    let (logs, _guard) = Logs::capture();
+    let (logs, _guard) = Logs::capture_at(tracing::Level::INFO);
     let db_path = fs.path().join("service.db");
     let mut world = World::with_config(|config| config.db_path = db_path.clone()).await;
     // First attempts put off a minute (of the manual clock): queued, not sent yet.

@@ -14,7 +14,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use svc_contract::{CallScored, CallSource, sign};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use svc_test_support::webhook_serve;
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
@@ -47,7 +47,8 @@ pub(super) async fn serve_at(
 ) -> Serving {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = store.unwrap_or_else(|| dir.path().join("store.db"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_svc-cli"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_svc-cli"));
+    command
         .args([
             "webhook",
             "serve",
@@ -63,33 +64,13 @@ pub(super) async fn serve_at(
         .env("HOME", dir.path())
         .env("WH", SECRET)
         .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn svc-cli webhook serve");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let (tx, mut stderr) = mpsc::unbounded_channel();
-    // Every line is kept for the test to read, and the pipe never fills up.
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut early = Vec::new();
-    let started = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = stderr.recv().await {
-            early.push(line.clone());
-            if line.contains("receiving webhooks on ") {
-                return line;
-            }
-        }
-        panic!("webhook serve exited before listening: {early:?}");
-    })
-    .await
-    .expect("webhook serve starts listening");
+        .stdout(Stdio::null());
+    let webhook_serve::Started {
+        child,
+        line: started,
+        early,
+        stderr,
+    } = webhook_serve::start(&mut command, Duration::from_secs(30)).await;
     // "receiving webhooks on http://A/path into … ; metrics on http://B/metrics", plain or as
     // the message of a JSON line.
     let address_after = |marker: &str| {
