@@ -1135,7 +1135,7 @@ type Waiting = (Record, tokio::sync::oneshot::Sender<()>);
 #[cfg(feature = "postgres")]
 async fn pg_exactly_once_ceiling(url: &str, kind: Ceiling) -> Router {
     let keys = if kind == Ceiling::Bare { "" } else { "UNIQUE" };
-    svc_fixtures::postgres::connect(url)
+    svc_test_support::postgres::connect(url)
         .await
         .batch_execute(&format!(
             "CREATE TABLE ceiling_rows (id BYTEA NOT NULL {keys}, signature BYTEA NOT NULL {keys},
@@ -1152,7 +1152,7 @@ async fn pg_exactly_once_ceiling(url: &str, kind: Ceiling) -> Router {
     };
     for _ in 0..groups_at_once {
         tokio::spawn(pg_ceiling_groups(
-            svc_fixtures::postgres::connect(url).await,
+            svc_test_support::postgres::connect(url).await,
             Arc::clone(&waiting),
             kind,
         ));
@@ -1288,7 +1288,7 @@ struct Postgres {
 /// connection to read the effects back.
 #[cfg(feature = "postgres")]
 async fn pg_tenant(label: &str) -> Option<(String, String, tokio_postgres::Client)> {
-    let url = svc_fixtures::postgres::fresh_schema_url(label).await?;
+    let url = svc_test_support::postgres::fresh_schema_url(label).await?;
     let tenant_schema = url.rsplit("search_path%3D").next()?.to_owned();
     let client = effects_table(&url).await;
     Some((url, format!("{tenant_schema}_svc"), client))
@@ -1330,8 +1330,8 @@ async fn sqlx_pool(url: &str, connections: usize) -> sqlx::PgPool {
 async fn postgres_targets() -> Option<Postgres> {
     use svc_receiver::dedup::{DEFAULT_CAPACITY, MemoryDedupStore};
     use svc_receiver::postgres::{DEFAULT_MAX_CONNECTIONS, PgDatabase, PgDedupStore, PgInbox};
-    std::env::var(svc_fixtures::postgres::URL_VAR).ok()?;
-    let url = svc_fixtures::postgres::fresh_schema_url("load_bench").await?;
+    std::env::var(svc_test_support::postgres::URL_VAR).ok()?;
+    let url = svc_test_support::postgres::fresh_schema_url("load_bench").await?;
     let inbox_effects = effects_table(&url).await;
     let connections = std::env::var("SVC_BENCH_PG_CONNECTIONS")
         .ok()

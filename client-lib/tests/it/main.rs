@@ -3,7 +3,7 @@
 //! - [`endpoints`]: retries and 429, pagination, lenient reads, the error envelope, redaction.
 //! - [`builder`]: what a caller sets: its own HTTP client, the User-Agent, typed error codes,
 //!   messages that name no command-line flag.
-//! - [`network`]: a slow or lossy network (`svc_fixtures::proxy`): timeouts that cut a stalled
+//! - [`network`]: a slow or lossy network (`svc_test_support::proxy`): timeouts that cut a stalled
 //!   body, resets, a black hole, and the bound of one call.
 
 mod builder;

@@ -1,13 +1,13 @@
 //! A slow or lossy network between the client and the service (issue 27), through
-//! `svc_fixtures::proxy`: each attempt is cut at the timeout wherever it stalls (connecting,
+//! `svc_test_support::proxy`: each attempt is cut at the timeout wherever it stalls (connecting,
 //! the headers, or mid-body), and one call never outlasts [`Client::request_bound`].
 
 use std::time::{Duration, Instant};
 
 use svc_client::{ApiKey, Client, ClientError, RetryPolicy};
 use svc_fixtures::bodies::ROLEPLAY_CALL_ID;
-use svc_fixtures::proxy::{Fault, Proxy};
 use svc_fixtures::{API_KEY, happy};
+use svc_test_support::proxy::{Fault, Proxy};
 use wiremock::MockServer;
 
 use crate::helpers::recording_policy;

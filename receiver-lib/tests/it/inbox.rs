@@ -513,7 +513,7 @@ async fn several_workers_overlap_their_handlers_and_hand_each_entry_out_once() {
 #[tokio::test]
 async fn the_readiness_probe_fails_on_a_full_disk_as_a_delivery_does_and_passes_once_space_returns()
 {
-    let Some(fs) = svc_fixtures::tmpfs::Tmpfs::mount("full-disk inbox readiness") else {
+    let Some(fs) = svc_test_support::tmpfs::Tmpfs::mount("full-disk inbox readiness") else {
         return;
     };
     let inbox =

@@ -14,11 +14,11 @@ use crate::helpers::{T, event_body, webhook_id as id};
 
 /// A migrated fresh schema and a plain client on it; `None` without a server.
 async fn fresh(test: &str) -> Option<(String, tokio_postgres::Client)> {
-    let url = svc_fixtures::postgres::fresh_schema_url(test).await?;
+    let url = svc_test_support::postgres::fresh_schema_url(test).await?;
     PgDatabase::connect(&url)
         .await
         .expect("connect and migrate");
-    let client = svc_fixtures::postgres::connect(&url).await;
+    let client = svc_test_support::postgres::connect(&url).await;
     Some((url, client))
 }
 

@@ -1,4 +1,4 @@
-//! The PostgreSQL stores on a network that stalls (issue 27), through `svc_fixtures::proxy`: a
+//! The PostgreSQL stores on a network that stalls (issue 27), through `svc_test_support::proxy`: a
 //! statement left unanswered fails within the database's answer timeout instead of holding its
 //! caller (and its place in the pool) forever, and once the network is back the next calls
 //! get fresh connections rather than the dead ones; and a database that answers but takes no
@@ -6,9 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use svc_fixtures::proxy::{Fault, Proxy};
 use svc_receiver::inbox::{Accepted, Inbox, InboxPolicy};
 use svc_receiver::postgres::{PgDatabase, PgInbox};
+use svc_test_support::proxy::{Fault, Proxy};
 
 use crate::helpers::{T, event_body, webhook_id as id};
 
@@ -23,13 +23,13 @@ async fn within<F: std::future::Future>(within: Duration, call: F) -> (F::Output
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_connection_fails_within_the_answer_timeout_and_the_pool_recovers() {
-    let Some(url) = svc_fixtures::postgres::fresh_schema_url("pg_net_inbox").await else {
+    let Some(url) = svc_test_support::postgres::fresh_schema_url("pg_net_inbox").await else {
         return;
     };
-    let proxy = Proxy::start(svc_fixtures::postgres::upstream(&url))
+    let proxy = Proxy::start(svc_test_support::postgres::upstream(&url))
         .await
         .expect("proxy");
-    let proxied = svc_fixtures::postgres::via_proxy(&url, proxy.addr());
+    let proxied = svc_test_support::postgres::via_proxy(&url, proxy.addr());
     let database = PgDatabase::connect_with(&proxied, 4)
         .await
         .expect("connect and migrate")
@@ -81,10 +81,10 @@ async fn a_stalled_connection_fails_within_the_answer_timeout_and_the_pool_recov
 /// and it passes again once writes are back, on fresh connections.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readiness_probe_fails_while_the_database_takes_no_write() {
-    let Some(url) = svc_fixtures::postgres::fresh_schema_url("pg_probe_read_only").await else {
+    let Some(url) = svc_test_support::postgres::fresh_schema_url("pg_probe_read_only").await else {
         return;
     };
-    let role = svc_fixtures::postgres::TestRole::create(&url, "read_only").await;
+    let role = svc_test_support::postgres::TestRole::create(&url, "read_only").await;
     let database = PgDatabase::connect_with(&role.login_url(&url), 2)
         .await
         .expect("connect and migrate");

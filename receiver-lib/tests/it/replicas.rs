@@ -94,7 +94,7 @@ fn assert_each_ran_once(runs: &HashMap<String, u32>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_direct_replicas_process_each_delivery_posted_to_all_of_them_once() {
     let test = "three_direct_replicas";
-    let Some(url) = svc_fixtures::postgres::fresh_schema_url(test).await else {
+    let Some(url) = svc_test_support::postgres::fresh_schema_url(test).await else {
         return;
     };
     let runs = Runs::default();
@@ -112,7 +112,7 @@ async fn three_direct_replicas_process_each_delivery_posted_to_all_of_them_once(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_inbox_replicas_store_each_delivery_once_and_their_workers_drain_it_once() {
     let test = "three_inbox_replicas";
-    let Some(url) = svc_fixtures::postgres::fresh_schema_url(test).await else {
+    let Some(url) = svc_test_support::postgres::fresh_schema_url(test).await else {
         return;
     };
     let runs = Runs::default();

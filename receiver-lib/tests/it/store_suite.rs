@@ -455,7 +455,7 @@ pub(crate) async fn processed_entries_are_forgotten_after_retention<I: Inbox>(in
 
 #[cfg(feature = "postgres")]
 async fn postgres_url(test: &str) -> Option<String> {
-    svc_fixtures::postgres::fresh_schema_url(test).await
+    svc_test_support::postgres::fresh_schema_url(test).await
 }
 
 macro_rules! dedup_suite {

@@ -210,7 +210,7 @@ async fn an_inbox_entry_reaches_user_code_with_its_raw_body_and_arrival_time() {
 
 #[tokio::test]
 async fn an_inbox_on_a_full_disk_is_said_unavailable_once_not_by_every_loop_every_second() {
-    let Some(fs) = svc_fixtures::tmpfs::Tmpfs::mount("full-disk inbox workers") else {
+    let Some(fs) = svc_test_support::tmpfs::Tmpfs::mount("full-disk inbox workers") else {
         return;
     };
     let (logs, _guard) = crate::helpers::Logs::capture();

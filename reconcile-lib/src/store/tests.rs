@@ -82,7 +82,7 @@ fn on_postgres(test: &str, check: impl Fn(&Store)) {
         .enable_all()
         .build()
         .expect("a runtime");
-    if let Some(url) = runtime.block_on(svc_fixtures::postgres::fresh_schema_url(test)) {
+    if let Some(url) = runtime.block_on(svc_test_support::postgres::fresh_schema_url(test)) {
         let location = StoreLocation::parse(&url).expect("a location");
         check(&Store::open_or_create(location).expect("a PostgreSQL store"));
     }
@@ -611,7 +611,7 @@ fn the_report_reads_calls_and_days_on_both_backends() {
 #[test]
 fn a_store_whose_database_stops_answering_gives_up_in_time_and_recovers_on_a_new_connection() {
     use std::time::{Duration, Instant};
-    use svc_fixtures::proxy::{Fault, Proxy};
+    use svc_test_support::proxy::{Fault, Proxy};
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -619,13 +619,13 @@ fn a_store_whose_database_stops_answering_gives_up_in_time_and_recovers_on_a_new
         .build()
         .expect("a runtime");
     let test = "store_stops_answering";
-    let Some(url) = runtime.block_on(svc_fixtures::postgres::fresh_schema_url(test)) else {
+    let Some(url) = runtime.block_on(svc_test_support::postgres::fresh_schema_url(test)) else {
         return;
     };
     let proxy = runtime
-        .block_on(Proxy::start(svc_fixtures::postgres::upstream(&url)))
+        .block_on(Proxy::start(svc_test_support::postgres::upstream(&url)))
         .expect("proxy");
-    let location = StoreLocation::parse(&svc_fixtures::postgres::via_proxy(&url, proxy.addr()))
+    let location = StoreLocation::parse(&svc_test_support::postgres::via_proxy(&url, proxy.addr()))
         .expect("a location")
         .with_answer_timeout(Duration::from_secs(1));
     let store = Store::open_or_create(location).expect("a PostgreSQL store");
@@ -716,7 +716,7 @@ fn postgres_store(test: &str) -> Option<(tokio::runtime::Runtime, Store)> {
         .enable_all()
         .build()
         .expect("a runtime");
-    let url = runtime.block_on(svc_fixtures::postgres::fresh_schema_url(test))?;
+    let url = runtime.block_on(svc_test_support::postgres::fresh_schema_url(test))?;
     let location = StoreLocation::parse(&url).expect("a location");
     let store = Store::open_or_create(location).expect("a PostgreSQL store");
     Some((runtime, store))

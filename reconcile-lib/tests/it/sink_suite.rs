@@ -478,7 +478,7 @@ async fn sqlite(_: &str) -> Option<Store> {
 
 #[cfg(feature = "postgres")]
 async fn postgres(test: &str) -> Option<Store> {
-    let url = svc_fixtures::postgres::fresh_schema_url(test).await?;
+    let url = svc_test_support::postgres::fresh_schema_url(test).await?;
     let location = StoreLocation::parse(&url).expect("a PostgreSQL URL");
     let store = tokio::task::spawn_blocking(move || Store::open_or_create(location))
         .await

@@ -1,6 +1,6 @@
 //! Issue 27, a full disk: `webhook serve` and `reconcile` run as the real binary with their
 //! SQLite store (and the receiver's inbox, tables of the same file) on a small tmpfs the test
-//! mounts and fills to its last byte (`svc_fixtures::tmpfs`; skipped with a line on stderr
+//! mounts and fills to its last byte (`svc_test_support::tmpfs`; skipped with a line on stderr
 //! where it cannot be mounted); and `reconcile` on a PostgreSQL store whose tables are in a
 //! tablespace on such a tmpfs. Nothing acknowledged is lost, nothing is stored twice, the
 //! file stays intact, and everything resumes once space returns, without a restart.
@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
 use svc_fixtures::calls::ROLEPLAY;
-use svc_fixtures::tmpfs::Tmpfs;
 use svc_fixtures::webhooks::{Delivery, Event, Sender};
+use svc_test_support::tmpfs::Tmpfs;
 
 use crate::ops::{SECRET, event, get, serve_at};
 use crate::reconcile::{fake, number, reconcile_args, secs_ago, watermark};
@@ -380,7 +380,7 @@ async fn a_reconcile_whose_postgres_disk_fills_exits_75_and_the_next_run_stores_
     use std::os::unix::fs::MetadataExt as _;
 
     let test = "full-disk reconcile on PostgreSQL";
-    let Some(url) = svc_fixtures::postgres::fresh_schema_url(test).await else {
+    let Some(url) = svc_test_support::postgres::fresh_schema_url(test).await else {
         return;
     };
     let Some(fs) = Tmpfs::mount(test) else {
@@ -408,7 +408,7 @@ async fn a_reconcile_whose_postgres_disk_fills_exits_75_and_the_next_run_stores_
         .expect("data_directory")
         .get(0);
     let Ok(owner) = std::fs::metadata(&data_dir) else {
-        svc_fixtures::skip::announce(
+        svc_test_support::skip::announce(
             test,
             "the PostgreSQL server's data directory is not on this machine",
         );

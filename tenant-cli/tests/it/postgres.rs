@@ -22,12 +22,12 @@ use crate::helpers::Sandbox;
 pub(crate) const SECRET: &str = "whsec_pg_replica_secret_0123456789";
 
 pub(crate) async fn fresh_store(test: &str) -> Option<String> {
-    svc_fixtures::postgres::fresh_schema_url(test).await
+    svc_test_support::postgres::fresh_schema_url(test).await
 }
 
 /// A client on the store's schema, to look at what the replicas wrote.
 pub(crate) async fn database(url: &str) -> tokio_postgres::Client {
-    svc_fixtures::postgres::connect(url).await
+    svc_test_support::postgres::connect(url).await
 }
 
 /// A running `webhook serve` replica and its address.
@@ -300,7 +300,7 @@ async fn a_replica_records_again_after_the_server_terminates_its_connections() {
     };
     // A login role of the replica's own, so that the test ends its connections and no other
     // test's.
-    let role = svc_fixtures::postgres::TestRole::create(&store, "terminated").await;
+    let role = svc_test_support::postgres::TestRole::create(&store, "terminated").await;
     let replica_store = role.login_url(&store);
     let sandbox = Sandbox::new();
     let replica = replica(&sandbox, &replica_store, &[]).await;

@@ -1,5 +1,5 @@
 //! `svc-cli webhook serve` on a PostgreSQL store reached through a slow or lossy network
-//! (issue 27): `svc_fixtures::proxy` sits between the receiver (a real process) and the test
+//! (issue 27): `svc_test_support::proxy` sits between the receiver (a real process) and the test
 //! server, and adds latency, resets connections mid-transaction, or stalls them. Whatever it
 //! does, no delivery answered 200 is lost, none is recorded twice, `/readyz` answers 503 while
 //! the database cannot take a write and 200 once it can, and the receiver recovers without a
@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use svc_fixtures::proxy::{Fault, Proxy};
+use svc_test_support::proxy::{Fault, Proxy};
 
 use crate::helpers::Sandbox;
 use crate::postgres::{
@@ -19,10 +19,10 @@ use crate::postgres::{
 /// through the proxy (`None`: no test server).
 async fn through_proxy(test: &str, extra: &[&str]) -> Option<(String, Proxy, Replica, Sandbox)> {
     let store = fresh_store(test).await?;
-    let proxy = Proxy::start(svc_fixtures::postgres::upstream(&store))
+    let proxy = Proxy::start(svc_test_support::postgres::upstream(&store))
         .await
         .expect("proxy");
-    let proxied = svc_fixtures::postgres::via_proxy(&store, proxy.addr());
+    let proxied = svc_test_support::postgres::via_proxy(&store, proxy.addr());
     let sandbox = Sandbox::new();
     let mut args = vec!["--db-timeout", "2"];
     args.extend_from_slice(extra);
@@ -258,10 +258,10 @@ async fn reconcile_on_a_database_that_stops_answering_exits_75_within_its_db_tim
     let Some(store) = fresh_store("pg_net_reconcile_stall").await else {
         return;
     };
-    let proxy = Proxy::start(svc_fixtures::postgres::upstream(&store))
+    let proxy = Proxy::start(svc_test_support::postgres::upstream(&store))
         .await
         .expect("proxy");
-    let proxied = svc_fixtures::postgres::via_proxy(&store, proxy.addr());
+    let proxied = svc_test_support::postgres::via_proxy(&store, proxy.addr());
     let server = wiremock::MockServer::start().await;
     let calls = svc_fixtures::calls::Calls::mount(&server).await;
     calls.add_many(

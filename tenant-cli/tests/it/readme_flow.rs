@@ -437,7 +437,7 @@ fn not_ignored(paths: &[PathBuf]) -> Option<Vec<PathBuf>> {
 #[test]
 fn the_readme_walkthrough_runs_as_pasted_against_the_sandbox() {
     if Command::new("bash").arg("--version").output().is_err() {
-        svc_fixtures::skip::announce(
+        svc_test_support::skip::announce(
             "the_readme_walkthrough_runs_as_pasted_against_the_sandbox",
             "bash is not installed",
         );
@@ -550,7 +550,7 @@ fn the_readme_walkthrough_runs_as_pasted_against_the_sandbox() {
             left.is_empty(),
             "the walk-through leaves files .gitignore does not cover: {left:?}"
         ),
-        None => svc_fixtures::skip::announce(
+        None => svc_test_support::skip::announce(
             "the_readme_walkthrough_runs_as_pasted_against_the_sandbox (its .gitignore check)",
             "git cannot check .gitignore here (install git, run from a checkout)",
         ),

@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use svc_fixtures::skip::MARK;
+use svc_test_support::skip::MARK;
 
 /// Runs the test `name` of this binary alone, with the environment `env` changes; returns its
 /// exit status's success and everything it printed.

@@ -103,7 +103,7 @@ async fn the_curl_command_delivers_the_body_to_a_receiver() {
         .output()
         .is_err()
     {
-        svc_fixtures::skip::announce(
+        svc_test_support::skip::announce(
             "the_curl_command_delivers_the_body_to_a_receiver",
             "curl is not installed",
         );

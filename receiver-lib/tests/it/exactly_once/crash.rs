@@ -215,7 +215,7 @@ async fn child_main() {
             let handler = move |received: Received| {
                 let (target, recorder) = (target.clone(), recorder.clone());
                 async move {
-                    let mut client = svc_fixtures::postgres::connect(&target).await;
+                    let mut client = svc_test_support::postgres::connect(&target).await;
                     let tx = client.transaction().await.map_err(|e| e.to_string())?;
                     if recorder
                         .record(&tx, &received)

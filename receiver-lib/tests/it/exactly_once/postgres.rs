@@ -17,13 +17,13 @@ use crate::helpers::{T, webhook_id};
 /// A fresh schema for the tenant (its URL's search_path) with the effect table, and the name
 /// of a schema for the crate's tables beside it; `None` without a server.
 pub(super) async fn tenant(test: &str) -> Option<(String, String, tokio_postgres::Client)> {
-    let url = svc_fixtures::postgres::fresh_schema_url(test).await?;
+    let url = svc_test_support::postgres::fresh_schema_url(test).await?;
     let tenant_schema = url
         .rsplit("search_path%3D")
         .next()
         .expect("a schema")
         .to_owned();
-    let client = svc_fixtures::postgres::connect(&url).await;
+    let client = svc_test_support::postgres::connect(&url).await;
     client
         .batch_execute(
             "CREATE TABLE effects (n BIGSERIAL PRIMARY KEY, webhook_id TEXT NOT NULL,
@@ -84,7 +84,7 @@ fn open_record(url: &str, recorder: &PgRecorder, received: Received) -> OpenReco
     let (send_recorded, recorded) = oneshot::channel();
     let (end, ended) = oneshot::channel::<bool>();
     let done = tokio::spawn(async move {
-        let mut client = svc_fixtures::postgres::connect(&url).await;
+        let mut client = svc_test_support::postgres::connect(&url).await;
         let tx = client.transaction().await.expect("begin");
         let answer = recorder.record(&tx, &received).await;
         let fresh = matches!(answer, Ok(Recorded::Fresh));
@@ -224,7 +224,7 @@ async fn the_tenants_savepoints_rollbacks_and_set_local_under_concurrent_load_lo
         .map(|sender| {
             let (url, recorder, ids) = (url.clone(), recorder.clone(), ids.clone());
             tokio::spawn(async move {
-                let mut client = svc_fixtures::postgres::connect(&url).await;
+                let mut client = svc_test_support::postgres::connect(&url).await;
                 for n in 0..ids.len() {
                     let n = (n * 7 + sender * 5) % ids.len();
                     let received = received(&ids[n], T);
@@ -265,7 +265,7 @@ async fn a_read_modify_write_effect_under_concurrent_deliveries_keeps_an_exact_t
         .map(|sender| {
             let (url, recorder, ids) = (url.clone(), recorder.clone(), ids.clone());
             tokio::spawn(async move {
-                let mut client = svc_fixtures::postgres::connect(&url).await;
+                let mut client = svc_test_support::postgres::connect(&url).await;
                 for n in 0..ids.len() {
                     let id = &ids[(n * 3 + sender * 11) % ids.len()];
                     let received = received(id, T);
@@ -315,7 +315,7 @@ async fn under_repeatable_read_a_record_racing_a_commit_fails_to_serialize_and_i
         .expect("database");
     let recorder = database.recorder();
     let delivery = received("wh_rr", T);
-    let mut late = svc_fixtures::postgres::connect(&url).await;
+    let mut late = svc_test_support::postgres::connect(&url).await;
     let tx = late
         .build_transaction()
         .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
@@ -326,7 +326,7 @@ async fn under_repeatable_read_a_record_racing_a_commit_fails_to_serialize_and_i
     tx.query_one("SELECT count(*) FROM effects", &[])
         .await
         .expect("snapshot");
-    let mut other = svc_fixtures::postgres::connect(&url).await;
+    let mut other = svc_test_support::postgres::connect(&url).await;
     assert_eq!(
         write_effect(&mut other, &recorder, &delivery)
             .await
@@ -351,15 +351,15 @@ async fn under_repeatable_read_a_record_racing_a_commit_fails_to_serialize_and_i
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_starting_at_once_all_start_and_hand_out_under_any_default_isolation() {
-    let Some(url) = svc_fixtures::postgres::server_url("eo_pg_isolation") else {
+    let Some(url) = svc_test_support::postgres::server_url("eo_pg_isolation") else {
         return;
     };
     for isolation in ["read committed", "repeatable read", "serializable"] {
-        let base = svc_fixtures::postgres::fresh_schema_url("eo_pg_isolation")
+        let base = svc_test_support::postgres::fresh_schema_url("eo_pg_isolation")
             .await
             .expect("a server");
         // The role's default, as a database's would be: the crate must not inherit it.
-        let role = svc_fixtures::postgres::TestRole::create(&url, "iso").await;
+        let role = svc_test_support::postgres::TestRole::create(&url, "iso").await;
         role.admin()
             .batch_execute(&format!(
                 "ALTER ROLE {} SET default_transaction_isolation = '{isolation}'",
@@ -503,7 +503,7 @@ async fn errors_say_the_servers_sqlstate_and_message() {
         .await
         .expect("database");
     let recorder = database.recorder();
-    let mut client = svc_fixtures::postgres::connect(&url).await;
+    let mut client = svc_test_support::postgres::connect(&url).await;
     let tx = client.transaction().await.expect("begin");
     assert!(
         recorder

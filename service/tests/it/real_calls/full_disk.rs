@@ -3,7 +3,7 @@
 //! record is reported stored unless it is, nothing is half-stored, the database stays intact,
 //! and once space returns the same file stores every call exactly once and every queued
 //! webhook goes out once. Skipped, with a line on stderr, where a tmpfs cannot be mounted
-//! (it needs root or CAP_SYS_ADMIN): `svc_fixtures::tmpfs`.
+//! (it needs root or CAP_SYS_ADMIN): `svc_test_support::tmpfs`.
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use svc_fixtures::tmpfs::Tmpfs;
 use svc_service::db::TenantChange;
 use svc_service::faults::Faults;
 use svc_service::realcall::audio::Archive;
 use svc_service::realcall::ingest::{Ingest, IngestError};
+use svc_test_support::tmpfs::Tmpfs;
 
 use super::operator::{array, file, svc};
 use super::support::*;

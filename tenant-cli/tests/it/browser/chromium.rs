@@ -97,7 +97,7 @@ pub(crate) async fn start(test: &str, dir: &Path) -> Option<Browser> {
             );
             // Straight to the process's stderr: the test harness captures `eprintln!` of a
             // passing test, and this line must be seen.
-            svc_fixtures::skip::announce(
+            svc_test_support::skip::announce(
                 &format!("browser test {test}"),
                 &format!(
                     "{missing} not found. Install Debian's `chromium` and `chromium-driver` to \

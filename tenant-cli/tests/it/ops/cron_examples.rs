@@ -240,7 +240,7 @@ fn the_units_pass_systemd_analyze_verify() {
         .map(Path::new)
         .find(|p| p.is_file())
     else {
-        svc_fixtures::skip::announce(
+        svc_test_support::skip::announce(
             test,
             "systemd-analyze is not installed (Debian: systemd); the units' structure is \
              still checked",

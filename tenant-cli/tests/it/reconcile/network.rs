@@ -1,6 +1,6 @@
 //! `svc-cli reconcile` on a slow or lossy network (issue 27): the real binary against the
 //! sandbox service (in-process, with scored calls stored in its database), through
-//! `svc_fixtures::proxy`. Each run has a one-second `--timeout`, one retry and a one-second
+//! `svc_test_support::proxy`. Each run has a one-second `--timeout`, one retry and a one-second
 //! `--max-retry-after`, so its request bound (`requestBoundMs`) is 1 s × 2 + 1 s = 3 s: a run
 //! either completes or stops with 75 within it, and the next run (its lock free) stores
 //! everything once the network heals.
@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use svc_cli::sandbox::{Sandbox as Service, SandboxOptions};
 use svc_client::{AgencyRef, RegisterAgent, UpsertAgency};
-use svc_fixtures::proxy::{Fault, Proxy};
 use svc_service::db::ScoredCall;
 use svc_service::faults::Faults;
+use svc_test_support::proxy::{Fault, Proxy};
 
 use super::{reconcile_args, stored_details, watermark};
 use crate::helpers::{Run, Sandbox};
