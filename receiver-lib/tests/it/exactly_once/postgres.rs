@@ -597,3 +597,54 @@ mod sqlx_driver {
 }
 #[cfg(feature = "sqlx-postgres")]
 pub(super) use sqlx_driver::sqlx_pool;
+
+#[tokio::test]
+async fn a_store_error_is_logged_once_with_the_servers_sqlstate_and_message() {
+    let Some((url, schema, client)) = tenant("eo_pg_store_error").await else {
+        return;
+    };
+    let (logs, _logging) = crate::helpers::Logs::capture();
+    let database = PgDatabase::connect_in_schema(&url, &schema, 1)
+        .await
+        .expect("database");
+    // The store's table gone (dropped by an operator, say): every claim fails.
+    client
+        .batch_execute(&format!("DROP TABLE {schema}.webhook_claims CASCADE"))
+        .await
+        .expect("drop");
+    let store = svc_receiver::postgres::PgDedupStore::new(
+        database,
+        svc_receiver::dedup::DedupPolicy::default(),
+    );
+    let handler = |_: Received| async { Ok::<(), String>(()) };
+    let receiver =
+        svc_receiver::axum::WebhookReceiver::new(crate::helpers::verifier(), store, handler)
+            .with_clock(Arc::new(svc_contract::ManualClock::new(T)));
+    let addr = crate::helpers::spawn(
+        axum::Router::new().route("/webhooks", svc_receiver::axum::webhook_route(receiver)),
+    )
+    .await;
+    let (header, body) = delivery("wh_store_error", T);
+    let (status, _) = crate::helpers::post(
+        &crate::helpers::client(),
+        addr,
+        Some("wh_store_error"),
+        Some(&header),
+        body,
+    )
+    .await;
+    assert_eq!(status, 503);
+    let text = logs.text();
+    let line = text
+        .lines()
+        .find(|line| line.contains("webhook delivery not processed"))
+        .unwrap_or_else(|| panic!("no log line for the delivery: {text}"));
+    assert!(line.contains("42P01"), "{line}");
+    assert!(line.contains("does not exist"), "{line}");
+    assert_eq!(
+        line.matches("webhook store database error").count(),
+        1,
+        "{line}"
+    );
+    assert!(!line.contains("db error"), "{line}");
+}
