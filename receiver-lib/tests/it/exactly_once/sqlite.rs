@@ -203,14 +203,26 @@ fn direct_router(
     Router::new().route("/webhooks", webhook_route(receiver))
 }
 
-#[tokio::test]
-async fn direct_mode_answers_200_after_the_commit_and_the_senders_retry_of_a_failure_writes_once() {
+/// A tenant's database, a dedup store beside it, and the direct route over both on a manual
+/// clock at `T`: (their directory, the tenant, the clock, the route's address).
+async fn direct_tenant() -> (
+    tempfile::TempDir,
+    SqliteTenant,
+    Arc<ManualClock>,
+    std::net::SocketAddr,
+) {
     let dir = tempfile::tempdir().expect("dir");
     let tenant = SqliteTenant::open(&dir.path().join("app.db"));
     let store = SqliteDedupStore::open(dir.path().join("webhooks.db"), DedupPolicy::default())
         .expect("store");
     let clock = Arc::new(ManualClock::new(T));
     let addr = spawn(direct_router(&tenant, store, Arc::clone(&clock))).await;
+    (dir, tenant, clock, addr)
+}
+
+#[tokio::test]
+async fn direct_mode_answers_200_after_the_commit_and_the_senders_retry_of_a_failure_writes_once() {
+    let (_dir, tenant, clock, addr) = direct_tenant().await;
     let client = client();
 
     tenant.fail.store(true, Ordering::SeqCst);
@@ -252,12 +264,7 @@ async fn direct_mode_answers_200_after_the_commit_and_the_senders_retry_of_a_fai
 
 #[tokio::test]
 async fn direct_mode_remembers_the_signature_of_a_delivery_whose_handler_failed() {
-    let dir = tempfile::tempdir().expect("dir");
-    let tenant = SqliteTenant::open(&dir.path().join("app.db"));
-    let store = SqliteDedupStore::open(dir.path().join("webhooks.db"), DedupPolicy::default())
-        .expect("store");
-    let clock = Arc::new(ManualClock::new(T));
-    let addr = spawn(direct_router(&tenant, store, Arc::clone(&clock))).await;
+    let (_dir, tenant, clock, addr) = direct_tenant().await;
     let client = client();
 
     tenant.fail.store(true, Ordering::SeqCst);
