@@ -648,3 +648,60 @@ async fn a_store_error_is_logged_once_with_the_servers_sqlstate_and_message() {
     );
     assert!(!line.contains("db error"), "{line}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recorded_ids_past_the_retention_are_forgotten_outside_the_tenants_transaction() {
+    let Some((url, schema, client)) = tenant("eo_pg_retention").await else {
+        return;
+    };
+    let database = PgDatabase::connect_in_schema(&url, &schema, 1)
+        .await
+        .expect("database");
+    let clock = Arc::new(svc_contract::ManualClock::new(T));
+    let recorder = database
+        .recorder()
+        .with_retention(Duration::from_secs(3600))
+        .with_clock(Arc::clone(&clock));
+    let mut tenant = svc_fixtures::postgres::connect(&url).await;
+    // Received days before it is recorded: the retention counts from the record.
+    let old = received("wh_kept", T - 5 * 86_400);
+    write_effect(&mut tenant, &recorder, &old)
+        .await
+        .expect("old");
+    clock.set(T + 120);
+    write_effect(&mut tenant, &recorder, &received("wh_next", T))
+        .await
+        .expect("next");
+    let recorded = |id: &'static str| {
+        let client = &client;
+        let table = format!("{schema}.webhook_recorded");
+        async move {
+            client
+                .query_one(
+                    &format!("SELECT COUNT(*) FROM {table} WHERE id = $1"),
+                    &[&id],
+                )
+                .await
+                .expect("count")
+                .get::<_, i64>(0)
+        }
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        recorded("wh_kept").await,
+        1,
+        "kept within the retention of its record"
+    );
+    // Two hours later a record has the crate's pool delete both, after answering.
+    clock.set(T + 7200);
+    write_effect(&mut tenant, &recorder, &received("wh_last", T))
+        .await
+        .expect("last");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while recorded("wh_kept").await > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(recorded("wh_kept").await, 0);
+    assert_eq!(recorded("wh_next").await, 0);
+    assert_eq!(recorded("wh_last").await, 1);
+}

@@ -81,14 +81,33 @@ fn record_outside_a_transaction_is_refused_and_records_nothing() {
 fn recorded_ids_past_the_retention_are_forgotten() {
     let dir = tempfile::tempdir().expect("dir");
     let mut conn = Connection::open(dir.path().join("app.db")).expect("open");
+    let clock = Arc::new(ManualClock::new(T));
     let recorder = SqliteRecorder::install(&conn)
         .expect("install")
-        .with_retention(std::time::Duration::from_secs(3600));
-    let old = received("wh_old", T);
+        .with_retention(std::time::Duration::from_secs(3600))
+        .with_clock(Arc::clone(&clock));
+    // Received long before it is recorded (a dead letter requeued days later, say): the
+    // retention counts from the record, not from the delivery.
+    let old = received("wh_old", T - 5 * 86_400);
     let tx = conn.transaction().expect("tx");
     assert!(recorder.record(&tx, &old).expect("record").is_fresh());
     tx.commit().expect("commit");
-    // Two hours later (and past the once-a-minute gate) a record prunes the old id.
+    // A minute later a record prunes what is past the retention: not that one.
+    clock.set(T + 120);
+    let tx = conn.transaction().expect("tx");
+    assert!(
+        recorder
+            .record(&tx, &received("wh_soon", T + 120))
+            .expect("record")
+            .is_fresh()
+    );
+    assert_eq!(
+        recorder.record(&tx, &old).expect("record"),
+        Recorded::Duplicate
+    );
+    tx.commit().expect("commit");
+    // Two hours later (and past the once-a-minute gate) a record prunes both.
+    clock.set(T + 7200);
     let tx = conn.transaction().expect("tx");
     assert!(
         recorder
