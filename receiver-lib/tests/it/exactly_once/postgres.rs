@@ -665,13 +665,15 @@ async fn recorded_ids_past_the_retention_are_forgotten_outside_the_tenants_trans
     let mut tenant = svc_fixtures::postgres::connect(&url).await;
     // Received days before it is recorded: the retention counts from the record.
     let old = received("wh_kept", T - 5 * 86_400);
-    write_effect(&mut tenant, &recorder, &old)
-        .await
-        .expect("old");
+    assert!(
+        write_effect(&mut tenant, &recorder, &old)
+            .await
+            .expect("old")
+            .is_fresh()
+    );
     clock.set(T + 120);
-    write_effect(&mut tenant, &recorder, &received("wh_next", T))
-        .await
-        .expect("next");
+    let next = write_effect(&mut tenant, &recorder, &received("wh_next", T)).await;
+    assert!(next.expect("next").is_fresh());
     let recorded = |id: &'static str| {
         let client = &client;
         let table = format!("{schema}.webhook_recorded");
@@ -694,9 +696,8 @@ async fn recorded_ids_past_the_retention_are_forgotten_outside_the_tenants_trans
     );
     // Two hours later a record has the crate's pool delete both, after answering.
     clock.set(T + 7200);
-    write_effect(&mut tenant, &recorder, &received("wh_last", T))
-        .await
-        .expect("last");
+    let last = write_effect(&mut tenant, &recorder, &received("wh_last", T)).await;
+    assert!(last.expect("last").is_fresh());
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while recorded("wh_kept").await > 0 && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
