@@ -999,30 +999,38 @@ fn pg_handler(
 ) -> impl EventHandler + Clone {
     move |received: Received| {
         let (pool, recorder) = (pool.clone(), recorder.clone());
-        async move {
-            let mut client = pool.get().await.map_err(|e| e.to_string())?;
-            let tx = client.transaction().await.map_err(|e| e.to_string())?;
-            if recorder
-                .record(&tx, &received)
-                .await
-                .map_err(|e| e.to_string())?
-                .is_fresh()
-            {
-                // Prepared once per connection (deadpool's statement cache), as sqlx does.
-                let insert = tx
-                    .prepare_cached("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
-                    .await
-                    .map_err(|e| e.to_string())?;
-                tx.execute(
-                    &insert,
-                    &[&received.webhook_id.as_str(), &received.event.call_id],
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-            }
-            tx.commit().await.map_err(|e| e.to_string())
-        }
+        async move { pg_write(&pool, &recorder, &received).await }
     }
+}
+
+/// The tenant's transaction for one delivery through tokio-postgres: record it, insert one row
+/// into `effects` (both prepared once per connection, by deadpool's statement cache), commit.
+#[cfg(feature = "postgres")]
+async fn pg_write(
+    pool: &deadpool_postgres::Pool,
+    recorder: &svc_receiver::postgres::PgRecorder,
+    received: &Received,
+) -> Result<(), String> {
+    let mut client = pool.get().await.map_err(|e| e.to_string())?;
+    let tx = client.transaction().await.map_err(|e| e.to_string())?;
+    if recorder
+        .record(&tx, received)
+        .await
+        .map_err(|e| e.to_string())?
+        .is_fresh()
+    {
+        let insert = tx
+            .prepare_cached("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
+            .await
+            .map_err(|e| e.to_string())?;
+        tx.execute(
+            &insert,
+            &[&received.webhook_id.as_str(), &received.event.call_id],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    }
+    tx.commit().await.map_err(|e| e.to_string())
 }
 
 /// The tenant's handler on PostgreSQL through sqlx (its own pool): as [`pg_handler`].
@@ -1078,31 +1086,7 @@ fn pg_transaction_ceiling(
                     return StatusCode::BAD_REQUEST;
                 };
                 let received = Received::new(id, event, &record.body[..], record.received_at);
-                let run = async {
-                    let mut client = pool.get().await.map_err(|e| e.to_string())?;
-                    let tx = client.transaction().await.map_err(|e| e.to_string())?;
-                    if recorder
-                        .record(&tx, &received)
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .is_fresh()
-                    {
-                        let insert = tx
-                            .prepare_cached(
-                                "INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)",
-                            )
-                            .await
-                            .map_err(|e| e.to_string())?;
-                        tx.execute(
-                            &insert,
-                            &[&received.webhook_id.as_str(), &received.event.call_id],
-                        )
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    }
-                    tx.commit().await.map_err(|e| e.to_string())
-                };
-                match run.await {
+                match pg_write(&pool, &recorder, &received).await {
                     Ok(()) => StatusCode::OK,
                     Err(_) => StatusCode::SERVICE_UNAVAILABLE,
                 }

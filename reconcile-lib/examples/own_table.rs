@@ -6,6 +6,8 @@
 //! ```sh
 //! svc-cli sandbox &                      # prints SVC_BASE_URL and SVC_API_KEY to export
 //! cargo run -p svc-reconcile --example own_table -- tenant.db
+//! # once own_table_webhooks.rs feeds the tables, say since when: lost webhooks then exit 3
+//! cargo run -p svc-reconcile --example own_table -- tenant.db 2026-03-01T00:00:00Z
 //! ```
 //!
 //! Each scored call lands in `scored_calls` once, whichever path brings it first, and its rep's
@@ -15,8 +17,13 @@
 //! table does not hold yet (or whose `scoredAt` moved); a score that changed with no webhook is
 //! counted as a silent change. The run lock is `()`: one process on cron, whose runs never
 //! overlap.
+//!
+//! The tables keep no ledger of webhooks: given since when webhooks feed them
+//! (`Options::webhooks_since`), the run counts a call it had to store itself as recovered, from
+//! what [`store_call`] answers, and the example exits 3 on it, as `svc-cli reconcile` does.
 
 use std::collections::HashMap;
+use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,8 +31,8 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 use svc_client::{ApiKey, CallId, CallSource, Client, RawCallDetail};
 use svc_reconcile::{
-    Batch, Delivered, Delivery, KnownCall, LockError, Options, Reconciler, RunId, RunReport, Sink,
-    Stored, Version, WindowEnd,
+    Batch, Delivered, Delivery, KnownCall, LockError, Options, Outcome, Reconciler, RunId,
+    RunReport, Sink, Stored, Version, WindowEnd,
 };
 
 /// The tenant's tables.
@@ -207,6 +214,7 @@ pub fn store_call(
         )
         .optional()?;
     let outcome = match held {
+        // New only when neither path held it; with no ledger, the run decides the delivery.
         None => Stored::New(Delivery::Backfill),
         Some(held) => match svc_client::raw::detail(held.as_bytes()) {
             Ok(held) if Version::of(detail).is_older_than(&Version::of(&held)) => {
@@ -248,24 +256,42 @@ pub fn store_call(
 pub async fn reconcile_into(
     tables: TenantTables,
     client: Client,
+    options: Options,
 ) -> Result<RunReport, Box<dyn std::error::Error + Send + Sync>> {
-    let reconciler = Reconciler::new(client, Arc::new(tables), Options::default());
+    let reconciler = Reconciler::new(client, Arc::new(tables), options);
     let guard = reconciler.lock(Duration::ZERO).await?;
     Ok(reconciler.run(&guard, &()).await?)
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let path = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "tenant.db".to_owned());
+async fn main() -> Result<ExitCode, Box<dyn std::error::Error + Send + Sync>> {
+    let mut args = std::env::args().skip(1);
+    let path = args.next().unwrap_or_else(|| "tenant.db".to_owned());
+    let webhooks_since = match args.next() {
+        Some(since) => Some(DateTime::parse_from_rfc3339(&since)?.to_utc()),
+        None => None,
+    };
     let tables = TenantTables::open(std::path::Path::new(&path))?;
-    let report = reconcile_into(tables, client_from_env()?).await?;
+    let options = Options {
+        webhooks_since,
+        ..Options::default()
+    };
+    let report = reconcile_into(tables, client_from_env()?, options).await?;
     println!(
-        "{} calls listed, {} new, {} changed with no webhook",
-        report.totals.listed, report.totals.new, report.totals.changed_silently
+        "{} calls listed, {} new, {} recovered (webhook lost), {} awaiting their webhook, {} \
+         changed with no webhook",
+        report.totals.listed,
+        report.totals.new,
+        report.totals.recovered,
+        report.totals.awaiting,
+        report.totals.changed_silently
     );
-    Ok(())
+    // Alert on lost webhooks and silent changes, as `svc-cli reconcile` does.
+    Ok(match report.outcome {
+        Outcome::Found => ExitCode::from(3),
+        Outcome::CallsFailed => ExitCode::FAILURE,
+        _ => ExitCode::SUCCESS,
+    })
 }
 
 /// The client of the service `SVC_BASE_URL` names, with the key `SVC_API_KEY` holds.

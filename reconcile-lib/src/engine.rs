@@ -31,6 +31,13 @@
 //! A call scored before a receiver started writing to the ledger is *backfilled*: history, or a
 //! store that no `webhook serve` writes to, where no webhook was expected.
 //!
+//! A sink that keeps no ledger ([`Sink::ledger_since`] answers `None`) gets the same counts
+//! from [`Options::webhooks_since`] and what [`Sink::store_batch`] answers: a call it stores
+//! for the first time ([`Stored::New`]) is one no webhook had brought, recovered when scored
+//! since webhooks feed the sink; a new call scored within the grace is not read yet but left
+//! for a later run (counted awaiting, and the watermark waits for it), by when its webhook has
+//! stored it or it is recovered.
+//!
 //! The run lock is a type: [`Reconciler::run`] takes the [`RunGuard`] that only
 //! [`Reconciler::lock`] hands out, so two runs never write into one sink at once.
 
@@ -52,7 +59,7 @@ use crate::report::{
 };
 use crate::sink::{
     Batch, BatchContext, CallFailure, Delivery, FetchedCall, KnownCall, LockError, RunId, Sink,
-    Stored, WindowEnd,
+    Stored, WindowEnd, first_scored, row_listed_at, row_scored_at,
 };
 use crate::time::{before, format_duration, format_ts, parse_ts};
 use crate::window::{self, Window, WindowInputs};
@@ -91,6 +98,14 @@ pub struct Options {
     /// How long after it was scored a call's webhook may still arrive.
     #[serde(serialize_with = "duration")]
     pub delivery_grace: Duration,
+    /// Since when webhooks feed a sink that keeps no ledger of them ([`Sink::ledger_since`]
+    /// answers `None`), through [`crate::SinkHandler`] or its own receiver. The run then counts
+    /// a call it stores for the first time ([`Stored::New`]: no webhook had brought it),
+    /// scored since then, as recovered, and leaves a new call scored within
+    /// [`Options::delivery_grace`] to a later run (counted awaiting; the watermark waits for
+    /// it), whose webhook may still bring it. `None`: every new call is backfilled.
+    #[serde(serialize_with = "opt_timestamp")]
+    pub webhooks_since: Option<DateTime<Utc>>,
 }
 
 fn duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -100,6 +115,16 @@ fn duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error>
 fn opt_duration<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
     match d {
         Some(d) => s.serialize_str(&format_duration(*d)),
+        None => s.serialize_none(),
+    }
+}
+
+fn opt_timestamp<S: serde::Serializer>(
+    at: &Option<DateTime<Utc>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match at {
+        Some(at) => s.serialize_str(&format_ts(*at)),
         None => s.serialize_none(),
     }
 }
@@ -114,6 +139,7 @@ impl Default for Options {
             refresh_real: window::DEFAULT_REFRESH_REAL,
             concurrency: DEFAULT_CONCURRENCY,
             delivery_grace: DEFAULT_DELIVERY_GRACE,
+            webhooks_since: None,
         }
     }
 }
@@ -254,13 +280,16 @@ impl<S: Sink> Reconciler<S> {
             }
         }
         let missed_before = before(run_start, self.options.delivery_grace);
-        let ledger_since = match self.sink.ledger_since().await {
+        let sink_ledger = match self.sink.ledger_since().await {
             Ok(since) => since,
             Err(e) => {
                 error.get_or_insert(StopReason::Sink(e));
                 None
             }
         };
+        // A sink with no ledger: the run tells how each new call arrived itself.
+        let no_ledger = sink_ledger.is_none();
+        let ledger_since = sink_ledger.or(self.options.webhooks_since);
         let (stop, _) = watch::channel(false);
         let run = Arc::new(Run {
             client: self.client.clone(),
@@ -270,6 +299,7 @@ impl<S: Sink> Reconciler<S> {
             run_id,
             missed_before,
             ledger_since,
+            no_ledger,
             details: Semaphore::new(self.options.concurrency.max(1)),
             stop,
         });
@@ -313,7 +343,7 @@ impl<S: Sink> Reconciler<S> {
                     Ok(counts) => {
                         for (source, n) in counts {
                             if let Some(i) = sources.iter().position(|s| s.source == source) {
-                                tallies[i].counts.awaiting = n;
+                                tallies[i].counts.awaiting += n;
                             }
                         }
                     }
@@ -433,11 +463,18 @@ struct Tally {
     recovered: Vec<CallId>,
     changed: Vec<CallId>,
     failed: Vec<FailedCall>,
+    /// The earliest listing time of a new call left for a later run: the watermark waits
+    /// for it.
+    left_from: Option<DateTime<Utc>>,
 }
 
 impl Tally {
     fn merge(&mut self, other: Tally) {
         self.counts.add(&other.counts);
+        self.left_from = match (self.left_from, other.left_from) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let room = |have: usize| LISTED_IDS.saturating_sub(have);
         self.recovered
             .extend(other.recovered.into_iter().take(room(self.recovered.len())));
@@ -457,12 +494,45 @@ struct Run<S> {
     run_id: Option<RunId>,
     /// A call scored at or before this with no webhook missed its delivery.
     missed_before: DateTime<Utc>,
-    /// Since when the sink's ledger records webhooks.
+    /// Since when the sink's ledger records webhooks, else [`Options::webhooks_since`].
     ledger_since: Option<DateTime<Utc>>,
+    /// The sink keeps no ledger: a new call is recovered or backfilled by the run's own
+    /// reckoning, and one scored within the grace (since `ledger_since`) is left for later.
+    no_ledger: bool,
     details: Semaphore,
     /// Set at the first failure that stops the run: no detail read starts after it, and those
     /// waiting on retries are abandoned.
     stop: watch::Sender<bool>,
+}
+
+impl<S> Run<S> {
+    /// Whether a call the sink does not hold is left for a later run, and then when it is
+    /// listed: with a sink that keeps no ledger, a call scored since webhooks feed it and
+    /// within the grace, whose webhook may still bring it. Stored now, it would be counted
+    /// neither recovered (its webhook may come) nor delivered (if it comes, the sink answers
+    /// [`Stored::Unchanged`], which no run sees); left, it is either stored by its webhook
+    /// meanwhile, or stored by a later run once the grace has passed: recovered.
+    fn left_for_later(&self, row: &RawCallRow) -> Option<DateTime<Utc>> {
+        let since = self.ledger_since.filter(|_| self.no_ledger)?;
+        let scored = row_scored_at(&row.row)?;
+        (scored >= since && scored > self.missed_before)
+            .then(|| row_listed_at(&row.row))
+            .flatten()
+    }
+
+    /// How a call the sink stored for the first time arrived: as the sink says when it keeps
+    /// a ledger; else, as no webhook had brought it (the sink answered [`Stored::New`]),
+    /// recovered when scored since webhooks feed the sink ([`Options::webhooks_since`]),
+    /// backfilled otherwise.
+    fn delivery(&self, said: Delivery, first_scored: Option<DateTime<Utc>>) -> Delivery {
+        if !self.no_ledger || said == Delivery::Webhook {
+            return said;
+        }
+        match (self.ledger_since, first_scored) {
+            (Some(since), Some(at)) if at >= since => Delivery::Recovered,
+            _ => Delivery::Backfill,
+        }
+    }
 }
 
 type Stop<E> = Option<StopReason<E>>;
@@ -536,7 +606,6 @@ async fn source_pass<S: Sink>(
         Some(clock) => window.watermark.min(second_after(clock.at)),
         None => window.watermark,
     };
-    let advances = window.advances && watermark.is_none_or(|w| next > w);
     // Then the calls earlier runs could not store and this listing did not reach.
     if stopped.is_none() && !run.dry_run && run.sink.keeps_failures() {
         match run
@@ -553,6 +622,9 @@ async fn source_pass<S: Sink>(
             Err(e) => stopped = Some(StopReason::Sink(e)),
         }
     }
+    // Nor past a new call left for a later run, so that run lists it again.
+    let next = tally.left_from.map_or(next, |left| next.min(left));
+    let advances = window.advances && watermark.is_none_or(|w| next > w);
     // A failed detail that the sink does not keep must be listed again: the window stays open.
     let unkept = (!run.sink.keeps_failures() && tally.counts.failed > 0).then(|| {
         format!(
@@ -732,7 +804,13 @@ async fn process_rows<S: Sink>(run: Arc<Run<S>>, rows: Vec<RawCallRow>) -> (Tall
     let mut fill = Vec::new();
     for row in rows {
         match known.get(&row.row.id) {
-            None => fetch.push(row),
+            None => match run.left_for_later(&row) {
+                Some(listed) => {
+                    tally.counts.awaiting += 1;
+                    tally.left_from = Some(tally.left_from.map_or(listed, |l| l.min(listed)));
+                }
+                None => fetch.push(row),
+            },
             Some(stored) if moved(stored, row.row.scored_at.as_deref()) => {
                 tally.counts.moved += 1;
                 fetch.push(row);
@@ -787,9 +865,9 @@ async fn process_rows<S: Sink>(run: Arc<Run<S>>, rows: Vec<RawCallRow>) -> (Tall
             },
         }
     }
-    let ids: Vec<CallId> = calls
+    let ids: Vec<(CallId, Option<DateTime<Utc>>)> = calls
         .iter()
-        .map(|c| c.detail.detail.row.id.clone())
+        .map(|c| (c.detail.detail.row.id.clone(), first_scored(&c.detail)))
         .collect();
     let failed: Vec<FailedCall> = failures
         .iter()
@@ -815,11 +893,11 @@ async fn process_rows<S: Sink>(run: Arc<Run<S>>, rows: Vec<RawCallRow>) -> (Tall
     };
     match run.sink.store_batch(batch).await {
         Ok(stored) => {
-            for (id, stored) in ids.into_iter().zip(stored) {
+            for ((id, first), stored) in ids.into_iter().zip(stored) {
                 match stored {
                     Stored::New(delivery) => {
                         tally.counts.new += 1;
-                        match delivery {
+                        match run.delivery(delivery, first) {
                             Delivery::Recovered => {
                                 tally.counts.recovered += 1;
                                 tally.recovered.push(id);

@@ -45,7 +45,9 @@ pub struct Counts {
     /// Calls of the source stored and still awaiting their webhook when the run ended: scored
     /// within the delivery grace, so neither delivered nor yet counted as missed. A later run
     /// settles each (delivered, or recovered if its webhook never comes). Not a count of this
-    /// run's work; 0 in a dry run.
+    /// run's work; 0 in a dry run. With a sink that keeps no ledger (and
+    /// `Options::webhooks_since`): the new calls listed within the grace, left for a later run
+    /// to store unless their webhook does first (counted in a dry run too).
     pub awaiting: u64,
 }
 

@@ -9,8 +9,10 @@
 //! - runs ([`Sink::start_run`], [`Sink::finish_run`]): not recorded;
 //! - failed details ([`Sink::keeps_failures`]): not kept, so a window with a failed detail
 //!   does not complete and its watermark stays (the next run lists the call again);
-//! - the ledger of received webhooks ([`Sink::ledger_since`], [`Sink::settle_awaiting`]): none,
-//!   so every new call is [`Delivery::Backfill`] and nothing is reported as recovered;
+//! - the ledger of received webhooks ([`Sink::ledger_since`], [`Sink::settle_awaiting`],
+//!   [`Sink::awaiting`]): none. The run then counts recovered and awaiting calls itself from
+//!   what [`Sink::store_batch`] answers, once [`crate::Options::webhooks_since`] says since
+//!   when webhooks feed the sink (without it, every new call is backfilled);
 //! - a call its webhook brought ([`Sink::store_delivered`], called by
 //!   [`crate::webhook::SinkHandler`]): stored through [`Sink::store_batch`] like any other.
 //!
@@ -23,7 +25,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use svc_client::{CallId, CallSource, RawCallDetail, RawCallRow};
+use svc_client::{CallId, CallRow, CallSource, RawCallDetail, RawCallRow};
 
 /// A run's id, as the sink recorded it ([`Sink::start_run`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -31,17 +33,25 @@ use svc_client::{CallId, CallSource, RawCallDetail, RawCallRow};
 pub struct RunId(pub i64);
 
 /// What the sink holds of a listed call.
+///
+/// What to return: `KnownCall { scored_at: <the stored detail's scoredAt>, has_row: true }`,
+/// unless the sink keeps list rows apart from details.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KnownCall {
     /// `scoredAt` as stored (text, as the service sent it): a listed row whose `scoredAt`
     /// differs is read again.
     pub scored_at: Option<String>,
-    /// Whether the list row is stored; `false` asks for [`Batch::rows_to_fill`] (a call first
-    /// stored from its webhook has only its detail). A sink that keeps no rows says `true`.
+    /// `false` only for a sink that stores `GET /calls` rows apart from details and lacks
+    /// this call's (stored from its webhook): the run hands it in [`Batch::rows_to_fill`].
+    /// Any other sink says `true`.
     pub has_row: bool,
 }
 
 /// How a stored call reached the sink.
+///
+/// What to return in [`Stored::New`]: a sink with no ledger of webhooks (the default
+/// [`Sink::ledger_since`]) may return any, `Backfill` say, for the run decides itself; a sink
+/// with one returns [`BatchContext::delivery_of`] (from [`Sink::store_delivered`]: `Webhook`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Delivery {
     /// Its verified webhook is in the ledger.
@@ -56,6 +66,9 @@ pub enum Delivery {
 }
 
 /// What storing one fetched call did.
+///
+/// What to return: `New` only when the call was not held before by either path (reconcile
+/// or its webhook): it is how the run tells a call no webhook had brought.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stored {
     /// Stored for the first time, and how it arrived.
@@ -97,7 +110,8 @@ pub struct BatchContext {
     pub run_id: Option<RunId>,
     /// Now.
     pub now: DateTime<Utc>,
-    /// Since when the sink's ledger records webhooks ([`Sink::ledger_since`]).
+    /// Since when the sink's ledger records webhooks ([`Sink::ledger_since`]; for a sink with
+    /// no ledger, [`crate::Options::webhooks_since`]).
     pub ledger_since: Option<DateTime<Utc>>,
     /// A new call with no webhook scored at or before this missed its delivery; a later one
     /// still awaits it.
@@ -321,7 +335,8 @@ pub trait Sink: Send + Sync + 'static {
         async { Ok(Vec::new()) }
     }
 
-    /// Since when the sink's ledger records received webhooks (`None`: no ledger).
+    /// Since when the sink's ledger records received webhooks (`None`: no ledger; the run
+    /// then counts recovered and awaiting calls itself, see [`crate::Options::webhooks_since`]).
     fn ledger_since(
         &self,
     ) -> impl Future<Output = Result<Option<DateTime<Utc>>, Self::Error>> + Send {
@@ -406,8 +421,12 @@ pub(crate) fn is_older(
 /// When a call is listed by `GET /calls`' window: `startedAt` for a real call, `endedAt` (else
 /// `startedAt`) for a practice call.
 pub fn listed_at(detail: &RawCallDetail) -> Option<DateTime<Utc>> {
+    row_listed_at(&detail.detail.row)
+}
+
+/// [`listed_at`], from a list row.
+pub(crate) fn row_listed_at(row: &CallRow) -> Option<DateTime<Utc>> {
     let parse = |t: &Option<String>| t.as_deref().and_then(crate::time::parse_ts);
-    let row = &detail.detail.row;
     match row.source {
         CallSource::RealCall => parse(&row.started_at),
         _ => parse(&row.ended_at).or_else(|| parse(&row.started_at)),
@@ -416,10 +435,15 @@ pub fn listed_at(detail: &RawCallDetail) -> Option<DateTime<Utc>> {
 
 /// When a call was scored: `scoredAt`, else when it is listed.
 pub fn scored_at(detail: &RawCallDetail) -> Option<DateTime<Utc>> {
-    let scored = detail.detail.row.scored_at.as_deref();
+    row_scored_at(&detail.detail.row)
+}
+
+/// [`scored_at`], from a list row.
+pub(crate) fn row_scored_at(row: &CallRow) -> Option<DateTime<Utc>> {
+    let scored = row.scored_at.as_deref();
     scored
         .and_then(crate::time::parse_ts)
-        .or_else(|| listed_at(detail))
+        .or_else(|| row_listed_at(row))
 }
 
 /// When a call was first scored, which is when its `call.scored` went out: `scoredAt`, except

@@ -30,9 +30,9 @@ use super::{PgDatabase, describe_error};
 use crate::StoreError;
 
 /// Batches one store runs at once, each on its own pooled connection: while one waits for its
-/// WAL flush, the other runs, and rows arriving meanwhile gather into the next. On the 2-core
-/// load benchmark 2 did better than 1 (the CPU idles during each flush) and than 3 or 4
-/// (smaller batches, more server CPU per row).
+/// WAL flush, the other runs, and rows arriving meanwhile gather into the next. One leaves the
+/// CPU idle during each flush; more make smaller batches, each costing the server more CPU per
+/// row (the load benchmark's figures are in BENCHMARKS.md).
 pub(super) const IN_FLIGHT: usize = 2;
 
 /// Most rows in one batch.

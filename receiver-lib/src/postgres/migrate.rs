@@ -300,9 +300,8 @@ const MIGRATIONS: &[&str] = &[
     // key (issue 24, benchmark): the keys sorted, then locked by an aggregate that reads them
     // in that order (a subquery with ORDER BY is never merged into the query around it, so
     // the sort comes first). The same keys in the same ascending order, so batches of
-    // replicas on either version never wait for each other in a cycle; about a third of the
-    // server's time per batch of 32 ids and 32 signatures (70 against 180 to 280 µs in psql
-    // on the development VM).
+    // replicas on either version never wait for each other in a cycle; one statement per
+    // batch costs the server a fraction of a statement per key (BENCHMARKS.md, svc-receiver).
     r#"
     CREATE OR REPLACE FUNCTION svc_receiver_lock_keys(p_ids TEXT[], p_signatures BYTEA[])
     RETURNS VOID LANGUAGE plpgsql AS $$

@@ -8,6 +8,8 @@ use std::time::Duration;
 use tokio_postgres::types::Type;
 
 use super::{PgDatabase, PgError};
+use svc_contract::{Clock, SystemClock};
+
 use crate::exactly_once::{DEFAULT_RECORD_RETENTION, Recorded};
 use crate::handler::Received;
 use crate::pruner::Pruner;
@@ -34,6 +36,8 @@ pub struct PgRecorder {
     database: PgDatabase,
     retention: Duration,
     pruner: Arc<Pruner>,
+    /// What "now" is for the record's time and the retention.
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for PgRecorder {
@@ -57,7 +61,16 @@ impl PgRecorder {
             database,
             retention: DEFAULT_RECORD_RETENTION,
             pruner: Arc::default(),
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// The same recorder, reading "now" (when a delivery is recorded, and the retention's
+    /// cutoff) from `clock` instead of the system clock.
+    #[must_use]
+    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
     }
 
     /// The same recorder, keeping recorded ids for `retention` instead of a day. Keep it past
@@ -86,14 +99,11 @@ impl PgRecorder {
         tx: &T,
         received: &Received,
     ) -> Result<Recorded, PgError> {
+        let now = self.clock.now();
         let inserted = tx
-            .insert_row(
-                &self.insert,
-                received.webhook_id.as_str(),
-                received.received_at,
-            )
+            .insert_row(&self.insert, received.webhook_id.as_str(), now)
             .await?;
-        self.prune_if_due(received.received_at);
+        self.prune_if_due(now);
         Ok(if inserted {
             Recorded::Fresh
         } else {
@@ -112,12 +122,13 @@ impl PgRecorder {
         received: &Received,
     ) -> Result<Recorded, sqlx::Error> {
         use sqlx::Row;
+        let now = self.clock.now();
         let inserted = sqlx::query(sqlx::AssertSqlSafe(&*self.insert))
             .bind(received.webhook_id.as_str())
-            .bind(received.received_at)
+            .bind(now)
             .fetch_optional(&mut **tx)
             .await?;
-        self.prune_if_due(received.received_at);
+        self.prune_if_due(now);
         // The row, when there is one, holds TRUE: read it so a changed statement is noticed.
         Ok(match inserted {
             Some(row) if row.try_get::<bool, _>(0)? => Recorded::Fresh,

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, ffi};
 
+use svc_contract::{Clock, SystemClock};
+
 use crate::exactly_once::{DEFAULT_RECORD_RETENTION, Recorded};
 use crate::handler::Received;
 use crate::pruner::Pruner;
@@ -39,10 +41,20 @@ CREATE INDEX IF NOT EXISTS webhook_recorded_at ON webhook_recorded (recorded_at)
 ///
 /// Recorded ids are forgotten after the retention ([`DEFAULT_RECORD_RETENTION`], a day, by
 /// default): at most once a minute, `record` deletes the older ones in the same transaction.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SqliteRecorder {
     retention: Duration,
     pruner: Arc<Pruner>,
+    /// What "now" is for the record's time and the retention.
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for SqliteRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteRecorder")
+            .field("retention", &self.retention)
+            .finish_non_exhaustive()
+    }
 }
 
 impl SqliteRecorder {
@@ -55,7 +67,16 @@ impl SqliteRecorder {
         Ok(Self {
             retention: DEFAULT_RECORD_RETENTION,
             pruner: Arc::default(),
+            clock: Arc::new(SystemClock),
         })
+    }
+
+    /// The same recorder, reading "now" (when a delivery is recorded, and the retention's
+    /// cutoff) from `clock` instead of the system clock.
+    #[must_use]
+    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
     }
 
     /// The same recorder, keeping recorded ids for `retention` instead of a day. Keep it past
@@ -89,7 +110,7 @@ impl SqliteRecorder {
                 ),
             ));
         }
-        let now = received.received_at;
+        let now = self.clock.now();
         if self.pruner.due(now) {
             let cutoff =
                 now.saturating_sub(i64::try_from(self.retention.as_secs()).unwrap_or(i64::MAX));

@@ -47,9 +47,9 @@ const MAX_BATCH: usize = 512;
 
 /// How long the checkpointer waits after a commit before copying the WAL into the file. A
 /// checkpoint ends with an fsync of the database file, which the next commits' fsyncs of the
-/// WAL queue behind: on the load benchmark, 1 s instead of 100 ms cut inbox mode's p99 from
-/// 3.9-4.9 ms to 2.9-3.7 ms at the same throughput, for a WAL of about 55 MiB instead of 38
-/// under sustained load (it is rewound past [`RESTART_WAL_FRAMES`] either way).
+/// WAL queue behind: fewer checkpoints keep that wait out of most commits (a lower p99 at the
+/// same throughput, BENCHMARKS.md), for a larger WAL under sustained load (it is rewound past
+/// [`RESTART_WAL_FRAMES`] either way).
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How long a write waits for another connection's lock before failing.

@@ -13,14 +13,14 @@ use svc_fixtures::faults;
 use svc_fixtures::webhooks::{Event, Sender};
 use svc_receiver::axum::{WebhookReceiver, webhook_route};
 use svc_receiver::dedup::MemoryDedupStore;
-use svc_reconcile::{Delivery, MemorySink, SinkHandler};
+use svc_reconcile::{Delivery, MemorySink, Sink, SinkHandler};
 use wiremock::MockServer;
 
 const SECRET: &str = "whsec_sink_handler_test";
 
 /// Serves the direct route with a `SinkHandler` over `sink` on port 0; returns a sender of
 /// signed deliveries to it.
-async fn receiver(server: &MockServer, sink: Arc<MemorySink>) -> Sender {
+pub(super) async fn receiver<S: Sink>(server: &MockServer, sink: Arc<S>) -> Sender {
     let secret = SigningSecret::new(SECRET).expect("secret");
     let handler = SinkHandler::new(super::engine::client(server, 0), sink);
     let receiver = WebhookReceiver::new(

@@ -11,6 +11,7 @@ use serde_json::json;
 use super::{Output, print};
 use crate::config::DEFAULT_DB;
 use crate::db::{Db, RealCallAgency, Rubric};
+use crate::sandbox::{OperatorStep, OperatorTarget};
 
 /// `svc-service agency …`.
 #[derive(Debug, Args)]
@@ -66,35 +67,54 @@ pub enum AgencyCommand {
 }
 
 impl AgencyArgs {
-    /// Runs the command against the database.
+    /// Runs the command against the database, as [`crate::sandbox::operate`].
     ///
     /// # Errors
     /// An unknown agency, or a database failure.
     pub async fn exec(self) -> anyhow::Result<()> {
-        let db = Db::open(&self.db)
-            .await
-            .with_context(|| format!("opening database {}", self.db.display()))?;
-        let (tenant, agency_id, settings) = match self.command {
+        let step = match self.command {
             AgencyCommand::EnableRealCalls {
                 tenant,
                 agency_id,
                 third_party_dialer,
                 rubric,
-            } => {
-                let rubric = match rubric {
+            } => OperatorStep::EnableRealCalls {
+                tenant,
+                agency_id,
+                third_party_dialer,
+                rubric: match rubric {
                     RubricArg::Default => Rubric::Default,
                     RubricArg::Own => Rubric::Own,
-                };
-                (tenant, agency_id, Some((third_party_dialer, rubric)))
+                },
+            },
+            AgencyCommand::DisableRealCalls { tenant, agency_id } => {
+                OperatorStep::DisableRealCalls { tenant, agency_id }
             }
-            AgencyCommand::DisableRealCalls { tenant, agency_id } => (tenant, agency_id, None),
         };
-        let agency = db
-            .set_real_calls(tenant.trim(), agency_id.trim(), settings)
-            .await?
-            .with_context(|| format!("tenant {tenant:?} has no agency {agency_id:?}"))?;
-        print(&summary(&agency), self.json)
+        let target = OperatorTarget {
+            json: self.json,
+            ..OperatorTarget::new(self.db)
+        };
+        crate::sandbox::operate(&target, step).await
     }
+}
+
+/// Switches the real calls of `tenant`'s agency `agency_id` on (with whether it dials through
+/// a third party, and its rubric) or off (`None`), and prints the agency.
+pub(crate) async fn set_real_calls(
+    target: &OperatorTarget,
+    tenant: &str,
+    agency_id: &str,
+    settings: Option<(bool, Rubric)>,
+) -> anyhow::Result<()> {
+    let db = Db::open(&target.db)
+        .await
+        .with_context(|| format!("opening database {}", target.db.display()))?;
+    let agency = db
+        .set_real_calls(tenant.trim(), agency_id.trim(), settings)
+        .await?
+        .with_context(|| format!("tenant {tenant:?} has no agency {agency_id:?}"))?;
+    print(&summary(&agency), target.json)
 }
 
 fn summary(agency: &RealCallAgency) -> Output {

@@ -24,6 +24,7 @@ use crate::realcall::input;
 use crate::realcall::redisposition::redisposition;
 use crate::realcall::replay;
 use crate::realcall::sweep::sweep;
+use crate::sandbox::{OperatorStep, OperatorTarget};
 use crate::scoring::real_call::Disposition;
 use crate::time::{format_millis, parse_timestamp};
 
@@ -85,84 +86,129 @@ pub enum CallsCommand {
 }
 
 impl CallsArgs {
-    /// Runs the command against the database.
+    /// Runs the command against the database (ingestion and re-disposition as
+    /// [`crate::sandbox::operate`]).
     ///
     /// # Errors
     /// [`Usage`] for a bad file or value (exit 2), [`Reported`] when records were invalid
     /// (exit 1), or a database failure.
     pub async fn exec(self) -> anyhow::Result<()> {
-        let db = Db::open(&self.db)
-            .await
-            .with_context(|| format!("opening database {}", self.db.display()))?;
-        let archive = Archive::new(
-            self.audio_dir
-                .clone()
-                .unwrap_or_else(|| default_audio_dir(&self.db)),
-        );
-        match self.command {
+        let target = OperatorTarget {
+            audio_dir: self.audio_dir,
+            json: self.json,
+            ..OperatorTarget::new(self.db)
+        };
+        let step = match self.command {
             CallsCommand::IngestReal {
                 tenant,
                 file,
                 relative_to_now,
-            } => ingest(db, archive, &tenant, &file, relative_to_now, self.json).await,
+            } => OperatorStep::IngestReal {
+                tenant,
+                file,
+                relative_to_now,
+            },
             CallsCommand::Redisposition {
                 tenant,
                 call_id,
                 disposition,
-            } => {
-                let disposition = Disposition::parse(&disposition)
-                    .ok_or_else(|| Usage(format!("unknown disposition {disposition:?}")))?;
-                let done = redisposition(
-                    &db,
-                    &Clock::System,
-                    tenant.trim(),
-                    call_id.trim(),
-                    disposition,
-                )
-                .await?;
-                let overall = |score: &Value| score["overallScore"].clone();
-                print(
-                    &Output {
-                        json: json!({
-                            "callId": done.call_id,
-                            "disposition": { "before": done.disposition_before, "after": done.disposition.as_str() },
-                            "score": { "before": done.score_before, "after": done.score },
-                            "scoredAt": format_millis(done.scored_at),
-                        }),
-                        human: format!(
-                            "{}: disposition {} -> {}, overallScore {} -> {}, compliancePercent {} -> {} (no webhook sent)",
-                            done.call_id,
-                            done.disposition_before,
-                            done.disposition.as_str(),
-                            overall(&done.score_before),
-                            overall(&done.score),
-                            done.score_before["compliancePercent"],
-                            done.score["compliancePercent"],
-                        ),
-                    },
-                    self.json,
-                )
-            }
-            CallsCommand::SweepAudio { now } => {
-                let now = match now {
-                    Some(text) => parse_timestamp(text.trim())
-                        .ok_or_else(|| Usage(format!("--now {text:?} is not an ISO 8601 time")))?,
-                    None => chrono::Utc::now(),
-                };
-                let swept = sweep(&db, &archive, now).await?;
-                print(
-                    &Output {
-                        json: json!({ "expired": swept.expired, "deletedFiles": swept.deleted }),
-                        human: format!(
-                            "{} call(s) past the recording retention, {} file(s) deleted",
-                            swept.expired, swept.deleted
-                        ),
-                    },
-                    self.json,
-                )
-            }
-        }
+            } => OperatorStep::Redisposition {
+                tenant,
+                call_id,
+                disposition: Disposition::parse(&disposition)
+                    .ok_or_else(|| Usage(format!("unknown disposition {disposition:?}")))?,
+            },
+            CallsCommand::SweepAudio { now } => return sweep_audio(&target, now).await,
+        };
+        crate::sandbox::operate(&target, step).await
     }
+}
+
+/// Opens the target's database and its archive of recordings.
+async fn open(target: &OperatorTarget) -> anyhow::Result<(Db, Archive)> {
+    let db = Db::open(&target.db)
+        .await
+        .with_context(|| format!("opening database {}", target.db.display()))?;
+    let archive = Archive::new(
+        target
+            .audio_dir
+            .clone()
+            .unwrap_or_else(|| default_audio_dir(&target.db)),
+    );
+    Ok((db, archive))
+}
+
+/// Ingests the dialer records in `file` for `tenant`, printing one line per record.
+pub(crate) async fn ingest_real(
+    target: &OperatorTarget,
+    tenant: &str,
+    file: &Path,
+    relative_to_now: bool,
+) -> anyhow::Result<()> {
+    let (db, archive) = open(target).await?;
+    ingest(db, archive, tenant, file, relative_to_now, target.json).await
+}
+
+/// Re-dispositions `tenant`'s real call `call_id`, printing the old and the new score.
+pub(crate) async fn redisposition_call(
+    target: &OperatorTarget,
+    tenant: &str,
+    call_id: &str,
+    disposition: Disposition,
+) -> anyhow::Result<()> {
+    let (db, _) = open(target).await?;
+    let done = redisposition(
+        &db,
+        &Clock::System,
+        tenant.trim(),
+        call_id.trim(),
+        disposition,
+    )
+    .await?;
+    let overall = |score: &Value| score["overallScore"].clone();
+    print(
+        &Output {
+            json: json!({
+                "callId": done.call_id,
+                "disposition": { "before": done.disposition_before, "after": done.disposition.as_str() },
+                "score": { "before": done.score_before, "after": done.score },
+                "scoredAt": format_millis(done.scored_at),
+            }),
+            human: format!(
+                "{}: disposition {} -> {}, overallScore {} -> {}, compliancePercent {} -> {} (no webhook sent)",
+                done.call_id,
+                done.disposition_before,
+                done.disposition.as_str(),
+                overall(&done.score_before),
+                overall(&done.score),
+                done.score_before["compliancePercent"],
+                done.score["compliancePercent"],
+            ),
+        },
+        target.json,
+    )
+}
+
+/// Forgets recordings past retention (as of `now`, else the system clock) and deletes their
+/// files.
+async fn sweep_audio(target: &OperatorTarget, now: Option<String>) -> anyhow::Result<()> {
+    let (db, archive) = open(target).await?;
+    let now = match now {
+        Some(text) => parse_timestamp(text.trim())
+            .ok_or_else(|| Usage(format!("--now {text:?} is not an ISO 8601 time")))?,
+        None => chrono::Utc::now(),
+    };
+    let swept = sweep(&db, &archive, now).await?;
+    print(
+        &Output {
+            json: json!({ "expired": swept.expired, "deletedFiles": swept.deleted }),
+            human: format!(
+                "{} call(s) past the recording retention, {} file(s) deleted",
+                swept.expired, swept.deleted
+            ),
+        },
+        target.json,
+    )
 }
 
 async fn ingest(

@@ -132,6 +132,7 @@ impl ReconcileArgs {
             refresh_real: self.refresh_real,
             concurrency: usize::from(self.concurrency),
             delivery_grace: self.delivery_grace,
+            webhooks_since: None,
         })
     }
 

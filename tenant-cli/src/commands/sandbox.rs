@@ -216,7 +216,7 @@ fn check_console_address(args: &SandboxArgs, ctx: &Ctx) -> Result<(), CliError> 
 #[cfg(feature = "sandbox")]
 async fn operate(command: SandboxCommand, ctx: &Ctx) -> anyhow::Result<()> {
     use svc_service::sandbox::{
-        AgencyArgs, AgencyCommand, CallsArgs, CallsCommand, Reported, RubricArg, Temporary, Usage,
+        Disposition, OperatorStep, OperatorTarget, Reported, Rubric, Temporary, Usage,
     };
 
     let db = command.db().to_path_buf();
@@ -231,56 +231,49 @@ async fn operate(command: SandboxCommand, ctx: &Ctx) -> anyhow::Result<()> {
     let tenant = crate::sandbox::read_credentials(&db)
         .map_err(|e| CliError::Usage(format!("{e:#}")))?
         .tenant_id;
-    let json = ctx.out.json;
-    let calls = |command| CallsArgs {
-        db: db.clone(),
-        audio_dir: None,
-        json,
-        command,
+    let target = OperatorTarget {
+        json: ctx.out.json,
+        ..OperatorTarget::new(db.clone())
     };
-    let agency = |command| AgencyArgs {
-        db: db.clone(),
-        json,
-        command,
-    };
-    let done = match command {
+    // The flags, as the service's typed step.
+    let step = match command {
         SandboxCommand::EnableRealCalls {
             agency_id,
             third_party_dialer,
             rubric,
             ..
-        } => {
-            agency(AgencyCommand::EnableRealCalls {
-                tenant,
-                agency_id,
-                third_party_dialer,
-                rubric: if rubric == "own" {
-                    RubricArg::Own
-                } else {
-                    RubricArg::Default
-                },
-            })
-            .exec()
-            .await
-        }
+        } => OperatorStep::EnableRealCalls {
+            tenant,
+            agency_id,
+            third_party_dialer,
+            rubric: if rubric == "own" {
+                Rubric::Own
+            } else {
+                Rubric::Default
+            },
+        },
         SandboxCommand::DisableRealCalls { agency_id, .. } => {
-            agency(AgencyCommand::DisableRealCalls { tenant, agency_id })
-                .exec()
-                .await
+            OperatorStep::DisableRealCalls { tenant, agency_id }
         }
         SandboxCommand::IngestReal {
             file,
             relative_to_now,
             ..
-        } => {
-            calls(CallsCommand::IngestReal {
-                tenant,
-                file,
-                relative_to_now,
-            })
-            .exec()
-            .await
-        }
+        } => OperatorStep::IngestReal {
+            tenant,
+            file,
+            relative_to_now,
+        },
+        SandboxCommand::Redisposition {
+            call_id,
+            disposition,
+            ..
+        } => OperatorStep::Redisposition {
+            tenant,
+            call_id,
+            disposition: Disposition::parse(&disposition)
+                .ok_or_else(|| CliError::Usage(format!("unknown disposition {disposition:?}")))?,
+        },
         SandboxCommand::Deliveries {
             wait_idle,
             max_wait,
@@ -289,20 +282,8 @@ async fn operate(command: SandboxCommand, ctx: &Ctx) -> anyhow::Result<()> {
             let wait = wait_idle.then_some(max_wait);
             return deliveries::exec(&db, &tenant, wait, ctx).await;
         }
-        SandboxCommand::Redisposition {
-            call_id,
-            disposition,
-            ..
-        } => {
-            calls(CallsCommand::Redisposition {
-                tenant,
-                call_id,
-                disposition,
-            })
-            .exec()
-            .await
-        }
     };
+    let done = svc_service::sandbox::operate(&target, step).await;
     done.map_err(|e| {
         if let Some(Usage(message)) = e.downcast_ref::<Usage>() {
             CliError::Usage(message.clone()).into()

@@ -191,9 +191,15 @@ async fn child_main() {
             let handler = move |received: Received| {
                 let tenant = tenant.clone();
                 async move {
-                    tokio::task::spawn_blocking(move || sqlite_write(&tenant, &received, pause))
-                        .await
-                        .map_err(|e| e.to_string())??;
+                    tokio::task::spawn_blocking(move || {
+                        tenant.write_pausing(&received, || {
+                            if pause == Pause::BeforeCommit {
+                                pause_forever();
+                            }
+                        })
+                    })
+                    .await
+                    .map_err(|e| e.to_string())??;
                     pause_at(pause, Pause::AfterCommit).await;
                     Ok::<(), String>(())
                 }
@@ -277,37 +283,6 @@ async fn child_main() {
         }
         other => panic!("unknown driver {other:?}"),
     }
-}
-
-/// The SQLite tenant's transaction in a child: as [`SqliteTenant::write`], with the pause
-/// before the commit.
-fn sqlite_write(tenant: &SqliteTenant, received: &Received, pause: Pause) -> Result<(), String> {
-    let mut conn = tenant
-        .conn
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let tx = conn
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .map_err(|e| e.to_string())?;
-    if tenant
-        .recorder
-        .record(&tx, received)
-        .map_err(|e| e.to_string())?
-        .is_fresh()
-    {
-        tx.execute(
-            "INSERT INTO effects (webhook_id, call_id) VALUES (?1, ?2)",
-            [
-                received.webhook_id.as_str(),
-                received.event.call_id.as_str(),
-            ],
-        )
-        .map_err(|e| e.to_string())?;
-    }
-    if pause == Pause::BeforeCommit {
-        pause_forever();
-    }
-    tx.commit().map_err(|e| e.to_string())
 }
 
 /// Serves `mode` with the tenant's `handler` until killed.

@@ -87,6 +87,16 @@ impl SqliteTenant {
 
     /// The tenant's transaction for one delivery.
     fn write(&self, received: &Received) -> Result<(), String> {
+        self.write_pausing(received, || {})
+    }
+
+    /// [`SqliteTenant::write`], calling `before_commit` after the write and before the commit
+    /// (where a crash test stops the process).
+    fn write_pausing(
+        &self,
+        received: &Received,
+        before_commit: impl FnOnce(),
+    ) -> Result<(), String> {
         let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -106,6 +116,7 @@ impl SqliteTenant {
             )
             .map_err(|e| e.to_string())?;
         }
+        before_commit();
         if self.fail.load(Ordering::SeqCst) {
             // Dropped: rolled back with the record.
             return Err("planned failure before the commit".into());

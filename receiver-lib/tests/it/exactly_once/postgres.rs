@@ -597,3 +597,112 @@ mod sqlx_driver {
 }
 #[cfg(feature = "sqlx-postgres")]
 pub(super) use sqlx_driver::sqlx_pool;
+
+#[tokio::test]
+async fn a_store_error_is_logged_once_with_the_servers_sqlstate_and_message() {
+    let Some((url, schema, client)) = tenant("eo_pg_store_error").await else {
+        return;
+    };
+    let (logs, _logging) = crate::helpers::Logs::capture();
+    let database = PgDatabase::connect_in_schema(&url, &schema, 1)
+        .await
+        .expect("database");
+    // The store's table gone (dropped by an operator, say): every claim fails.
+    client
+        .batch_execute(&format!("DROP TABLE {schema}.webhook_claims CASCADE"))
+        .await
+        .expect("drop");
+    let store = svc_receiver::postgres::PgDedupStore::new(
+        database,
+        svc_receiver::dedup::DedupPolicy::default(),
+    );
+    let handler = |_: Received| async { Ok::<(), String>(()) };
+    let receiver =
+        svc_receiver::axum::WebhookReceiver::new(crate::helpers::verifier(), store, handler)
+            .with_clock(Arc::new(svc_contract::ManualClock::new(T)));
+    let addr = crate::helpers::spawn(
+        axum::Router::new().route("/webhooks", svc_receiver::axum::webhook_route(receiver)),
+    )
+    .await;
+    let (header, body) = delivery("wh_store_error", T);
+    let (status, _) = crate::helpers::post(
+        &crate::helpers::client(),
+        addr,
+        Some("wh_store_error"),
+        Some(&header),
+        body,
+    )
+    .await;
+    assert_eq!(status, 503);
+    let text = logs.text();
+    let line = text
+        .lines()
+        .find(|line| line.contains("webhook delivery not processed"))
+        .unwrap_or_else(|| panic!("no log line for the delivery: {text}"));
+    assert!(line.contains("42P01"), "{line}");
+    assert!(line.contains("does not exist"), "{line}");
+    assert_eq!(
+        line.matches("webhook store database error").count(),
+        1,
+        "{line}"
+    );
+    assert!(!line.contains("db error"), "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recorded_ids_past_the_retention_are_forgotten_outside_the_tenants_transaction() {
+    let Some((url, schema, client)) = tenant("eo_pg_retention").await else {
+        return;
+    };
+    let database = PgDatabase::connect_in_schema(&url, &schema, 1)
+        .await
+        .expect("database");
+    let clock = Arc::new(svc_contract::ManualClock::new(T));
+    let recorder = database
+        .recorder()
+        .with_retention(Duration::from_secs(3600))
+        .with_clock(Arc::clone(&clock));
+    let mut tenant = svc_fixtures::postgres::connect(&url).await;
+    // Received days before it is recorded: the retention counts from the record.
+    let old = received("wh_kept", T - 5 * 86_400);
+    assert!(
+        write_effect(&mut tenant, &recorder, &old)
+            .await
+            .expect("old")
+            .is_fresh()
+    );
+    clock.set(T + 120);
+    let next = write_effect(&mut tenant, &recorder, &received("wh_next", T)).await;
+    assert!(next.expect("next").is_fresh());
+    let recorded = |id: &'static str| {
+        let client = &client;
+        let table = format!("{schema}.webhook_recorded");
+        async move {
+            client
+                .query_one(
+                    &format!("SELECT COUNT(*) FROM {table} WHERE id = $1"),
+                    &[&id],
+                )
+                .await
+                .expect("count")
+                .get::<_, i64>(0)
+        }
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        recorded("wh_kept").await,
+        1,
+        "kept within the retention of its record"
+    );
+    // Two hours later a record has the crate's pool delete both, after answering.
+    clock.set(T + 7200);
+    let last = write_effect(&mut tenant, &recorder, &received("wh_last", T)).await;
+    assert!(last.expect("last").is_fresh());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while recorded("wh_kept").await > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(recorded("wh_kept").await, 0);
+    assert_eq!(recorded("wh_next").await, 0);
+    assert_eq!(recorded("wh_last").await, 1);
+}

@@ -81,14 +81,33 @@ fn record_outside_a_transaction_is_refused_and_records_nothing() {
 fn recorded_ids_past_the_retention_are_forgotten() {
     let dir = tempfile::tempdir().expect("dir");
     let mut conn = Connection::open(dir.path().join("app.db")).expect("open");
+    let clock = Arc::new(ManualClock::new(T));
     let recorder = SqliteRecorder::install(&conn)
         .expect("install")
-        .with_retention(std::time::Duration::from_secs(3600));
-    let old = received("wh_old", T);
+        .with_retention(std::time::Duration::from_secs(3600))
+        .with_clock(Arc::clone(&clock));
+    // Received long before it is recorded (a dead letter requeued days later, say): the
+    // retention counts from the record, not from the delivery.
+    let old = received("wh_old", T - 5 * 86_400);
     let tx = conn.transaction().expect("tx");
     assert!(recorder.record(&tx, &old).expect("record").is_fresh());
     tx.commit().expect("commit");
-    // Two hours later (and past the once-a-minute gate) a record prunes the old id.
+    // A minute later a record prunes what is past the retention: not that one.
+    clock.set(T + 120);
+    let tx = conn.transaction().expect("tx");
+    assert!(
+        recorder
+            .record(&tx, &received("wh_soon", T + 120))
+            .expect("record")
+            .is_fresh()
+    );
+    assert_eq!(
+        recorder.record(&tx, &old).expect("record"),
+        Recorded::Duplicate
+    );
+    tx.commit().expect("commit");
+    // Two hours later (and past the once-a-minute gate) a record prunes both.
+    clock.set(T + 7200);
     let tx = conn.transaction().expect("tx");
     assert!(
         recorder
@@ -203,14 +222,26 @@ fn direct_router(
     Router::new().route("/webhooks", webhook_route(receiver))
 }
 
-#[tokio::test]
-async fn direct_mode_answers_200_after_the_commit_and_the_senders_retry_of_a_failure_writes_once() {
+/// A tenant's database, a dedup store beside it, and the direct route over both on a manual
+/// clock at `T`: (their directory, the tenant, the clock, the route's address).
+async fn direct_tenant() -> (
+    tempfile::TempDir,
+    SqliteTenant,
+    Arc<ManualClock>,
+    std::net::SocketAddr,
+) {
     let dir = tempfile::tempdir().expect("dir");
     let tenant = SqliteTenant::open(&dir.path().join("app.db"));
     let store = SqliteDedupStore::open(dir.path().join("webhooks.db"), DedupPolicy::default())
         .expect("store");
     let clock = Arc::new(ManualClock::new(T));
     let addr = spawn(direct_router(&tenant, store, Arc::clone(&clock))).await;
+    (dir, tenant, clock, addr)
+}
+
+#[tokio::test]
+async fn direct_mode_answers_200_after_the_commit_and_the_senders_retry_of_a_failure_writes_once() {
+    let (_dir, tenant, clock, addr) = direct_tenant().await;
     let client = client();
 
     tenant.fail.store(true, Ordering::SeqCst);
@@ -252,12 +283,7 @@ async fn direct_mode_answers_200_after_the_commit_and_the_senders_retry_of_a_fai
 
 #[tokio::test]
 async fn direct_mode_remembers_the_signature_of_a_delivery_whose_handler_failed() {
-    let dir = tempfile::tempdir().expect("dir");
-    let tenant = SqliteTenant::open(&dir.path().join("app.db"));
-    let store = SqliteDedupStore::open(dir.path().join("webhooks.db"), DedupPolicy::default())
-        .expect("store");
-    let clock = Arc::new(ManualClock::new(T));
-    let addr = spawn(direct_router(&tenant, store, Arc::clone(&clock))).await;
+    let (_dir, tenant, clock, addr) = direct_tenant().await;
     let client = client();
 
     tenant.fail.store(true, Ordering::SeqCst);

@@ -278,3 +278,72 @@ async fn calls_sweep_audio_now_forgets_recordings_archived_30_days_before() {
     let bad = svc(&world, &["calls", "sweep-audio", "--now", "next tuesday"]).await;
     assert_eq!(bad.code, 2, "{}", bad.stderr);
 }
+
+/// `svc_service::sandbox::operate` takes the steps as typed arguments (no command-line types),
+/// as `svc-cli sandbox` calls it: the same steps as the binary's, with its typed errors.
+#[tokio::test]
+async fn the_sandbox_runs_the_operator_steps_from_typed_arguments() {
+    use svc_service::sandbox::{
+        Disposition, Dropped, OperatorStep, OperatorTarget, Rubric, Usage, operate,
+    };
+
+    let world = World::new().await;
+    let tenant = world.tenant.id.clone();
+    let agency = world.agency("ag-typed", None).await;
+    world
+        .agent(
+            "ag-typed",
+            json!({ "platformAgentId": "rep-typed", "npn": "2718281" }),
+        )
+        .await;
+    let target = OperatorTarget {
+        json: true,
+        ..OperatorTarget::new(&world.app.config.db_path)
+    };
+    let on = OperatorStep::EnableRealCalls {
+        tenant: tenant.clone(),
+        agency_id: agency.clone(),
+        third_party_dialer: false,
+        rubric: Rubric::Own,
+    };
+    operate(&target, on).await.expect("switched on");
+    let typed_rep = json!({ "rep": { "agentId": "rep-typed" } });
+    let call_id = world
+        .stored(with(record("t-1", &agency), typed_rep.clone()))
+        .await;
+    let before = world.detail(&call_id).await.expect(200);
+    assert_eq!(
+        before["score"].get("complianceScorecard"),
+        None,
+        "own rubric"
+    );
+
+    let redisposition = OperatorStep::Redisposition {
+        tenant: tenant.clone(),
+        call_id: call_id.clone(),
+        disposition: Disposition::NoSale,
+    };
+    operate(&target, redisposition)
+        .await
+        .expect("re-dispositioned");
+    let after = world.detail(&call_id).await.expect(200);
+    assert_ne!(after["scoredAt"], before["scoredAt"], "scored again");
+
+    let off = OperatorStep::DisableRealCalls {
+        tenant: tenant.clone(),
+        agency_id: agency.clone(),
+    };
+    operate(&target, off).await.expect("switched off");
+    let out = world
+        .ingest(vec![with(record("t-2", &agency), typed_rep)])
+        .await;
+    assert_eq!(dropped(&out[0]), Dropped::AgencyNotEnabled);
+
+    let missing = OperatorStep::IngestReal {
+        tenant,
+        file: world.dir.path().join("missing.json"),
+        relative_to_now: false,
+    };
+    let error = operate(&target, missing).await.expect_err("no such file");
+    assert!(error.downcast_ref::<Usage>().is_some(), "{error:#}");
+}

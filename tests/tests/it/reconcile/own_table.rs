@@ -3,7 +3,8 @@
 //! call lands in the table once, a rerun adds nothing, and a real call re-dispositioned with no
 //! webhook is updated in place and counted as a silent change (issue 23). The same tables also
 //! receive the webhooks through `svc_reconcile::SinkHandler`: whichever path brings a call
-//! first, it lands once and its rep is credited once.
+//! first, it lands once and its rep is credited once; with no ledger of their own, the run
+//! reports the calls whose webhook was lost as recovered.
 
 // The webhooks example holds the reconcile example as its module `own_table`: one copy of
 // the tenant's tables for both.
@@ -11,6 +12,8 @@
 #[path = "../../../../reconcile-lib/examples/own_table_webhooks.rs"]
 mod webhooks_example;
 use webhooks_example::own_table as example;
+
+use svc_reconcile::{Options, Outcome};
 
 use super::helpers::*;
 use super::webhooks::{Proxy, Receiver};
@@ -37,9 +40,10 @@ async fn a_tenants_own_table_receives_every_scored_call_once() {
     let path = dir.path().join("tenant.db");
     let tables = example::TenantTables::open(&path).expect("the tenant's tables");
 
-    let report = example::reconcile_into(tables.clone(), harness.client.clone())
-        .await
-        .expect("a run");
+    let report =
+        example::reconcile_into(tables.clone(), harness.client.clone(), Options::default())
+            .await
+            .expect("a run");
     assert_eq!(report.totals.new, 2, "{report:#?}");
     let rows = table_rows(&path).await;
     let ids: Vec<String> = rows.iter().map(|(id, _)| id.clone()).collect();
@@ -53,7 +57,7 @@ async fn a_tenants_own_table_receives_every_scored_call_once() {
         );
     }
 
-    let again = example::reconcile_into(tables.clone(), harness.client.clone())
+    let again = example::reconcile_into(tables.clone(), harness.client.clone(), Options::default())
         .await
         .expect("a second run");
     assert_eq!(again.totals.new, 0);
@@ -66,7 +70,7 @@ async fn a_redisposition_is_updated_in_the_tenants_table_as_a_silent_change() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("tenant.db");
     let tables = example::TenantTables::open(&path).expect("the tenant's tables");
-    let first = example::reconcile_into(tables.clone(), harness.client.clone())
+    let first = example::reconcile_into(tables.clone(), harness.client.clone(), Options::default())
         .await
         .expect("first");
     assert_eq!(first.totals.new as usize, real.len());
@@ -75,7 +79,7 @@ async fn a_redisposition_is_updated_in_the_tenants_table_as_a_silent_change() {
     let before = detail(&harness.service, moved).await;
     let at_ms = super::started_ms(&before) + super::DAY_MS;
     redisposition(&harness.service, moved, &real_score(12, 10.0), at_ms).await;
-    let second = example::reconcile_into(tables, harness.client.clone())
+    let second = example::reconcile_into(tables, harness.client.clone(), Options::default())
         .await
         .expect("second");
     assert_eq!(second.totals.changed_silently, 1, "{second:#?}");
@@ -121,6 +125,11 @@ async fn one_sink_fed_by_webhooks_and_reconcile_holds_each_call_once_and_credits
     let path = dir.path().join("tenant.db");
     let tables = example::TenantTables::open(&path).expect("the tenant's tables");
     let secret = harness.service.signing_secret().await;
+    let with_webhooks = Options {
+        webhooks_since: Some(chrono::Utc::now() - chrono::Duration::minutes(1)),
+        delivery_grace: std::time::Duration::ZERO,
+        ..Options::default()
+    };
 
     // The tenant's webhook receiver over the same tables, behind a proxy that can lose
     // deliveries or their answers.
@@ -172,13 +181,31 @@ async fn one_sink_fed_by_webhooks_and_reconcile_holds_each_call_once_and_credits
     })
     .await;
 
-    let report = example::reconcile_into(tables.clone(), harness.client.clone())
-        .await
-        .expect("a run");
+    // The tables keep no ledger: the run counts the lost calls as recovered from what the
+    // sink answers, given since when webhooks feed it (no grace: they were lost).
+    let report = example::reconcile_into(
+        tables.clone(),
+        harness.client.clone(),
+        with_webhooks.clone(),
+    )
+    .await
+    .expect("a run");
     assert_eq!(
         report.totals.new, 2,
         "only the lost calls are new: {report:#?}"
     );
+    assert_eq!(report.totals.recovered, 2, "{report:#?}");
+    assert_eq!(
+        super::sorted(
+            report
+                .recovered_call_ids
+                .iter()
+                .map(|id| id.to_string())
+                .collect()
+        ),
+        by_reconcile
+    );
+    assert_eq!(report.outcome, Outcome::Found, "what a tenant alerts on");
 
     // A late webhook of a call reconcile stored (a fresh delivery, as a service retrying much
     // later would send) changes nothing.
@@ -239,10 +266,11 @@ async fn one_sink_fed_by_webhooks_and_reconcile_holds_each_call_once_and_credits
         vec![(agent.id.to_string(), 5)],
         "the rep is credited once per call"
     );
-    let again = example::reconcile_into(tables, harness.client.clone())
+    let again = example::reconcile_into(tables, harness.client.clone(), with_webhooks)
         .await
         .expect("a rerun");
     assert_eq!(again.totals.new, 0);
+    assert_eq!(again.outcome, Outcome::Clean, "{again:#?}");
     assert_eq!(rep_credits(&path).await, vec![(agent.id.to_string(), 5)]);
     drop(proxy);
     serving
