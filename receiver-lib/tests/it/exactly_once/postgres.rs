@@ -662,7 +662,7 @@ async fn recorded_ids_past_the_retention_are_forgotten_outside_the_tenants_trans
         .recorder()
         .with_retention(Duration::from_secs(3600))
         .with_clock(Arc::clone(&clock));
-    let mut tenant = svc_fixtures::postgres::connect(&url).await;
+    let mut tenant = svc_test_support::postgres::connect(&url).await;
     // Received days before it is recorded: the retention counts from the record.
     let old = received("wh_kept", T - 5 * 86_400);
     assert!(
