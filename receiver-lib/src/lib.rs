@@ -26,7 +26,7 @@
 //! 2. After verification, the webhook id is claimed in a [`dedup::DedupStore`] (or stored in
 //!    the inbox): a duplicate answers 200 without running user code again; the same signature
 //!    under another id is a replay → 401. For exactly-once effects your code also records the
-//!    delivery in its own transaction ([`exactly_once`]).
+//!    delivery in its own transaction (`exactly_once`).
 //!
 //! Detailed reasons (with hints such as "the body looks re-serialised") go to `tracing`, each
 //! event of a delivery inside a `webhook_delivery` span carrying its `webhook_id`; the sender
@@ -36,13 +36,13 @@
 //!
 //! - [`dedup`]: the [`dedup::DedupStore`] trait (claim, complete, release) and the bounded,
 //!   expiring in-memory store.
-//! - [`inbox`] (feature `sqlite` or `postgres`): the [`inbox::Inbox`] trait of the durable
+//! - `inbox` (feature `sqlite` or `postgres`): the `inbox::Inbox` trait of the durable
 //!   inboxes, and the workers that hand their entries to user code.
-//! - [`sqlite`] (feature `sqlite`) and [`postgres`] (feature `postgres`): the durable stores.
-//! - [`exactly_once`] (feature `sqlite` or `postgres`): recording a delivery in your own
+//! - `sqlite` (feature `sqlite`) and `postgres` (feature `postgres`): the durable stores.
+//! - `exactly_once` (feature `sqlite` or `postgres`): recording a delivery in your own
 //!   transaction, beside your writes.
 //! - `handler`: the [`EventHandler`] user code implements (any async closure) and [`Received`].
-//! - [`axum`] (feature `axum`): the routes, the `VerifiedWebhook` extractor, and `Server`.
+//! - `axum` (feature `axum`): the routes, the `VerifiedWebhook` extractor, and `Server`.
 //! - [`reload`]: a secret file reloaded on change and on SIGHUP.
 //! - [`metrics`]: the names of what is counted and measured (feature `metrics`).
 //! - [`postgres_url`]: telling a database URL from a file path, and hiding its credentials.

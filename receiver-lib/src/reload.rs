@@ -75,7 +75,7 @@ struct Loaded {
 }
 
 /// A `whsec_…` signing secret read from a file (one secret, surrounding whitespace ignored),
-/// published through a [`SharedKeyring`] that every [`crate::Verifier`] built from
+/// published through a [`SharedKeyring`] that every [`svc_contract::Verifier`] built from
 /// [`SecretFile::keys`] reads at each verification. See the module docs for how rotation,
 /// the sender's retry and reconcile fit together.
 ///
@@ -159,7 +159,7 @@ impl SecretFile {
         self
     }
 
-    /// The keyring to build verifiers from ([`crate::Verifier::with_shared_keyring`]); a
+    /// The keyring to build verifiers from ([`svc_contract::Verifier::with_shared_keyring`]); a
     /// reload replaces its keys for all of them at once.
     pub fn keys(&self) -> SharedKeyring {
         self.keys.clone()

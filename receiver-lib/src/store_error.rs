@@ -17,7 +17,7 @@ pub enum StoreError {
     /// The store's writer has stopped (the store was shut down or its thread died).
     #[error("webhook store is unavailable")]
     Unavailable,
-    /// A store of your own failed (a [`DedupStore`] over another database, say); the cause is
+    /// A store of your own failed (a [`crate::dedup::DedupStore`] over another database, say); the cause is
     /// kept as the error's source.
     #[error("webhook store failed")]
     Backend(#[source] Box<dyn std::error::Error + Send + Sync>),

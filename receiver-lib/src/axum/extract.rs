@@ -31,7 +31,7 @@ impl std::fmt::Debug for VerifyState {
 }
 
 impl VerifyState {
-    /// State for the extractor, reading "now" from `clock` (use [`crate::SystemClock`]).
+    /// State for the extractor, reading "now" from `clock` (use [`svc_contract::SystemClock`]).
     pub fn new(verifier: Verifier, clock: impl Clock) -> Self {
         Self {
             verifier: Arc::new(verifier),
