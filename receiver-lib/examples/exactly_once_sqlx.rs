@@ -11,14 +11,13 @@
 //! transactions are your sqlx pool's.
 
 use axum::Router;
-use svc_contract::{Keyring, SigningSecret, Verifier};
+use svc_contract::{Keyring, SigningSecret, SystemClock, Verifier};
 use svc_receiver::Received;
-use svc_receiver::axum::{
-    InboxReceiver, Server, WebhookReceiver, inbox_route, shutdown_signal, webhook_route,
-};
+use svc_receiver::axum::{InboxReceiver, WebhookReceiver, inbox_route, webhook_route};
 use svc_receiver::dedup::DedupPolicy;
-use svc_receiver::inbox::InboxPolicy;
+use svc_receiver::inbox::{InboxPolicy, run_inbox_workers_until_drained};
 use svc_receiver::postgres::{PgDatabase, PgDedupStore, PgInbox, PgRecorder};
+use svc_server::{Server, shutdown_signal};
 
 /// Your handler: the delivery recorded and its effect written in one transaction of your pool.
 async fn write_score(
@@ -74,7 +73,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let route = inbox_route(InboxReceiver::new(verifier, inbox.clone()));
         let app = Router::new().route("/webhooks/svc", route);
         Server::new(app)
-            .with_inbox_workers(inbox, handler, 4)
+            .with_background(move |draining| {
+                run_inbox_workers_until_drained(inbox, handler, SystemClock, 4, draining)
+            })
             .run(listener, shutdown_signal())
             .await?;
     }

@@ -19,8 +19,8 @@
 //! lease). `store` is `inbox` or `dedup`. `state` is `pending` (waiting: due, or backing off
 //! after a failure), `leased` (in the hands of this process's workers) or `dead`.
 //!
-//! The inbox gauges are read from the inbox's database: every 5 s by the workers of
-//! `Server::with_inbox_workers` and `inbox::run_inbox_workers`, and whenever you call
+//! The inbox gauges are read from the inbox's database: every 5 s by
+//! the inbox workers (`inbox::run_inbox_workers` and its siblings), and whenever you call
 //! `Inbox::publish_metrics` (before rendering a scrape, say). On a PostgreSQL inbox that
 //! replicas share, `pending` and `dead` count the whole queue, `leased` this process's hands.
 //!

@@ -15,10 +15,12 @@ use std::sync::Arc;
 use svc_client::Client;
 use svc_contract::SigningSecret;
 use svc_contract::{Keyring, Verifier};
-use svc_receiver::axum::{InboxReceiver, Server, inbox_route};
+use svc_receiver::axum::{InboxReceiver, inbox_route};
 use svc_receiver::inbox::InboxPolicy;
+use svc_receiver::inbox::run_inbox_workers_until_drained;
 use svc_receiver::sqlite::SqliteInbox;
 use svc_reconcile::SinkHandler;
+use svc_server::Server;
 
 #[allow(dead_code, unreachable_pub)]
 #[path = "own_table.rs"]
@@ -40,7 +42,9 @@ pub async fn serve_webhooks(
     let app = axum::Router::new().route("/webhooks", inbox_route(receiver));
     let handler = SinkHandler::new(client, Arc::new(tables));
     Server::new(app)
-        .with_inbox_workers(inbox, handler, 4)
+        .with_background(move |draining| {
+            run_inbox_workers_until_drained(inbox, handler, svc_contract::SystemClock, 4, draining)
+        })
         .run(listener, shutdown)
         .await?;
     Ok(())

@@ -120,7 +120,7 @@ pub struct Config {
     pub live_limits: crate::live::limits::LiveLimits,
     /// What one HTTP connection may hold: header-read, request and keep-alive idle timeouts,
     /// and a cap on connections open at once (see [`crate::run`]).
-    pub http_limits: svc_receiver::axum::ServerLimits,
+    pub http_limits: svc_server::ServerLimits,
     /// Where `GET /metrics` is served (see [`crate::ops`]); `None`: nowhere (the default).
     pub metrics_listen: Option<SocketAddr>,
 }
@@ -133,8 +133,8 @@ pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// The connection limits of `serve`: headers within 5 s, a request answered within 15 s (the
 /// API's own 10 s timeout answers first, in the envelope), a kept-alive connection closed after
 /// 30 s idle, and at most 1 024 connections open at once (more wait in the listen backlog).
-pub fn default_http_limits() -> svc_receiver::axum::ServerLimits {
-    svc_receiver::axum::ServerLimits {
+pub fn default_http_limits() -> svc_server::ServerLimits {
+    svc_server::ServerLimits {
         header_read_timeout: std::time::Duration::from_secs(5),
         request_timeout: REQUEST_TIMEOUT + std::time::Duration::from_secs(5),
         keep_alive_idle_timeout: std::time::Duration::from_secs(30),

@@ -182,11 +182,11 @@ pub async fn run(
     }
     // Not axum::serve, which has no timeouts and no connection cap: a client holding
     // connections that never finish their headers would exhaust the file descriptors. The
-    // receiver crate's server keeps per-connection timeouts and a cap (and gives routes the
+    // svc-server keeps per-connection timeouts and a cap (and gives routes the
     // peer address, for IP allowlists).
     let limits = state.config.http_limits;
     let app = ops::http::instrument(router(state), metrics.as_ref());
-    svc_receiver::axum::Server::new(app)
+    svc_server::Server::new(app)
         .limits(limits)
         .run(listener, async move { server_stop.requested().await })
         .await

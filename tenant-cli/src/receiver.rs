@@ -20,11 +20,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
-use svc_contract::{Keyring, SharedKeyring, Verifier};
+use svc_contract::{Keyring, SharedKeyring, SystemClock, Verifier};
 use svc_receiver::Received;
-use svc_receiver::axum::{InboxReceiver, Server, inbox_route};
+use svc_receiver::axum::{InboxReceiver, inbox_route};
 use svc_receiver::inbox::InboxPolicy;
+use svc_receiver::inbox::run_inbox_workers_until_drained;
 use svc_receiver::reload::SecretFile;
+use svc_server::Server;
 use tokio::net::TcpListener;
 
 use crate::ops::health::{HEALTHZ, METRICS, Ops, READYZ};
@@ -201,7 +203,9 @@ async fn serve(
     // hand and record what arrived meanwhile, so that the ledger holds every delivery
     // acknowledged (within the drain time).
     let webhooks = Server::new(app)
-        .with_inbox_workers(inbox, handler, WORKERS)
+        .with_background(move |draining| {
+            run_inbox_workers_until_drained(inbox, handler, SystemClock, WORKERS, draining)
+        })
         .drain_timeout(DRAIN)
         .run(listeners.webhooks, stopped());
     let served = {

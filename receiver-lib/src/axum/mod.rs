@@ -1,7 +1,7 @@
 //! axum 0.8 integration (feature `axum`): ready-made POST handlers that read the raw body
-//! under a size limit, verify, deduplicate, and hand the typed event to user code; and
-//! [`Server`], which serves them with connection limits ([`ServerLimits`]) and stops them,
-//! and the inbox workers, under one graceful shutdown.
+//! under a size limit, verify, deduplicate, and hand the typed event to user code. Serve them
+//! with any axum server; `svc-server` adds connection limits and one graceful shutdown for the
+//! route and the inbox workers.
 //!
 //! Two modes:
 //! - [`direct`](webhook_route): user code runs inside the request (under a deadline well
@@ -9,8 +9,8 @@
 //!   failure so the sender's single retry is processed.
 //! - inbox, `inbox_route` (feature `sqlite` or `postgres` too): the verified event is
 //!   committed to a durable inbox (SQLite, or a PostgreSQL that replicas share) before the 2xx
-//!   and handed to user code by the workers that `Server::with_inbox_workers` runs (or
-//!   `inbox::run_inbox_workers`), with retries. Use it when user code may be slow or fail:
+//!   and handed to user code by the inbox workers
+//!   (`inbox::run_inbox_workers_until_drained` beside a server), with retries. Use it when user code may be slow or fail:
 //!   nothing acknowledged is lost.
 //!
 //! Either way user code runs at least once, never silently zero: a crash between user code
@@ -31,11 +31,9 @@ mod extract;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod inbox;
 mod request;
-mod serve;
 
 pub use direct::{DEFAULT_HANDLER_DEADLINE, WebhookReceiver, webhook_route};
 pub use extract::{VerifiedWebhook, VerifyState};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use inbox::{InboxReceiver, inbox_route};
 pub use request::ReceiveError;
-pub use serve::{DEFAULT_DRAIN_TIMEOUT, Server, ServerLimits, shutdown_signal};

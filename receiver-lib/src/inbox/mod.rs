@@ -17,8 +17,9 @@ use crate::StoreError;
 use svc_contract::WebhookId;
 
 #[cfg(feature = "axum")]
-pub(crate) use worker::{Phase, run_pool};
-pub use worker::{Step, process_next, run_inbox_worker, run_inbox_workers};
+pub use worker::{
+    Step, process_next, run_inbox_worker, run_inbox_workers, run_inbox_workers_until_drained,
+};
 
 /// Retry and retention settings of the inbox. Every field's default is on its line; with all of
 /// them, a failing entry is tried 10 times over about 43 minutes before it is set aside.

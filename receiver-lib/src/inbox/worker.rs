@@ -123,8 +123,8 @@ pub async fn run_inbox_worker<I: Inbox, H: EventHandler>(
 /// on the calling task: handlers overlap while they wait, and each entry still goes to exactly
 /// one of them. Shutdown lets every entry in hand finish and be settled.
 ///
-/// To also serve the route and stop both under one signal, draining what arrived last, use
-/// `svc_receiver::axum::Server::with_inbox_workers` (feature `axum`).
+/// Beside a server, use [`run_inbox_workers_until_drained`] instead: it hands out what
+/// arrived last before it stops.
 pub async fn run_inbox_workers<I: Inbox, H: EventHandler>(
     inbox: I,
     handler: H,
@@ -132,12 +132,60 @@ pub async fn run_inbox_workers<I: Inbox, H: EventHandler>(
     workers: usize,
     shutdown: impl Future<Output = ()> + Send,
 ) {
+    run_until(inbox, handler, clock, workers, shutdown, Phase::Stop).await;
+}
+
+/// Like [`run_inbox_workers`], for workers beside the server that takes the deliveries: when
+/// `drain` resolves (the server has answered its last request, so every delivery acknowledged
+/// is in the inbox), the workers finish the entries in hand, hand out what is still due, and
+/// return once nothing is due (or the inbox fails). Past any deadline of yours (drop the
+/// future), the entries in hand come back after the inbox's lease, as after a crash.
+///
+/// With `svc_server::Server`, whose background work gets the drain signal:
+///
+/// ```no_run
+/// # use svc_receiver::Received;
+/// # use svc_receiver::sqlite::SqliteInbox;
+/// use svc_receiver::inbox::run_inbox_workers_until_drained;
+///
+/// # async fn run(app: axum::Router, inbox: SqliteInbox, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+/// let handler = |received: Received| async move {
+///     println!("processing {}", received.event.call_id);
+///     Ok::<(), String>(())
+/// };
+/// svc_server::Server::new(app)
+///     .with_background(move |draining| {
+///         run_inbox_workers_until_drained(inbox, handler, svc_contract::SystemClock, 4, draining)
+///     })
+///     .run(listener, svc_server::shutdown_signal())
+///     .await
+/// # }
+/// ```
+pub async fn run_inbox_workers_until_drained<I: Inbox, H: EventHandler>(
+    inbox: I,
+    handler: H,
+    clock: impl Clock,
+    workers: usize,
+    drain: impl Future<Output = ()> + Send,
+) {
+    run_until(inbox, handler, clock, workers, drain, Phase::Drain).await;
+}
+
+/// Runs a pool of `workers` loops until `signal` resolves, then asks them for `then`.
+async fn run_until<I: Inbox, H: EventHandler>(
+    inbox: I,
+    handler: H,
+    clock: impl Clock,
+    workers: usize,
+    signal: impl Future<Output = ()> + Send,
+    then: Phase,
+) {
     let (phase, phases) = watch::channel(Phase::Run);
     let mut loops = std::pin::pin!(run_pool(&inbox, &handler, &clock, workers, phases));
     tokio::select! {
         () = &mut loops => {}
-        () = shutdown => {
-            let _ = phase.send(Phase::Stop);
+        () = signal => {
+            let _ = phase.send(then);
             loops.await;
         }
     }
@@ -145,19 +193,18 @@ pub async fn run_inbox_workers<I: Inbox, H: EventHandler>(
 
 /// What the loops of a pool are asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
+enum Phase {
     /// Hand out due entries, waiting for more when none is due.
     Run,
     /// Hand out due entries until none is due (or the inbox fails), then stop: what arrived
-    /// before a shutdown is handled before it completes. Asked for by the axum server.
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    /// before a shutdown is handled before it completes.
     Drain,
     /// Stop once the entry in hand is settled.
     Stop,
 }
 
 /// Runs `workers` loops (at least one) on the calling task until `phases` says so.
-pub(crate) async fn run_pool<I: Inbox, H: EventHandler>(
+async fn run_pool<I: Inbox, H: EventHandler>(
     inbox: &I,
     handler: &H,
     clock: &impl Clock,

@@ -1,20 +1,18 @@
-//! The serve helper (issue 13, item 2, with the connection limits of issue 12): idle and
-//! half-open connections are closed, a real client is served while hundreds are held open,
-//! and one shutdown answers the requests in flight and drains the inbox.
+//! Inbox workers beside `svc_server::Server`: one shutdown answers the requests in flight and
+//! then drains every acknowledged delivery into user code, within the drain timeout.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::routing::get;
 use svc_contract::{ManualClock, sign};
 use svc_receiver::Received;
-use svc_receiver::axum::{InboxReceiver, Server, ServerLimits, inbox_route};
-use svc_receiver::inbox::InboxPolicy;
+use svc_receiver::axum::{InboxReceiver, inbox_route};
+use svc_receiver::inbox::{InboxPolicy, run_inbox_workers_until_drained};
 use svc_receiver::sqlite::SqliteInbox;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use svc_server::Server;
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -48,192 +46,6 @@ async fn start(server: Server) -> Running {
     Running { addr, stop, done }
 }
 
-/// `/ok` answers at once, `/slow` after 300 ms.
-fn plain_routes() -> Router {
-    Router::new().route("/ok", get(|| async { "ok" })).route(
-        "/slow",
-        get(|| async {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            "slow"
-        }),
-    )
-}
-
-fn limits(header_ms: u64, idle_ms: u64, request_ms: u64, max_connections: usize) -> ServerLimits {
-    ServerLimits {
-        header_read_timeout: Duration::from_millis(header_ms),
-        keep_alive_idle_timeout: Duration::from_millis(idle_ms),
-        request_timeout: Duration::from_millis(request_ms),
-        max_connections,
-    }
-}
-
-/// Reads until the server closes the connection; returns what it sent and when it closed.
-async fn read_until_closed(stream: &mut TcpStream, within: Duration) -> (String, Duration) {
-    let started = Instant::now();
-    let mut received = Vec::new();
-    let mut buf = [0u8; 1024];
-    loop {
-        match tokio::time::timeout(within, stream.read(&mut buf)).await {
-            Ok(Ok(0) | Err(_)) => break,
-            Ok(Ok(n)) => received.extend_from_slice(&buf[..n]),
-            Err(_) => panic!("the connection is still open after {within:?}"),
-        }
-    }
-    (
-        String::from_utf8_lossy(&received).into_owned(),
-        started.elapsed(),
-    )
-}
-
-/// True when nothing arrives, and the connection stays open, for `wait`.
-async fn stays_open(stream: &mut TcpStream, wait: Duration) -> bool {
-    let mut buf = [0u8; 64];
-    tokio::time::timeout(wait, stream.read(&mut buf))
-        .await
-        .is_err()
-}
-
-#[tokio::test]
-async fn a_connection_that_never_finishes_its_headers_is_closed_after_the_header_timeout() {
-    let running = start(Server::new(plain_routes()).limits(limits(300, 5_000, 5_000, 16))).await;
-    let opened = Instant::now();
-    let mut silent = TcpStream::connect(running.addr).await.expect("connect");
-    let mut half = TcpStream::connect(running.addr).await.expect("connect");
-    half.write_all(b"POST /ok HTTP/1.1\r\nHost: receiver\r\nContent-Le")
-        .await
-        .expect("write");
-    for stream in [&mut silent, &mut half] {
-        let (answer, _) = read_until_closed(stream, Duration::from_secs(3)).await;
-        assert_eq!(answer, "", "closed without an answer");
-        let after = opened.elapsed();
-        assert!(
-            after >= Duration::from_millis(250),
-            "not before the timeout: {after:?}"
-        );
-    }
-    running.stop().await;
-}
-
-#[tokio::test]
-async fn a_kept_alive_connection_is_closed_after_the_idle_timeout_not_the_header_timeout() {
-    let running = start(Server::new(plain_routes()).limits(limits(200, 900, 5_000, 16))).await;
-    let mut stream = TcpStream::connect(running.addr).await.expect("connect");
-    stream
-        .write_all(b"GET /ok HTTP/1.1\r\nHost: receiver\r\n\r\n")
-        .await
-        .expect("write");
-    let mut buf = [0u8; 1024];
-    let n = stream.read(&mut buf).await.expect("answer");
-    assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{:?}", &buf[..n]);
-    // Past the header timeout, idle: still open.
-    assert!(stays_open(&mut stream, Duration::from_millis(500)).await);
-    // The next request on it is still served.
-    stream
-        .write_all(b"GET /ok HTTP/1.1\r\nHost: receiver\r\n\r\n")
-        .await
-        .expect("write");
-    let n = stream.read(&mut buf).await.expect("answer");
-    assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{:?}", &buf[..n]);
-    let (rest, after) = read_until_closed(&mut stream, Duration::from_secs(3)).await;
-    assert_eq!(rest, "");
-    assert!(after >= Duration::from_millis(700), "idle for {after:?}");
-    running.stop().await;
-}
-
-#[tokio::test]
-async fn a_body_that_never_finishes_is_answered_408() {
-    let dir = tempfile::tempdir().expect("dir");
-    let inbox =
-        SqliteInbox::open(dir.path().join("inbox.db"), InboxPolicy::default()).expect("open");
-    let app = Router::new().route(
-        "/webhooks",
-        inbox_route(InboxReceiver::new(verifier(), inbox)),
-    );
-    let running = start(Server::new(app).limits(limits(5_000, 5_000, 300, 16))).await;
-    let mut stream = TcpStream::connect(running.addr).await.expect("connect");
-    stream
-        .write_all(b"POST /webhooks HTTP/1.1\r\nHost: receiver\r\nContent-Length: 400\r\n\r\n{")
-        .await
-        .expect("write");
-    let (answer, after) = read_until_closed(&mut stream, Duration::from_secs(3)).await;
-    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
-    assert!(after >= Duration::from_millis(250), "{after:?}");
-    running.stop().await;
-}
-
-#[tokio::test]
-async fn a_real_client_is_served_while_hundreds_of_idle_connections_are_held_open() {
-    let running = start(Server::new(plain_routes()).limits(limits(500, 5_000, 5_000, 64))).await;
-    let mut idle = Vec::new();
-    for _ in 0..300 {
-        idle.push(TcpStream::connect(running.addr).await.expect("connect"));
-    }
-    let started = Instant::now();
-    let answer = tokio::time::timeout(
-        Duration::from_secs(15),
-        client().get(format!("http://{}/ok", running.addr)).send(),
-    )
-    .await
-    .expect("served while the idle connections are held")
-    .expect("request");
-    assert_eq!(answer.status().as_u16(), 200);
-    eprintln!(
-        "served after {:?} behind 300 idle connections",
-        started.elapsed()
-    );
-    // Every idle connection is closed by the server in turn, while the client still holds it.
-    let closed = futures_util::future::join_all(
-        idle.iter_mut()
-            .map(|stream| read_until_closed(stream, Duration::from_secs(15))),
-    )
-    .await;
-    assert!(closed.iter().all(|(answer, _)| answer.is_empty()));
-    running.stop().await;
-}
-
-#[tokio::test]
-async fn connections_beyond_the_cap_wait_until_one_closes() {
-    let running = start(Server::new(plain_routes()).limits(limits(1_000, 5_000, 5_000, 2))).await;
-    let _held = [
-        TcpStream::connect(running.addr).await.expect("connect"),
-        TcpStream::connect(running.addr).await.expect("connect"),
-    ];
-    // Let the server accept both before the client connects.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let url = format!("http://{}/ok", running.addr);
-    let request = tokio::spawn(async move { client().get(url).send().await });
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(!request.is_finished(), "the cap keeps it waiting");
-    let answer = tokio::time::timeout(Duration::from_secs(5), request)
-        .await
-        .expect("served once the held connections time out")
-        .expect("task")
-        .expect("request");
-    assert_eq!(answer.status().as_u16(), 200);
-    running.stop().await;
-}
-
-#[tokio::test]
-async fn shutdown_answers_the_request_in_flight_and_refuses_new_connections() {
-    let running = start(Server::new(plain_routes())).await;
-    let addr = running.addr;
-    let slow = tokio::spawn(async move {
-        client()
-            .get(format!("http://{addr}/slow"))
-            .send()
-            .await
-            .map(|r| r.status().as_u16())
-    });
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    running.stop().await;
-    assert_eq!(slow.await.expect("task").expect("answered"), 200);
-    assert!(
-        TcpStream::connect(addr).await.is_err(),
-        "no longer listening"
-    );
-}
-
 /// An inbox server whose handler reports each call id and takes `handling` to do it.
 async fn inbox_server(
     handling: Duration,
@@ -260,7 +72,18 @@ async fn inbox_server(
         }
     };
     let server = Server::new(app)
-        .with_inbox_workers(inbox.clone(), handler, 2)
+        .with_background({
+            let inbox = inbox.clone();
+            move |draining| {
+                run_inbox_workers_until_drained(
+                    inbox,
+                    handler,
+                    svc_contract::SystemClock,
+                    2,
+                    draining,
+                )
+            }
+        })
         .drain_timeout(drain_timeout);
     (dir, inbox, start(server).await, rx)
 }

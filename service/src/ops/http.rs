@@ -109,7 +109,7 @@ async fn serve(
     listener: TcpListener,
     metrics: Metrics,
     db: Db,
-    limits: svc_receiver::axum::ServerLimits,
+    limits: svc_server::ServerLimits,
     mut stop: Stop,
 ) {
     let upkeep = {
@@ -125,7 +125,7 @@ async fn serve(
         .route("/metrics", get(scrape))
         .route("/healthz", get(healthz))
         .with_state((metrics, db));
-    let served = svc_receiver::axum::Server::new(app)
+    let served = svc_server::Server::new(app)
         .limits(limits)
         .run(listener, async move { stop.requested().await })
         .await;

@@ -111,7 +111,7 @@ impl RunningConsole {
         let (stop, stopped) = oneshot::channel::<()>();
         let app = router(backend);
         let server = tokio::spawn(async move {
-            svc_receiver::axum::Server::new(app)
+            svc_server::Server::new(app)
                 .run(listener, async move {
                     let _ = stopped.await;
                 })

@@ -10,10 +10,12 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use svc_receiver::axum::{InboxReceiver, Server, WebhookReceiver, inbox_route, webhook_route};
+use svc_receiver::axum::{InboxReceiver, WebhookReceiver, inbox_route, webhook_route};
 use svc_receiver::dedup::{DedupPolicy, DedupStore};
 use svc_receiver::inbox::Inbox;
+use svc_receiver::inbox::run_inbox_workers_until_drained;
 use svc_receiver::{EventHandler, Received};
+use svc_server::Server;
 
 use super::{SqliteTenant, delivery, quick_policy};
 use crate::helpers::{client, verifier};
@@ -321,7 +323,9 @@ async fn serve_child<I, S, H>(
             "/webhooks",
             inbox_route(InboxReceiver::new(verifier(), inbox.clone())),
         );
-        Server::new(app).with_inbox_workers(inbox, handler, 2)
+        Server::new(app).with_background(move |draining| {
+            run_inbox_workers_until_drained(inbox, handler, svc_contract::SystemClock, 2, draining)
+        })
     };
     println!("SVC_EO LISTENING {port}");
     server

@@ -230,7 +230,7 @@ async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
 
 /// Resolves on Ctrl-C or SIGTERM, and then gives the drain a deadline.
 async fn shutdown_signal() {
-    svc_receiver::axum::shutdown_signal().await;
+    svc_server::shutdown_signal().await;
     // A deadline for the drain: the server bounds each request and the inbox drain, but a
     // stuck store could still hold the process.
     tokio::spawn(async {

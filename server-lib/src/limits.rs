@@ -1,4 +1,4 @@
-//! The limits [`super::Server`] puts on every connection.
+//! The limits [`crate::Server`] puts on every connection.
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use svc_receiver::axum::ServerLimits;
+/// use svc_server::ServerLimits;
 ///
 /// let limits = ServerLimits {
 ///     max_connections: 256,

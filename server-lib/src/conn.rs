@@ -17,11 +17,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
-use ::axum::Router;
-use ::axum::body::Body;
-use ::axum::extract::ConnectInfo;
-use ::axum::http::{Request, Response, StatusCode, header};
-use ::axum::response::IntoResponse;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::{Request, Response, StatusCode, header};
+use axum::response::IntoResponse;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -30,7 +30,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, watch};
 use tokio::time::Instant;
 use tower::ServiceExt;
 
-use super::ServerLimits;
+use crate::ServerLimits;
 
 /// Milliseconds since the connection opened; `NEVER` when the phase is not on.
 type Millis = u64;
@@ -185,7 +185,7 @@ impl AsyncWrite for Tracked {
 
 /// The answer to a request past [`ServerLimits::request_timeout`].
 fn timed_out() -> Response<Body> {
-    let body = ::axum::Json(serde_json::json!({ "error": "request timed out" }));
+    let body = axum::Json(serde_json::json!({ "error": "request timed out" }));
     (
         StatusCode::REQUEST_TIMEOUT,
         [(header::CONNECTION, "close")],
