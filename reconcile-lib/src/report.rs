@@ -1,6 +1,6 @@
 //! A run's report: what each source's window held and what the run did with it, typed, and
 //! serialised as one JSON object with stable keys (`svc-cli reconcile --json` prints it; its keys
-//! are documented in `tenant-cli/README.md`).
+//! are documented in `tenant-cli/REFERENCE.md`).
 
 use std::time::Duration;
 

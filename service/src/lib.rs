@@ -1,43 +1,82 @@
 //! A compact, complete implementation of the Roleplay and Call-Scoring Service v1 API
 //! (axum + SQLite), run locally by tenants as a stateful sandbox and by our own tests.
 //!
+//! `README.md` (crate root) documents running and operating the service (the `serve` flags,
+//! operator commands, proxy trust, fault injection, real calls, the live protocol, the browser
+//! SDK); `DESIGN.md` the decisions taken where the contract is silent, real-call scoring, the
+//! archived audio, and the limits and hardening. What follows is for whoever maintains it.
+//!
 //! # Layout
 //!
 //! - [`run`] is the one entry point: it opens the database, serves [`router`] on a given
-//!   listener and runs the background workers, all under one shutdown signal.
+//!   listener and runs the background workers (`spawn_workers`), all under one shutdown
+//!   signal ([`Stop`]).
 //! - [`router`] builds the whole HTTP surface from an [`AppState`] without a socket:
-//!   [`api`] (one module per resource under `/v1`, plus the OpenAPI document), wrapped in
-//!   [`request_id`] (request ids, error envelopes, access log) and the body limit.
-//! - [`auth`] turns a bearer API key into a [`auth::Tenant`]; [`cors`] holds the
-//!   cross-origin policy (none on API-key routes, permissive for the SDK's redeem route).
+//!   [`api`] (one module per resource under `/v1`, each with its `router()` and its utoipa
+//!   `OpenApi`, plus the OpenAPI document: `api/openapi.rs` only merges and imports them,
+//!   `api/paging.rs` is the page-size rule), wrapped in [`request_id`] (`req_…` ids, error envelopes, fallbacks,
+//!   access log) and the body limit.
+//! - [`auth`] turns a bearer API key into a [`auth::Tenant`] and finds the caller's address;
+//!   [`cors`] holds the cross-origin policy (none on API-key routes, `with_sdk_cors` for the
+//!   SDK's redeem route); [`ratelimit`] is the optional per-tenant request rate limit.
 //! - [`error`] is the error contract ([`ApiError`]) and [`envelope`] its documentation types;
 //!   [`extract`] has the JSON, query and path extractors that reject into it; [`domain`]
-//!   validates the roster's text fields.
-//! - [`db`] is the storage handle ([`db::Db`]) with every SQL statement and the migrations.
-//! - [`state`], [`config`] and [`clock`] carry shared state, settings (and the `serve`
-//!   flags) and the injectable time source; [`ids`], [`time`], [`cursor`] and
+//!   validates the roster's text fields (trimming, blanks, reserved prefixes, NPN, email).
+//! - [`db`] is the storage handle ([`db::Db`]) with every SQL statement and the migrations,
+//!   one file per resource: tenants, agencies, agents, `calls.rs` (tokens and the call
+//!   lifecycle), `call_reads.rs`, `outbox.rs`, `practice.rs`, `real_calls.rs` and `ops.rs`
+//!   (the gauges of `/metrics`).
+//! - [`state`], [`config`] and [`clock`] carry shared state ([`AppState`]: the database,
+//!   config, clock, cursors, practice state, audio archive and links, rate limiter), settings
+//!   (`ServeArgs`, every `serve` flag, into [`Config`]) and the injectable time source
+//!   ([`Clock`]: `System`, `Offset`, `Manual`); [`ids`], [`time`], [`cursor`] and
 //!   [`credentials`] are the small codecs (ids, timestamps, page cursors, keys and secrets).
-//! - Practice calls: [`session_token`] (the JWTs of POST /session), [`practice`] (drill and
-//!   persona catalog, scripted persona, rubric, and the shared [`practice::state::Practice`]),
-//!   [`live`] (the WebSocket of a live call), [`scoring`] (the scoring worker) and [`webhook`]
-//!   (the delivery client and the durable outbox worker); [`deliveries`] is the operator's
-//!   `deliveries list`.
-//! - `README.md` (crate root) documents running, operator commands, proxy trust and the
-//!   decisions taken where the contract is silent.
-//! - Real calls: [`realcall`] (dialer records, attribution, the audio archive and its signed
-//!   links, ingestion, re-disposition), scored by [`scoring::real_call`]; `GET /v1/audio/…`
-//!   serves the archive.
+//! - [`faults`]: fault injection: each tenant's faults, their spec and their deterministic
+//!   decisions.
+//! - Practice calls: [`session_token`] (the JWTs of POST /session: claims, minting, checking
+//!   against the service clock), [`practice`] (drill and persona catalog, stage recognition,
+//!   scripted persona, rubric, and the shared [`practice::state::Practice`]), [`live`] (the
+//!   WebSocket of a live call: frames, the in-memory call session, the socket handler, the
+//!   ceiling for calls nobody joins), [`scoring`] (pure evaluation into a score or a failure
+//!   and the `CallScored` body, and the scoring worker) and [`webhook`] (one delivery attempt
+//!   in `client.rs`, and the durable outbox worker with `try_deliver_next` and `drain`). Their
+//!   endpoints are `api/session.rs`, `api/roleplay.rs` and `api/calls.rs`; `api/call_detail.rs`
+//!   decodes a stored call into the Call detail body (its open `TranscriptTurn`s and `Score`)
+//!   and `api/webhook_doc.rs` documents the `call.scored` body and the document's `webhooks`.
+//!   [`deliveries`] is the operator's `deliveries list`.
+//! - Real calls: [`realcall`] (dialer records and their bounds, the ingest file, regular and
+//!   capped, attribution, the audio archive and its signed links, ingestion, re-disposition,
+//!   the retention sweep, a past file replayed relative to now), scored by
+//!   [`scoring::real_call`]; `GET /v1/audio/…` (`api/audio.rs`, and the `Range` it honours in
+//!   `api/audio/range.rs`) serves the archive.
 //! - [`sdk`]: the browser SDK (`GET /sdk/v1/svc-sdk.js` and its `.d.ts`), embedded and open to
 //!   every origin.
 //! - [`ops`]: `GET /healthz`, and on `--metrics-listen` the Prometheus `/metrics` of this
-//!   server (requests, latency, deliveries, outbox and live calls per tenant); `--log-format`.
+//!   server (its own recorder and the layer that counts requests: requests, latency,
+//!   deliveries, outbox and live calls per tenant); `--log-format`.
 //! - Public API: [`run`], [`Config`], [`Clock`] and [`sandbox`] (the operator's steps a
 //!   sandbox needs: provision its tenant, faults, real-call ingestion, re-disposition, call
 //!   states and deliveries), what `svc-cli sandbox` and `svc-cli demo` drive it with. Every
 //!   other module is internal (`pub` only with the feature `internals`, for the workspace's
 //!   tests and benchmarks).
-//! - [`cli`] is the command line (`serve` and the operator's `tenant …` commands in
-//!   [`operator`]); `main.rs` only calls [`cli::main`].
+//! - [`cli`] is the command line (`serve`, and the operator's `tenant …`, `agency …` and
+//!   `calls …` commands in [`operator`]); `main.rs` only calls [`cli::main`].
+//!
+//! # Extending
+//!
+//! - New flags: add them to `ServeArgs` and [`Config`] in `config.rs` (defaults in
+//!   `Config::new`).
+//! - New tables: append an entry to `MIGRATIONS` in `db/migrations.rs` (never edit an applied
+//!   one); put the SQL in a new `db/<resource>.rs` with `impl Db` methods using `self.read` /
+//!   `self.write`.
+//! - New endpoints: a module in `api/` with `router()` and an `OpenApi` struct, merged in
+//!   `api::routes` and `api::openapi::api_doc`. The redeem route goes through
+//!   `cors::with_sdk_cors`. Use `auth::Tenant`, `extract::ApiJson`/`ApiQuery`/`ApiPath` and
+//!   return [`ApiError`]. Paginate with `state.cursors` (`CursorScope { endpoint: "GET /calls",
+//!   .. }`).
+//! - Background workers: spawn them in `spawn_workers`; each waits on [`Stop::requested`].
+//! - Time: always `state.clock` / `state.now_ms()`; tests set `config.clock =
+//!   Clock::manual(..)`.
 
 // The module docs describe the internal layout for whoever maintains the service: read them
 // with `cargo doc --document-private-items` (or the feature `internals`), where every link

@@ -5,7 +5,7 @@
 //!
 //! Every figure is a gauge of the last run, replaced by the next (alert with
 //! `max_over_time(…[1h])`), except the last success per source, which a failed run leaves as
-//! it was (alert on `time() - …`). `tenant-cli/README.md` lists them with alert rules.
+//! it was (alert on `time() - …`). `tenant-cli/OPERATIONS.md` lists them with alert rules.
 
 use std::fmt::Write as _;
 

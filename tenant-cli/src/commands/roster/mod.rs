@@ -32,7 +32,7 @@ pub enum RosterCommand {
     Import(ImportArgs),
 }
 
-/// The exit codes of `roster import`, shown after its `--help` (and in the README).
+/// The exit codes of `roster import`, shown after its `--help` (and in `REFERENCE.md`).
 const IMPORT_EXIT_CODES: &str = "\
 Exit codes:
   0   every row registered or already registered (--dry-run: every row valid)

@@ -1,6 +1,6 @@
-//! The README's cron line and systemd units, as an operator pastes them (issue 26, item 15):
-//! the cron line run as cron runs it (`/bin/sh -c` under `env -i` with cron's `PATH`, the
-//! binary and the paths swapped for the test's), and the units checked for what an operator
+//! The cron line and systemd units of `OPERATIONS.md`, as an operator pastes them (issue 26,
+//! item 15): the cron line run as cron runs it (`/bin/sh -c` under `env -i` with cron's `PATH`,
+//! the binary and the paths swapped for the test's), and the units checked for what an operator
 //! trips on and by `systemd-analyze verify` where systemd is installed (a visible skip line
 //! otherwise).
 
@@ -13,24 +13,24 @@ use svc_fixtures::calls::ROLEPLAY;
 
 use crate::reconcile::{fake, hours_ago};
 
-const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"));
+const OPERATIONS: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/OPERATIONS.md"));
 
 /// The PATH cron gives a job (Debian's and most crons').
 const CRON_PATH: &str = "/usr/bin:/bin";
 
-/// The README's fenced block that starts with "```{lang}" and contains `marker`.
+/// The fenced block of `OPERATIONS.md` that starts with "```{lang}" and contains `marker`.
 fn block(lang: &str, marker: &str) -> String {
     let fence = format!("```{lang}\n");
-    README
+    OPERATIONS
         .split(&fence)
         .skip(1)
         .filter_map(|rest| rest.split("```").next())
         .find(|body| body.contains(marker))
-        .unwrap_or_else(|| panic!("no ```{lang} block with {marker:?} in the README"))
+        .unwrap_or_else(|| panic!("no ```{lang} block with {marker:?} in OPERATIONS.md"))
         .to_owned()
 }
 
-/// The README's crontab line (the one line of its cron block that is not a comment).
+/// The crontab line (the one line of its cron block that is not a comment).
 fn cron_line() -> String {
     let block = block("cron", "reconcile");
     let lines: Vec<&str> = block
@@ -164,7 +164,7 @@ async fn the_cron_line_runs_as_cron_runs_it_and_logs_one_report_per_line() {
     assert!(dir.join("state/calls.db").is_file());
 }
 
-/// The README's units: (file name, text) of each, split on their `# /etc/systemd/system/…`
+/// The units: (file name, text) of each, split on their `# /etc/systemd/system/…`
 /// comment lines.
 fn units() -> Vec<(String, String)> {
     let block = block("ini", "svc-reconcile.service");

@@ -499,7 +499,7 @@ fn conditions() -> Vec<Row> {
             .json(json!({ "drillKey": "ma-full-sale" }))
             .when(expired),
     ]);
-    // A lockout voids the tokens minted before it (the service README's lockout section).
+    // A lockout voids the tokens minted before it (`service/DESIGN.md`, "Lockout").
     for condition in [Condition::Revoked, Condition::Inactive] {
         rows.push(
             err("POST", "/roleplay/session", 401, "INVALID_TOKEN")
