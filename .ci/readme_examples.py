@@ -3,6 +3,9 @@
 
 Usage: readme_examples.py REPO_ROOT OUT_DIR
 
+The files read are every `README.md` and every `RECIPES.md` (a crate's further examples, beside
+its README) of the workspace; "README" below means either.
+
 A README example is checked against the `[dependencies]` block a reader sees above it: each
 ```toml block holding `[dependencies]` opens a group, which runs until the next ```toml block;
 every ```rust block in the group that is a complete program (it has `fn main`), or that the
@@ -31,6 +34,8 @@ import tomllib
 
 FENCE = re.compile(r"^(`{3,})(.*)$")
 EXAMPLE_MARK = re.compile(r"^<!--\s*example:")
+# The files whose examples are checked, wherever they stand in the workspace.
+DOC_NAMES = ("README.md", "RECIPES.md")
 
 
 def blocks(text):
@@ -117,7 +122,7 @@ def main():
     crates = workspace_crates(root)
     profile = tomllib.loads((root / "Cargo.toml").read_text()).get("profile", {}).get("dev")
     readmes = sorted(
-        p for p in root.rglob("README.md")
+        p for name in DOC_NAMES for p in root.rglob(name)
         if not any(part in ("target", ".git", "node_modules") for part in p.relative_to(root).parts)
     )
     errors = []
