@@ -43,6 +43,13 @@
 //!   delivery, and marks the entry done after your handler returns `Ok`. If the process dies
 //!   in between, the entry is handed out again and `record` answers `Duplicate`.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use svc_contract::{Clock, SystemClock};
+
+use crate::pruner::Pruner;
+
 /// What recording a delivery in your transaction found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "run your writes only for a Fresh delivery"]
@@ -63,4 +70,58 @@ impl Recorded {
 /// How long recorded ids are kept by default: a day, as the inbox and the dedup store keep
 /// theirs, well past the sender's retry (about 5 minutes) and the inbox's retries (about 43
 /// minutes with the default policy).
-pub const DEFAULT_RECORD_RETENTION: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+pub const DEFAULT_RECORD_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// What the recorders (`PgRecorder`, `SqliteRecorder`) share: the clock that says "now" for a
+/// record's time and the retention's cutoff, how long recorded ids are kept
+/// ([`DEFAULT_RECORD_RETENTION`] unless set), and the gate that lets a prune through at most
+/// once a minute. Cheap to clone; clones share the gate.
+#[derive(Clone)]
+pub(crate) struct Retention {
+    clock: Arc<dyn Clock>,
+    period: Duration,
+    pruner: Arc<Pruner>,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Self {
+            clock: Arc::new(SystemClock),
+            period: DEFAULT_RECORD_RETENTION,
+            pruner: Arc::default(),
+        }
+    }
+}
+
+impl Retention {
+    /// The same, reading "now" from `clock`.
+    pub(crate) fn with_clock(self, clock: impl Clock) -> Self {
+        Self {
+            clock: Arc::new(clock),
+            ..self
+        }
+    }
+
+    /// The same, keeping recorded ids for `period`.
+    pub(crate) fn with_period(self, period: Duration) -> Self {
+        Self { period, ..self }
+    }
+
+    /// How long recorded ids are kept.
+    pub(crate) fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// Now, by the clock.
+    pub(crate) fn now(&self) -> i64 {
+        self.clock.now()
+    }
+
+    /// When a prune is due at `now` (the last one a minute or more before), the cutoff to
+    /// forget ids recorded before; `None` otherwise.
+    pub(crate) fn prune_cutoff(&self, now: i64) -> Option<i64> {
+        self.pruner
+            .due(now)
+            .then(|| now.saturating_sub(i64::try_from(self.period.as_secs()).unwrap_or(i64::MAX)))
+    }
+}

@@ -8,11 +8,10 @@ use std::time::Duration;
 use tokio_postgres::types::Type;
 
 use super::{PgDatabase, PgError};
-use svc_contract::{Clock, SystemClock};
+use svc_contract::Clock;
 
-use crate::exactly_once::{DEFAULT_RECORD_RETENTION, Recorded};
+use crate::exactly_once::{Recorded, Retention};
 use crate::handler::Received;
-use crate::pruner::Pruner;
 
 /// Records deliveries in your transactions, in the crate's table `webhook_recorded` of a
 /// [`PgDatabase`] (your database: the crate's tables may sit in a schema of their own,
@@ -29,22 +28,21 @@ use crate::pruner::Pruner;
 /// Recorded ids are forgotten after the retention ([`DEFAULT_RECORD_RETENTION`], a day, by
 /// default): at most once a minute, a `record` call has the crate's own pool delete the older
 /// ones, outside your transaction.
+///
+/// [`DEFAULT_RECORD_RETENTION`]: crate::exactly_once::DEFAULT_RECORD_RETENTION
 #[derive(Clone)]
 pub struct PgRecorder {
     /// The insert, its table named with the crate's schema.
     insert: Arc<str>,
     database: PgDatabase,
-    retention: Duration,
-    pruner: Arc<Pruner>,
-    /// What "now" is for the record's time and the retention.
-    clock: Arc<dyn Clock>,
+    retention: Retention,
 }
 
 impl std::fmt::Debug for PgRecorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgRecorder")
             .field("database", &self.database)
-            .field("retention", &self.retention)
+            .field("retention", &self.retention.period())
             .finish_non_exhaustive()
     }
 }
@@ -59,9 +57,7 @@ impl PgRecorder {
         Self {
             insert: insert.into(),
             database,
-            retention: DEFAULT_RECORD_RETENTION,
-            pruner: Arc::default(),
-            clock: Arc::new(SystemClock),
+            retention: Retention::default(),
         }
     }
 
@@ -69,7 +65,7 @@ impl PgRecorder {
     /// cutoff) from `clock` instead of the system clock.
     #[must_use]
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Arc::new(clock);
+        self.retention = self.retention.with_clock(clock);
         self
     }
 
@@ -78,7 +74,7 @@ impl PgRecorder {
     /// retries and leases, and dead letters you requeue.
     #[must_use]
     pub fn with_retention(mut self, retention: Duration) -> Self {
-        self.retention = retention;
+        self.retention = self.retention.with_period(retention);
         self
     }
 
@@ -99,7 +95,7 @@ impl PgRecorder {
         tx: &T,
         received: &Received,
     ) -> Result<Recorded, PgError> {
-        let now = self.clock.now();
+        let now = self.retention.now();
         let inserted = tx
             .insert_row(&self.insert, received.webhook_id.as_str(), now)
             .await?;
@@ -122,7 +118,7 @@ impl PgRecorder {
         received: &Received,
     ) -> Result<Recorded, sqlx::Error> {
         use sqlx::Row;
-        let now = self.clock.now();
+        let now = self.retention.now();
         let inserted = sqlx::query(sqlx::AssertSqlSafe(&*self.insert))
             .bind(received.webhook_id.as_str())
             .bind(now)
@@ -139,11 +135,9 @@ impl PgRecorder {
     /// Forgets ids recorded before the retention, on the crate's pool (outside any
     /// transaction of yours), at most once a minute.
     fn prune_if_due(&self, now: i64) {
-        if !self.pruner.due(now) {
+        let Some(cutoff) = self.retention.prune_cutoff(now) else {
             return;
-        }
-        let cutoff =
-            now.saturating_sub(i64::try_from(self.retention.as_secs()).unwrap_or(i64::MAX));
+        };
         let database = self.database.clone();
         tokio::spawn(async move {
             if let Err(err) = database.forget_recorded_before(cutoff).await {

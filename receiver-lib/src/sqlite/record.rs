@@ -1,16 +1,14 @@
 //! [`SqliteRecorder`]: records a verified delivery in a transaction of yours on a `rusqlite`
 //! connection, for exactly-once effects (see [`crate::exactly_once`]).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, ffi};
 
-use svc_contract::{Clock, SystemClock};
+use svc_contract::Clock;
 
-use crate::exactly_once::{DEFAULT_RECORD_RETENTION, Recorded};
+use crate::exactly_once::{Recorded, Retention};
 use crate::handler::Received;
-use crate::pruner::Pruner;
 
 /// The table recorded ids are kept in, in your database file.
 const SCHEMA: &str = "
@@ -41,18 +39,17 @@ CREATE INDEX IF NOT EXISTS webhook_recorded_at ON webhook_recorded (recorded_at)
 ///
 /// Recorded ids are forgotten after the retention ([`DEFAULT_RECORD_RETENTION`], a day, by
 /// default): at most once a minute, `record` deletes the older ones in the same transaction.
+///
+/// [`DEFAULT_RECORD_RETENTION`]: crate::exactly_once::DEFAULT_RECORD_RETENTION
 #[derive(Clone)]
 pub struct SqliteRecorder {
-    retention: Duration,
-    pruner: Arc<Pruner>,
-    /// What "now" is for the record's time and the retention.
-    clock: Arc<dyn Clock>,
+    retention: Retention,
 }
 
 impl std::fmt::Debug for SqliteRecorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqliteRecorder")
-            .field("retention", &self.retention)
+            .field("retention", &self.retention.period())
             .finish_non_exhaustive()
     }
 }
@@ -65,9 +62,7 @@ impl SqliteRecorder {
     pub fn install(conn: &Connection) -> rusqlite::Result<Self> {
         conn.execute_batch(SCHEMA)?;
         Ok(Self {
-            retention: DEFAULT_RECORD_RETENTION,
-            pruner: Arc::default(),
-            clock: Arc::new(SystemClock),
+            retention: Retention::default(),
         })
     }
 
@@ -75,7 +70,7 @@ impl SqliteRecorder {
     /// cutoff) from `clock` instead of the system clock.
     #[must_use]
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Arc::new(clock);
+        self.retention = self.retention.with_clock(clock);
         self
     }
 
@@ -84,7 +79,7 @@ impl SqliteRecorder {
     /// retries and leases, and dead letters you requeue.
     #[must_use]
     pub fn with_retention(mut self, retention: Duration) -> Self {
-        self.retention = retention;
+        self.retention = self.retention.with_period(retention);
         self
     }
 
@@ -110,10 +105,8 @@ impl SqliteRecorder {
                 ),
             ));
         }
-        let now = self.clock.now();
-        if self.pruner.due(now) {
-            let cutoff =
-                now.saturating_sub(i64::try_from(self.retention.as_secs()).unwrap_or(i64::MAX));
+        let now = self.retention.now();
+        if let Some(cutoff) = self.retention.prune_cutoff(now) {
             tx.prepare_cached("DELETE FROM webhook_recorded WHERE recorded_at < ?1")?
                 .execute([cutoff])?;
         }

@@ -12,7 +12,10 @@ use svc_receiver::axum::{WebhookReceiver, webhook_route};
 use svc_receiver::dedup::{Claim, DedupStore, MemoryDedupStore};
 use tokio::sync::{Notify, mpsc};
 
-use crate::helpers::{SECRET, T, body_of, client, event_body, post, spawn, vectors, verifier};
+use crate::helpers::{
+    SECRET, T, body_of, client, event_body, post, post_with_the_signature_twice, spawn, vectors,
+    verifier,
+};
 
 /// A handler that reports every event it runs and fails while `fail` is set.
 fn counting_router(
@@ -199,17 +202,8 @@ async fn every_invalid_vector_gets_its_fixed_status_and_no_detail_leaks() {
     assert_eq!(status, 400, "a missing webhook id is rejected");
     let body = event_body("svc_call_5");
     let header = sign(SECRET, T, &body);
-    let twice = client
-        .post(format!("http://{addr}/webhooks"))
-        .header("x-service-webhook-id", "wh_twice")
-        .header("x-service-signature", &header)
-        .header("x-service-signature", &header)
-        .body(body)
-        .send()
-        .await
-        .expect("send");
     assert_eq!(
-        twice.status().as_u16(),
+        post_with_the_signature_twice(&client, addr, "wh_twice", &header, body).await,
         400,
         "a repeated signature header is rejected"
     );

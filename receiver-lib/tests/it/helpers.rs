@@ -77,5 +77,43 @@ pub(crate) async fn post(
     (status, response.text().await.expect("text"))
 }
 
+/// Posts a delivery under `id` whose signature header is sent twice (the same `header`
+/// both times); the status.
+pub(crate) async fn post_with_the_signature_twice(
+    client: &reqwest::Client,
+    addr: SocketAddr,
+    id: &str,
+    header: &str,
+    body: Vec<u8>,
+) -> u16 {
+    client
+        .post(format!("http://{addr}/webhooks"))
+        .header("x-service-webhook-id", id)
+        .header("x-service-signature", header)
+        .header("x-service-signature", header)
+        .body(body)
+        .send()
+        .await
+        .expect("send")
+        .status()
+        .as_u16()
+}
+
+/// A handler that sends each delivery's call id on the channel it comes with, and succeeds.
+pub(crate) fn call_id_reporter() -> (
+    impl svc_receiver::EventHandler,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let handler = move |received: svc_receiver::Received| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(received.event.call_id);
+            Ok::<(), String>(())
+        }
+    };
+    (handler, rx)
+}
+
 /// Log lines written while a test runs (in svc-test-support).
 pub(crate) use svc_test_support::logs::Logs;

@@ -11,7 +11,9 @@ use svc_receiver::axum::{InboxReceiver, inbox_route};
 use svc_receiver::inbox::{Accepted, InboxPolicy, Settled, Step, process_next};
 use svc_receiver::sqlite::SqliteInbox;
 
-use crate::helpers::{SECRET, T, client, event_body, post, spawn, verifier, webhook_id};
+use crate::helpers::{
+    SECRET, T, call_id_reporter, client, event_body, post, spawn, verifier, webhook_id,
+};
 
 #[tokio::test]
 async fn an_acknowledged_event_survives_a_restart_and_is_retried_until_user_code_succeeds() {
@@ -218,14 +220,7 @@ async fn the_worker_hands_stored_events_to_user_code_and_stops_on_shutdown() {
     let dir = tempfile::tempdir().expect("dir");
     let inbox =
         SqliteInbox::open(dir.path().join("inbox.db"), InboxPolicy::default()).expect("open");
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let handler = move |received: Received| {
-        let tx = tx.clone();
-        async move {
-            let _ = tx.send(received.event.call_id);
-            Ok::<(), String>(())
-        }
-    };
+    let (handler, mut rx) = call_id_reporter();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let worker = tokio::spawn(svc_receiver::inbox::run_inbox_worker(
         inbox.clone(),

@@ -12,7 +12,10 @@ use svc_receiver::dedup::MemoryDedupStore;
 use svc_receiver::inbox::{InboxPolicy, process_next};
 use svc_receiver::sqlite::SqliteInbox;
 
-use crate::helpers::{Logs, SECRET, T, client, event_body, post, spawn, verifier, webhook_id};
+use crate::helpers::{
+    Logs, SECRET, T, client, event_body, post, post_with_the_signature_twice, spawn, verifier,
+    webhook_id,
+};
 
 /// A direct-mode route whose handler logs an event of its own, then succeeds.
 async fn direct_route() -> std::net::SocketAddr {
@@ -135,16 +138,8 @@ async fn a_repeated_signature_header_is_explained_once() {
     let addr = direct_route().await;
     let body = event_body("svc_call_twice");
     let header = sign(SECRET, T, &body);
-    let answer = client()
-        .post(format!("http://{addr}/webhooks"))
-        .header("x-service-webhook-id", "wh_twice")
-        .header("x-service-signature", &header)
-        .header("x-service-signature", &header)
-        .body(body)
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(answer.status().as_u16(), 400);
+    let status = post_with_the_signature_twice(&client(), addr, "wh_twice", &header, body).await;
+    assert_eq!(status, 400);
     let text = logs.text();
     assert_eq!(
         text.matches("sent more than once").count(),

@@ -500,17 +500,47 @@ async fn pause_after_insert(client: &tokio_postgres::Client, table: &str) {
         .expect("install the pause");
 }
 
-/// A plain client on `url` that pauses after each insert (see [`pause_after_insert`]).
-async fn pausing_client(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
-    client
+/// Parameters of a batched function's call, for [`crossing_batches`].
+type Params = Vec<Box<dyn tokio_postgres::types::ToSql + Send + Sync>>;
+
+/// Two replicas' batches crossing (see below): `sql` called with `both` on a connection that
+/// pauses after each insert into the table [`pause_after_insert`] slowed down (so that it holds
+/// its first row's locks a while), and, once it is inside that pause, with `alone` on another
+/// connection; what each answered.
+///
+/// # Panics
+/// When either call fails (a deadlock, say), with the server's words for both.
+async fn crossing_batches(
+    url: &str,
+    sql: &'static str,
+    both: Params,
+    alone: Params,
+) -> (Vec<String>, Vec<String>) {
+    let first = svc_test_support::postgres::connect(url).await;
+    first
         .batch_execute("SET svc.test_pause_ms = 600")
         .await
         .expect("set the pause");
-    client
+    let second = svc_test_support::postgres::connect(url).await;
+    let call = |client: tokio_postgres::Client, params: Params| async move {
+        let params: Vec<_> = params.iter().map(|p| &**p as _).collect();
+        client
+            .query_one(sql, &params)
+            .await
+            .map(|row| row.get::<_, Vec<String>>(0))
+    };
+    let both = tokio::spawn(call(first, both));
+    // The first batch is inside its pause, its first row inserted: the other arrives.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let alone = call(second, alone).await;
+    match (both.await.expect("task"), alone) {
+        (Ok(both), Ok(alone)) => (both, alone),
+        (both, alone) => panic!(
+            "a batch failed (a deadlock?): {:?} / {:?}",
+            both.map_err(|e| svc_receiver::postgres::describe_error(&e)),
+            alone.map_err(|e| svc_receiver::postgres::describe_error(&e))
+        ),
+    }
 }
 
 /// Issue 25, item 7: one replica's batch holds two copies of an id (the sender's retry signed
@@ -525,52 +555,25 @@ async fn inbox_batches_crossing_on_a_retried_id_do_not_deadlock() {
         return;
     };
     pause_after_insert(&client, "webhook_inbox").await;
-    let first = pausing_client(&url).await;
-    let (second, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
     let (first_sig, retry_sig) = (vec![1u8; 32], vec![2u8; 32]);
     let body = event_body("wh_cross");
-    let both = tokio::spawn({
-        let (ids, sigs) = (
-            vec!["wh_cross", "wh_cross"],
-            vec![first_sig.clone(), retry_sig.clone()],
-        );
-        let bodies = vec![body.clone(), body.clone()];
-        async move {
-            first
-                .query_one(
-                    "SELECT svc_receiver_inbox_accept_many($1, $2, $3, $4)",
-                    &[&ids, &sigs, &bodies, &vec![T, T + 1]],
-                )
-                .await
-                .map(|row| row.get::<_, Vec<String>>(0))
-        }
-    });
-    // The first batch is inside its pause, the id's row inserted: the retry alone arrives.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let alone = second
-        .query_one(
-            "SELECT svc_receiver_inbox_accept_many($1, $2, $3, $4)",
-            &[
-                &vec!["wh_cross"],
-                &vec![retry_sig],
-                &vec![body],
-                &vec![T + 1],
-            ],
-        )
-        .await
-        .map(|row| row.get::<_, Vec<String>>(0));
-    let both = both.await.expect("task");
-    let (both, alone) = match (both, alone) {
-        (Ok(both), Ok(alone)) => (both, alone),
-        (both, alone) => panic!(
-            "a batch failed (a deadlock?): {:?} / {:?}",
-            both.map_err(|e| svc_receiver::postgres::describe_error(&e)),
-            alone.map_err(|e| svc_receiver::postgres::describe_error(&e))
-        ),
-    };
+    let (both, alone) = crossing_batches(
+        &url,
+        "SELECT svc_receiver_inbox_accept_many($1, $2, $3, $4)",
+        vec![
+            Box::new(vec!["wh_cross", "wh_cross"]),
+            Box::new(vec![first_sig, retry_sig.clone()]),
+            Box::new(vec![body.clone(), body.clone()]),
+            Box::new(vec![T, T + 1]),
+        ],
+        vec![
+            Box::new(vec!["wh_cross"]),
+            Box::new(vec![retry_sig]),
+            Box::new(vec![body]),
+            Box::new(vec![T + 1]),
+        ],
+    )
+    .await;
     assert_eq!(both, ["stored", "duplicate"]);
     assert_eq!(alone, ["duplicate"]);
 }
@@ -583,52 +586,27 @@ async fn dedup_batches_crossing_on_a_retried_id_do_not_deadlock() {
         return;
     };
     pause_after_insert(&client, "webhook_claims").await;
-    let first = pausing_client(&url).await;
-    let (second, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
-    let sql = "SELECT svc_receiver_dedup_many($1, $2, $3, $4, $5, $6)";
-    let both = tokio::spawn(async move {
-        first
-            .query_one(
-                sql,
-                &[
-                    &vec!["claim", "claim"],
-                    &vec!["wh_cross", "wh_cross"],
-                    &vec![vec![1u8; 32], vec![2u8; 32]],
-                    &vec![T, T],
-                    &vec![T - 3600, T - 3600],
-                    &vec![T + 60, T + 60],
-                ],
-            )
-            .await
-            .map(|row| row.get::<_, Vec<String>>(0))
-    });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let alone = second
-        .query_one(
-            sql,
-            &[
-                &vec!["claim"],
-                &vec!["wh_cross"],
-                &vec![vec![2u8; 32]],
-                &vec![T],
-                &vec![T - 3600],
-                &vec![T + 60],
-            ],
-        )
-        .await
-        .map(|row| row.get::<_, Vec<String>>(0));
-    let both = both.await.expect("task");
-    let (both, alone) = match (both, alone) {
-        (Ok(both), Ok(alone)) => (both, alone),
-        (both, alone) => panic!(
-            "a batch failed (a deadlock?): {:?} / {:?}",
-            both.map_err(|e| svc_receiver::postgres::describe_error(&e)),
-            alone.map_err(|e| svc_receiver::postgres::describe_error(&e))
-        ),
-    };
+    let (both, alone) = crossing_batches(
+        &url,
+        "SELECT svc_receiver_dedup_many($1, $2, $3, $4, $5, $6)",
+        vec![
+            Box::new(vec!["claim", "claim"]),
+            Box::new(vec!["wh_cross", "wh_cross"]),
+            Box::new(vec![vec![1u8; 32], vec![2u8; 32]]),
+            Box::new(vec![T, T]),
+            Box::new(vec![T - 3600, T - 3600]),
+            Box::new(vec![T + 60, T + 60]),
+        ],
+        vec![
+            Box::new(vec!["claim"]),
+            Box::new(vec!["wh_cross"]),
+            Box::new(vec![vec![2u8; 32]]),
+            Box::new(vec![T]),
+            Box::new(vec![T - 3600]),
+            Box::new(vec![T + 60]),
+        ],
+    )
+    .await;
     assert_eq!(both, ["new", "in_flight"]);
     assert_eq!(alone, ["in_flight"]);
 }

@@ -11,7 +11,7 @@ use svc_receiver::inbox::{InboxPolicy, Settled, Step, process_next, run_inbox_wo
 use svc_receiver::sqlite::SqliteInbox;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::helpers::{T, event_body};
+use crate::helpers::{T, call_id_reporter, event_body};
 
 /// An inbox in a temp dir holding one pending delivery per call id, in that order.
 async fn inbox_with(policy: InboxPolicy, call_ids: &[&str]) -> (tempfile::TempDir, SqliteInbox) {
@@ -223,14 +223,7 @@ async fn an_inbox_on_a_full_disk_is_said_unavailable_once_not_by_every_loop_ever
         .expect("accept");
     // Before the file's first checkpoint: reserving the entry needs room the disk lacks.
     fs.fill();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let handler = move |received: Received| {
-        let tx = tx.clone();
-        async move {
-            let _ = tx.send(received.event.call_id);
-            Ok::<(), String>(())
-        }
-    };
+    let (handler, mut rx) = call_id_reporter();
     let (stop, stopped) = oneshot::channel::<()>();
     let workers = tokio::spawn(run_inbox_workers(
         inbox.clone(),

@@ -231,12 +231,9 @@ async fn child_main() {
                         .map_err(|e| e.to_string())?
                         .is_fresh()
                     {
-                        tx.execute(
-                            "INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)",
-                            &[&received.webhook_id.as_str(), &received.event.call_id],
-                        )
-                        .await
-                        .map_err(|e| e.to_string())?;
+                        super::postgres::insert_effect(&tx, &received)
+                            .await
+                            .map_err(|e| e.to_string())?;
                     }
                     pause_at(pause, Pause::BeforeCommit).await;
                     tx.commit().await.map_err(|e| e.to_string())?;
@@ -266,10 +263,7 @@ async fn child_main() {
                         .map_err(|e| e.to_string())?
                         .is_fresh()
                     {
-                        sqlx::query("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
-                            .bind(received.webhook_id.as_str())
-                            .bind(&received.event.call_id)
-                            .execute(&mut *tx)
+                        super::postgres::insert_effect_sqlx(&mut tx, &received)
                             .await
                             .map_err(|e| e.to_string())?;
                     }
@@ -440,14 +434,12 @@ async fn sqlx_effects_survive_sigkill_before_and_after_the_commit_exactly_once()
 
 /// Every crash scenario against the PostgreSQL driver `driver` (`postgres` or `sqlx`).
 async fn crash_tests(driver: &str) {
-    let Some((url, schema, client)) = super::postgres::tenant(&format!("eo_{driver}_kill")).await
+    // Migrated once here, so that the children only open it.
+    let Some((url, schema, client, _)) =
+        super::postgres::tenant_recorder(&format!("eo_{driver}_kill"), 1).await
     else {
         return;
     };
-    // Migrated once here, so that the children only open it.
-    svc_receiver::postgres::PgDatabase::connect_in_schema(&url, &schema, 1)
-        .await
-        .expect("database");
     let client = Arc::new(client);
     for mode in ["direct", "inbox"] {
         for pause in [Pause::BeforeCommit, Pause::AfterCommit] {
@@ -470,12 +462,10 @@ async fn crash_tests(driver: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_concurrent_deliveries_of_one_id_across_three_processes_make_one_effect() {
-    let Some((url, schema, client)) = super::postgres::tenant("eo_pg_three").await else {
+    let Some((url, schema, client, _)) = super::postgres::tenant_recorder("eo_pg_three", 1).await
+    else {
         return;
     };
-    svc_receiver::postgres::PgDatabase::connect_in_schema(&url, &schema, 1)
-        .await
-        .expect("database");
     let http = client_for_children();
     for mode in ["direct", "inbox"] {
         let children: Vec<ChildReceiver> = (0..3)

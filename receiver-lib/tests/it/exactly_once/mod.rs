@@ -46,6 +46,15 @@ fn delivery(id: &str, now: i64) -> (String, Vec<u8>) {
     (sign(SECRET, now, &body), body)
 }
 
+/// A delivery of `id` at `now` as an inbox stores it: (its verified signature, body).
+fn verified(id: &str, now: i64) -> ([u8; 32], Vec<u8>) {
+    let (header, body) = delivery(id, now);
+    let signature = svc_contract::signature::SignatureHeader::parse(header.as_bytes())
+        .expect("header")
+        .signatures()[0];
+    (signature, body)
+}
+
 /// A delivery as a handler gets it.
 fn received(id: &str, now: i64) -> Received {
     let body = event_body(&format!("call_{id}"));

@@ -11,12 +11,12 @@ use svc_receiver::inbox::{Inbox, Step, process_next};
 use svc_receiver::postgres::{PgDatabase, PgError, PgInbox, PgRecorder};
 use tokio::sync::oneshot;
 
-use super::{delivery, quick_policy, received};
+use super::{delivery, quick_policy, received, verified};
 use crate::helpers::{T, webhook_id};
 
 /// A fresh schema for the tenant (its URL's search_path) with the effect table, and the name
 /// of a schema for the crate's tables beside it; `None` without a server.
-pub(super) async fn tenant(test: &str) -> Option<(String, String, tokio_postgres::Client)> {
+async fn tenant(test: &str) -> Option<(String, String, tokio_postgres::Client)> {
     let url = svc_test_support::postgres::fresh_schema_url(test).await?;
     let tenant_schema = url
         .rsplit("search_path%3D")
@@ -32,6 +32,20 @@ pub(super) async fn tenant(test: &str) -> Option<(String, String, tokio_postgres
         .await
         .expect("effects table");
     Some((url, format!("{tenant_schema}_svc"), client))
+}
+
+/// A [`tenant`] with the crate's tables opened in the schema beside its own (a pool of
+/// `connections`): (the tenant's URL, the crate's schema, a client of the tenant's, the
+/// recorder); `None` without a server.
+pub(super) async fn tenant_recorder(
+    test: &str,
+    connections: usize,
+) -> Option<(String, String, tokio_postgres::Client, PgRecorder)> {
+    let (url, schema, client) = tenant(test).await?;
+    let database = PgDatabase::connect_in_schema(&url, &schema, connections)
+        .await
+        .expect("database");
+    Some((url, schema, client, database.recorder()))
 }
 
 /// How many effect rows `id` has.
@@ -59,7 +73,8 @@ pub(super) async fn write_effect(
     Ok(recorded)
 }
 
-async fn insert_effect(
+/// Writes `received`'s effect row in `tx`.
+pub(super) async fn insert_effect(
     tx: &tokio_postgres::Transaction<'_>,
     received: &Received,
 ) -> Result<(), PgError> {
@@ -107,13 +122,9 @@ fn open_record(url: &str, recorder: &PgRecorder, received: Received) -> OpenReco
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_records_of_one_id_wait_for_the_first_and_follow_its_commit_or_rollback() {
-    let Some((url, schema, client)) = tenant("eo_pg_concurrent").await else {
+    let Some((url, _, client, recorder)) = tenant_recorder("eo_pg_concurrent", 2).await else {
         return;
     };
-    let database = PgDatabase::connect_in_schema(&url, &schema, 2)
-        .await
-        .expect("database");
-    let recorder = database.recorder();
     let delivery = received("wh_race", T);
 
     let first = open_record(&url, &recorder, delivery.clone());
@@ -202,36 +213,37 @@ async fn deliver_styled(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_tenants_savepoints_rollbacks_and_set_local_under_concurrent_load_lose_and_double_nothing()
- {
-    let Some((url, schema, client)) = tenant("eo_pg_styles").await else {
-        return;
-    };
-    let database = PgDatabase::connect_in_schema(&url, &schema, 2)
-        .await
-        .expect("database");
-    let recorder = database.recorder();
-    let styles = [
-        Style::SavepointRolledBack,
-        Style::RollsBackOnce,
-        Style::SetLocal,
-    ];
-    // 8 senders on connections of their own, each delivering every id (so each id is
-    // delivered 8 times, concurrently), in different orders.
-    let ids: Vec<String> = (0..30).map(|n| format!("wh_style_{n}")).collect();
-    let senders: Vec<_> = (0..8)
+/// One delivery's transaction in [`senders`].
+type Delivery<'c> = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'c>>;
+
+/// `count` senders at once, each on a connection of its own, each delivering every one of
+/// `ids` once in an order of its own: sender `s`'s `i`th delivery is of
+/// `ids[(i * step + s * shift) % ids.len()]`, at `T`, handed to `deliver` with the
+/// connection, `recorder` and the id's index. Returns once all are done; a panic in `deliver`
+/// fails the test.
+async fn senders<F>(
+    url: &str,
+    recorder: &PgRecorder,
+    count: usize,
+    ids: &[String],
+    (step, shift): (usize, usize),
+    deliver: F,
+) where
+    F: for<'c> Fn(&'c mut tokio_postgres::Client, &'c PgRecorder, usize, Received) -> Delivery<'c>
+        + Send
+        + Sync
+        + 'static,
+{
+    let (ids, deliver): (Arc<[String]>, _) = (ids.into(), Arc::new(deliver));
+    let senders: Vec<_> = (0..count)
         .map(|sender| {
-            let (url, recorder, ids) = (url.clone(), recorder.clone(), ids.clone());
+            let (url, recorder) = (url.to_owned(), recorder.clone());
+            let (ids, deliver) = (Arc::clone(&ids), Arc::clone(&deliver));
             tokio::spawn(async move {
                 let mut client = svc_test_support::postgres::connect(&url).await;
-                for n in 0..ids.len() {
-                    let n = (n * 7 + sender * 5) % ids.len();
-                    let received = received(&ids[n], T);
-                    let style = styles[n % styles.len()];
-                    deliver_styled(&mut client, &recorder, &received, style)
-                        .await
-                        .unwrap_or_else(|e| panic!("{} {style:?}: {e}", ids[n]));
+                for i in 0..ids.len() {
+                    let n = (i * step + sender * shift) % ids.len();
+                    deliver(&mut client, &recorder, n, received(&ids[n], T)).await;
                 }
             })
         })
@@ -239,6 +251,37 @@ async fn the_tenants_savepoints_rollbacks_and_set_local_under_concurrent_load_lo
     for sender in senders {
         sender.await.expect("sender");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tenants_savepoints_rollbacks_and_set_local_under_concurrent_load_lose_and_double_nothing()
+ {
+    let Some((url, _, client, recorder)) = tenant_recorder("eo_pg_styles", 2).await else {
+        return;
+    };
+    let styles = [
+        Style::SavepointRolledBack,
+        Style::RollsBackOnce,
+        Style::SetLocal,
+    ];
+    // 8 senders, each delivering every id (so each id is delivered 8 times, concurrently).
+    let ids: Vec<String> = (0..30).map(|n| format!("wh_style_{n}")).collect();
+    senders(
+        &url,
+        &recorder,
+        8,
+        &ids,
+        (7, 5),
+        move |client, recorder, n, received| {
+            Box::pin(async move {
+                let style = styles[n % styles.len()];
+                deliver_styled(client, recorder, &received, style)
+                    .await
+                    .unwrap_or_else(|e| panic!("{} {style:?}: {e}", received.webhook_id));
+            })
+        },
+    )
+    .await;
     for id in &ids {
         assert_eq!(effects(&client, id).await, 1, "{id}");
     }
@@ -246,7 +289,7 @@ async fn the_tenants_savepoints_rollbacks_and_set_local_under_concurrent_load_lo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_modify_write_effect_under_concurrent_deliveries_keeps_an_exact_total() {
-    let Some((url, schema, client)) = tenant("eo_pg_rmw").await else {
+    let Some((url, _, client, recorder)) = tenant_recorder("eo_pg_rmw", 2).await else {
         return;
     };
     client
@@ -256,46 +299,39 @@ async fn a_read_modify_write_effect_under_concurrent_deliveries_keeps_an_exact_t
         )
         .await
         .expect("balance");
-    let database = PgDatabase::connect_in_schema(&url, &schema, 2)
-        .await
-        .expect("database");
-    let recorder = database.recorder();
     let ids: Vec<String> = (0..40).map(|n| format!("wh_rmw_{n}")).collect();
-    let senders: Vec<_> = (0..6)
-        .map(|sender| {
-            let (url, recorder, ids) = (url.clone(), recorder.clone(), ids.clone());
-            tokio::spawn(async move {
-                let mut client = svc_test_support::postgres::connect(&url).await;
-                for n in 0..ids.len() {
-                    let id = &ids[(n * 3 + sender * 11) % ids.len()];
-                    let received = received(id, T);
-                    let tx = client.transaction().await.expect("begin");
-                    if recorder
-                        .record(&tx, &received)
+    senders(
+        &url,
+        &recorder,
+        6,
+        &ids,
+        (3, 11),
+        |client, recorder, _, received| {
+            Box::pin(async move {
+                let tx = client.transaction().await.expect("begin");
+                if recorder
+                    .record(&tx, &received)
+                    .await
+                    .expect("record")
+                    .is_fresh()
+                {
+                    let amount: i64 = tx
+                        .query_one("SELECT amount FROM balance WHERE id = 1 FOR UPDATE", &[])
                         .await
-                        .expect("record")
-                        .is_fresh()
-                    {
-                        let amount: i64 = tx
-                            .query_one("SELECT amount FROM balance WHERE id = 1 FOR UPDATE", &[])
-                            .await
-                            .expect("read")
-                            .get(0);
-                        tx.execute(
-                            "UPDATE balance SET amount = $1 WHERE id = 1",
-                            &[&(amount + 1)],
-                        )
-                        .await
-                        .expect("write");
-                    }
-                    tx.commit().await.expect("commit");
+                        .expect("read")
+                        .get(0);
+                    tx.execute(
+                        "UPDATE balance SET amount = $1 WHERE id = 1",
+                        &[&(amount + 1)],
+                    )
+                    .await
+                    .expect("write");
                 }
+                tx.commit().await.expect("commit");
             })
-        })
-        .collect();
-    for sender in senders {
-        sender.await.expect("sender");
-    }
+        },
+    )
+    .await;
     let amount: i64 = client
         .query_one("SELECT amount FROM balance WHERE id = 1", &[])
         .await
@@ -307,13 +343,9 @@ async fn a_read_modify_write_effect_under_concurrent_deliveries_keeps_an_exact_t
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_repeatable_read_a_record_racing_a_commit_fails_to_serialize_and_its_retry_is_a_duplicate()
  {
-    let Some((url, schema, client)) = tenant("eo_pg_rr").await else {
+    let Some((url, _, client, recorder)) = tenant_recorder("eo_pg_rr", 2).await else {
         return;
     };
-    let database = PgDatabase::connect_in_schema(&url, &schema, 2)
-        .await
-        .expect("database");
-    let recorder = database.recorder();
     let delivery = received("wh_rr", T);
     let mut late = svc_test_support::postgres::connect(&url).await;
     let tx = late
@@ -400,10 +432,7 @@ async fn replicas_starting_at_once_all_start_and_hand_out_under_any_default_isol
             .collect();
         for n in 0..24 {
             let id = format!("wh_iso_{n}");
-            let (header, body) = delivery(&id, T);
-            let signature = svc_contract::signature::SignatureHeader::parse(header.as_bytes())
-                .expect("header")
-                .signatures()[0];
+            let (signature, body) = verified(&id, T);
             inboxes[n % 3]
                 .accept(&webhook_id(&id), &signature, &body, T)
                 .await
@@ -474,10 +503,7 @@ async fn an_overload_planted_in_the_crates_schema_is_never_called() {
         .expect("planted");
     let database = PgDatabase::connect(&url).await.expect("database");
     let inbox = PgInbox::new(database.clone(), quick_policy());
-    let (header, body) = delivery("wh_planted", T);
-    let signature = svc_contract::signature::SignatureHeader::parse(header.as_bytes())
-        .expect("header")
-        .signatures()[0];
+    let (signature, body) = verified("wh_planted", T);
     let accepted = inbox
         .accept(&webhook_id("wh_planted"), &signature, &body, T)
         .await
@@ -496,13 +522,9 @@ async fn an_overload_planted_in_the_crates_schema_is_never_called() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_say_the_servers_sqlstate_and_message() {
-    let Some((url, schema, _client)) = tenant("eo_pg_errors").await else {
+    let Some((url, _, _, recorder)) = tenant_recorder("eo_pg_errors", 1).await else {
         return;
     };
-    let database = PgDatabase::connect_in_schema(&url, &schema, 1)
-        .await
-        .expect("database");
-    let recorder = database.recorder();
     let mut client = svc_test_support::postgres::connect(&url).await;
     let tx = client.transaction().await.expect("begin");
     assert!(
@@ -545,15 +567,24 @@ mod sqlx_driver {
             .expect("sqlx pool")
     }
 
+    /// Writes `received`'s effect row in `tx`, through sqlx.
+    pub(crate) async fn insert_effect_sqlx(
+        tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+        received: &Received,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
+            .bind(received.webhook_id.as_str())
+            .bind(&received.event.call_id)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn record_sqlx_is_fresh_once_committed_and_rolls_back_with_the_transaction() {
-        let Some((url, schema, client)) = tenant("eo_sqlx_record").await else {
+        let Some((url, _, client, recorder)) = tenant_recorder("eo_sqlx_record", 1).await else {
             return;
         };
-        let database = PgDatabase::connect_in_schema(&url, &schema, 1)
-            .await
-            .expect("database");
-        let recorder = database.recorder();
         let pool = sqlx_pool(&url, 2).await;
         let delivery = received("wh_sqlx", T);
 
@@ -575,10 +606,7 @@ mod sqlx_driver {
                 .expect("record"),
             Recorded::Fresh
         );
-        sqlx::query("INSERT INTO effects (webhook_id, call_id) VALUES ($1, $2)")
-            .bind(delivery.webhook_id.as_str())
-            .bind(&delivery.event.call_id)
-            .execute(&mut *tx)
+        insert_effect_sqlx(&mut tx, &delivery)
             .await
             .expect("effect");
         tx.commit().await.expect("commit");
@@ -596,7 +624,7 @@ mod sqlx_driver {
     }
 }
 #[cfg(feature = "sqlx-postgres")]
-pub(super) use sqlx_driver::sqlx_pool;
+pub(super) use sqlx_driver::{insert_effect_sqlx, sqlx_pool};
 
 #[tokio::test]
 async fn a_store_error_is_logged_once_with_the_servers_sqlstate_and_message() {
@@ -651,15 +679,11 @@ async fn a_store_error_is_logged_once_with_the_servers_sqlstate_and_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recorded_ids_past_the_retention_are_forgotten_outside_the_tenants_transaction() {
-    let Some((url, schema, client)) = tenant("eo_pg_retention").await else {
+    let Some((url, schema, client, recorder)) = tenant_recorder("eo_pg_retention", 1).await else {
         return;
     };
-    let database = PgDatabase::connect_in_schema(&url, &schema, 1)
-        .await
-        .expect("database");
     let clock = Arc::new(svc_contract::ManualClock::new(T));
-    let recorder = database
-        .recorder()
+    let recorder = recorder
         .with_retention(Duration::from_secs(3600))
         .with_clock(Arc::clone(&clock));
     let mut tenant = svc_test_support::postgres::connect(&url).await;

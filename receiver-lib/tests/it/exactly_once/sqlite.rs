@@ -12,7 +12,7 @@ use svc_receiver::exactly_once::Recorded;
 use svc_receiver::inbox::{Accepted, Settled, Step, process_next};
 use svc_receiver::sqlite::{SqliteDedupStore, SqliteInbox, SqliteRecorder};
 
-use super::{SqliteTenant, delivery, quick_policy, received};
+use super::{SqliteTenant, delivery, quick_policy, received, verified};
 use crate::helpers::{T, client, post, spawn, verifier, webhook_id};
 
 #[test]
@@ -135,10 +135,7 @@ fn tenant_and_inbox(dir: &tempfile::TempDir) -> (SqliteTenant, SqliteInbox) {
 
 /// Stores a delivery of `id` signed at `now` in the inbox.
 async fn accept(inbox: &SqliteInbox, id: &str, now: i64) -> Accepted {
-    let (header, body) = delivery(id, now);
-    let signature = svc_contract::signature::SignatureHeader::parse(header.as_bytes())
-        .expect("header")
-        .signatures()[0];
+    let (signature, body) = verified(id, now);
     inbox
         .accept(&webhook_id(id), &signature, &body, now)
         .await
@@ -239,44 +236,39 @@ async fn direct_tenant() -> (
     (dir, tenant, clock, addr)
 }
 
+/// Posts `signed` (a [`delivery`]: signature header, body) to `addr` under `id`; the status.
+async fn post_signed(
+    client: &reqwest::Client,
+    addr: std::net::SocketAddr,
+    id: &str,
+    signed: &(String, Vec<u8>),
+) -> u16 {
+    let (header, body) = signed;
+    post(client, addr, Some(id), Some(header), body.clone())
+        .await
+        .0
+}
+
 #[tokio::test]
 async fn direct_mode_answers_200_after_the_commit_and_the_senders_retry_of_a_failure_writes_once() {
     let (_dir, tenant, clock, addr) = direct_tenant().await;
     let client = client();
 
     tenant.fail.store(true, Ordering::SeqCst);
-    let (header, body) = delivery("wh_direct", T);
-    let (status, _) = post(&client, addr, Some("wh_direct"), Some(&header), body).await;
-    assert_eq!(status, 500);
+    let first = delivery("wh_direct", T);
+    assert_eq!(post_signed(&client, addr, "wh_direct", &first).await, 500);
     assert_eq!(tenant.effects("wh_direct"), 0);
 
     // The sender's retry, five minutes later, signed afresh.
     tenant.fail.store(false, Ordering::SeqCst);
     clock.set(T + 300);
-    let (header, body) = delivery("wh_direct", T + 300);
-    let (status, _) = post(
-        &client,
-        addr,
-        Some("wh_direct"),
-        Some(&header),
-        body.clone(),
-    )
-    .await;
-    assert_eq!(status, 200);
+    let retry = delivery("wh_direct", T + 300);
+    assert_eq!(post_signed(&client, addr, "wh_direct", &retry).await, 200);
     assert_eq!(tenant.effects("wh_direct"), 1);
 
     // Another copy is a duplicate; the same signature under another id a replay.
-    let (status, _) = post(
-        &client,
-        addr,
-        Some("wh_direct"),
-        Some(&header),
-        body.clone(),
-    )
-    .await;
-    assert_eq!(status, 200);
-    let (status, _) = post(&client, addr, Some("wh_other"), Some(&header), body).await;
-    assert_eq!(status, 401);
+    assert_eq!(post_signed(&client, addr, "wh_direct", &retry).await, 200);
+    assert_eq!(post_signed(&client, addr, "wh_other", &retry).await, 401);
     assert_eq!(tenant.effects("wh_direct"), 1);
     assert_eq!(tenant.effects("wh_other"), 0);
 }
@@ -287,30 +279,20 @@ async fn direct_mode_remembers_the_signature_of_a_delivery_whose_handler_failed(
     let client = client();
 
     tenant.fail.store(true, Ordering::SeqCst);
-    let (header, body) = delivery("wh_failed", T);
-    let (status, _) = post(
-        &client,
-        addr,
-        Some("wh_failed"),
-        Some(&header),
-        body.clone(),
-    )
-    .await;
-    assert_eq!(status, 500);
+    let first = delivery("wh_failed", T);
+    assert_eq!(post_signed(&client, addr, "wh_failed", &first).await, 500);
 
     // The same bytes re-posted under a fresh id inside the tolerance: a replay, though the
     // first delivery's handler failed; nothing runs.
     tenant.fail.store(false, Ordering::SeqCst);
     clock.set(T + 60);
-    let (status, _) = post(&client, addr, Some("wh_fresh_id"), Some(&header), body).await;
-    assert_eq!(status, 401);
+    assert_eq!(post_signed(&client, addr, "wh_fresh_id", &first).await, 401);
     assert_eq!(tenant.effects("wh_fresh_id"), 0);
 
     // The sender's own retry of the failed delivery is processed.
     clock.set(T + 300);
-    let (header, body) = delivery("wh_failed", T + 300);
-    let (status, _) = post(&client, addr, Some("wh_failed"), Some(&header), body).await;
-    assert_eq!(status, 200);
+    let retry = delivery("wh_failed", T + 300);
+    assert_eq!(post_signed(&client, addr, "wh_failed", &retry).await, 200);
     assert_eq!(tenant.effects("wh_failed"), 1);
 }
 
