@@ -3,8 +3,8 @@
 
 Usage: readme_examples.py REPO_ROOT OUT_DIR
 
-The files read are every `README.md` and every `RECIPES.md` (a crate's further examples, beside
-its README) of the workspace; "README" below means either.
+The files read are every `README.md`, `RECIPES.md` and `POSTGRES.md` (a crate's further
+examples, beside its README) of the workspace; "README" below means any of them.
 
 A README example is checked against the `[dependencies]` block a reader sees above it: each
 ```toml block holding `[dependencies]` opens a group, which runs until the next ```toml block;
@@ -35,7 +35,7 @@ import tomllib
 FENCE = re.compile(r"^(`{3,})(.*)$")
 EXAMPLE_MARK = re.compile(r"^<!--\s*example:")
 # The files whose examples are checked, wherever they stand in the workspace.
-DOC_NAMES = ("README.md", "RECIPES.md")
+DOC_NAMES = ("README.md", "RECIPES.md", "POSTGRES.md")
 
 
 def blocks(text):

@@ -2,9 +2,10 @@
 //! verification, deduplication on `X-Service-Webhook-Id`, replay protection, typed events, a
 //! durable inbox and axum integration.
 //!
-//! With the default features, the crate's README follows: the durable inbox example, direct
-//! mode, the verify-only path, rotation, logs, the statuses answered and the benchmark
-//! figures. Its examples are compiled as this crate's doc tests.
+//! With the default features, the crate's README follows: the durable inbox, direct mode and
+//! exactly once, with their examples compiled as this crate's doc tests. Beside it in the
+//! repository, OPERATIONS.md (rotation, logs, metrics, the statuses answered) and POSTGRES.md
+//! (replicas on one database).
 //!
 #![cfg_attr(
     all(feature = "axum", feature = "sqlite", feature = "reload"),
@@ -42,10 +43,9 @@
 //! - `exactly_once` (feature `sqlite` or `postgres`): recording a delivery in your own
 //!   transaction, beside your writes.
 //! - `handler`: the [`EventHandler`] user code implements (any async closure) and [`Received`].
-//! - `axum` (feature `axum`): the routes, the `VerifiedWebhook` extractor, and `Server`.
+//! - `axum` (feature `axum`): the routes and the `VerifiedWebhook` extractor.
 //! - [`reload`]: a secret file reloaded on change and on SIGHUP.
 //! - [`metrics`]: the names of what is counted and measured (feature `metrics`).
-//! - [`postgres_url`]: telling a database URL from a file path, and hiding its credentials.
 //! - `store_error`: [`StoreError`], why a durable store could not answer.
 
 #![warn(missing_docs)]
@@ -60,7 +60,6 @@ pub mod inbox;
 pub mod metrics;
 #[cfg(feature = "postgres")]
 pub mod postgres;
-pub mod postgres_url;
 pub mod reload;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;

@@ -22,3 +22,17 @@ pub enum StoreError {
     #[error("webhook store failed")]
     Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
+
+#[cfg(feature = "postgres")]
+impl From<svc_postgres::ConfigError> for StoreError {
+    fn from(err: svc_postgres::ConfigError) -> Self {
+        Self::Config(err.0)
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl From<svc_postgres::PgPoolError> for StoreError {
+    fn from(err: svc_postgres::PgPoolError) -> Self {
+        Self::Database(err.to_string())
+    }
+}

@@ -16,7 +16,6 @@ use std::time::Duration;
 use crate::StoreError;
 use svc_contract::WebhookId;
 
-#[cfg(feature = "axum")]
 pub use worker::{
     Step, process_next, run_inbox_worker, run_inbox_workers, run_inbox_workers_until_drained,
 };

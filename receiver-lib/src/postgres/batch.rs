@@ -26,7 +26,9 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_postgres::error::SqlState;
 
-use super::{PgDatabase, describe_error};
+use svc_postgres::describe_error;
+
+use super::PgDatabase;
 use crate::StoreError;
 
 /// Batches one store runs at once, each on its own pooled connection: while one waits for its

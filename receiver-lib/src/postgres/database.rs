@@ -1,8 +1,9 @@
-//! [`PgDatabase`]: the crate's tables in one PostgreSQL database, over a [`PgPool`], migrated
+//! [`PgDatabase`]: the crate's tables in one PostgreSQL database, over a [`PgPool`] (from
+//! `svc-postgres`), migrated
 //! when it opens.
 //!
 //! The crate's statements wait for the server's answer at most the database's answer timeout
-//! ([`PgDatabase::with_answer_timeout`], [`super::DEFAULT_ANSWER_TIMEOUT`] by default); what happens
+//! ([`PgDatabase::with_answer_timeout`], [`svc_postgres::DEFAULT_ANSWER_TIMEOUT`] by default); what happens
 //! to a connection that does not answer is the pool's (see the `pool` module).
 
 use std::future::Future;
@@ -11,8 +12,9 @@ use std::time::Duration;
 
 use deadpool_postgres::Object;
 
-use super::pool::{PgConn, PgPool, append_options, connect_config};
-use super::{migrate, redact_url};
+use svc_postgres::{PgConn, PgPool, append_options, connect_config, redact_url};
+
+use super::migrate;
 use crate::StoreError;
 
 /// Connections a [`PgDatabase`] opens at most by default. Claims, completions and accepts are
@@ -147,7 +149,7 @@ impl PgDatabase {
     }
 
     /// The same database, whose statements wait for the server's answer at most `timeout`
-    /// (default [`super::DEFAULT_ANSWER_TIMEOUT`]; see the module docs). Set it before building
+    /// (default [`svc_postgres::DEFAULT_ANSWER_TIMEOUT`]; see the module docs). Set it before building
     /// stores on it: they keep the database they were given.
     #[must_use]
     pub fn with_answer_timeout(self, timeout: Duration) -> Self {

@@ -5,7 +5,7 @@
 
 use tokio_postgres::{Client, IsolationLevel};
 
-use super::describe_error;
+use svc_postgres::describe_error;
 
 /// The advisory lock key migrations are applied under ("svc_rcv1").
 const MIGRATION_LOCK: i64 = 0x7376_635f_7263_7631;

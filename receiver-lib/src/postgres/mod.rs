@@ -4,10 +4,9 @@
 //! replica share one queue (`FOR UPDATE SKIP LOCKED`), and an entry whose lease runs out (its
 //! replica killed mid-entry) is handed to another.
 //!
-//! - [`PgPool`]: a pool of connections to one database that replaces closed connections and
-//!   closes one that does not answer in time (shared with `svc-reconcile`'s PostgreSQL store).
-//! - [`PgDatabase`]: the crate's tables over a [`PgPool`], brought up to date on open (versioned migrations under an advisory lock,
-//!   so replicas may start at once).
+//! - [`PgDatabase`]: the crate's tables over a `svc_postgres::PgPool` (the connection layer
+//!   shared with `svc-reconcile`'s PostgreSQL store), brought up to date on open (versioned
+//!   migrations under an advisory lock, so replicas may start at once).
 //! - [`PgDedupStore`] and [`PgInbox`]: the stores, over a [`PgDatabase`].
 //! - [`PgRecorder`]: records a verified delivery in a transaction of yours, so that your
 //!   writes for it commit exactly once (see [`crate::exactly_once`]).
@@ -20,26 +19,22 @@
 //!
 //! TLS to the database is not supported yet: a URL with `sslmode=require` is refused (connect
 //! over a Unix socket, the loopback, or a tunnel). The password of a URL never appears in an
-//! error, a log or a `Debug` output ([`redact_url`]).
+//! error, a log or a `Debug` output (`svc_postgres::redact_url`).
 
 mod batch;
 mod database;
 mod dedup;
 mod inbox;
 mod migrate;
-mod pool;
 mod record;
 
-pub use crate::postgres_url::{is_postgres_url, redact_url};
 pub use database::{DEFAULT_MAX_CONNECTIONS, PgDatabase};
 pub use dedup::PgDedupStore;
 pub use inbox::PgInbox;
 pub use migrate::SCHEMA_VERSION;
-pub use pool::{
-    AnswerWatch, DEFAULT_ANSWER_TIMEOUT, PgConn, PgPool, PgPoolError, append_options,
-    connect_config,
-};
 pub use record::{PgRecorder, PgTransaction};
+
+use svc_postgres::describe_error;
 
 use crate::StoreError;
 
@@ -47,25 +42,6 @@ use crate::StoreError;
 /// one (the driver's own `Display` says only "db error").
 pub(crate) fn db_error(err: &tokio_postgres::Error) -> StoreError {
     StoreError::Database(describe_error(err))
-}
-
-/// The driver error's text: the server's severity, SQLSTATE, message and detail when the server
-/// sent one (the driver's own `Display` says only "db error"), else the driver's words and
-/// their cause. It never holds the password.
-pub fn describe_error(err: &tokio_postgres::Error) -> String {
-    match err.as_db_error() {
-        Some(db) => {
-            let head = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
-            match db.detail() {
-                Some(detail) => format!("{head} ({detail})"),
-                None => head,
-            }
-        }
-        None => match std::error::Error::source(err) {
-            Some(source) => format!("{err}: {source}"),
-            None => err.to_string(),
-        },
-    }
 }
 
 /// A `tokio-postgres` error whose text says what the server said (severity, SQLSTATE, message,

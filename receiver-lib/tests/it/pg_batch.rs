@@ -537,8 +537,8 @@ async fn crossing_batches(
         (Ok(both), Ok(alone)) => (both, alone),
         (both, alone) => panic!(
             "a batch failed (a deadlock?): {:?} / {:?}",
-            both.map_err(|e| svc_receiver::postgres::describe_error(&e)),
-            alone.map_err(|e| svc_receiver::postgres::describe_error(&e))
+            both.map_err(|e| svc_postgres::describe_error(&e)),
+            alone.map_err(|e| svc_postgres::describe_error(&e))
         ),
     }
 }

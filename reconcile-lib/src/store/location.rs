@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use svc_receiver::postgres_url::{is_postgres_url, redact_url};
+use svc_postgres::{is_postgres_url, redact_url};
 
 /// A store's location, parsed from `--store` (or `SVC_STORE`).
 #[derive(Clone, PartialEq, Eq)]

@@ -336,7 +336,7 @@ impl Store {
 
     /// The pool of connections of a PostgreSQL store.
     #[cfg(feature = "postgres")]
-    pub(crate) fn postgres_pool(&self) -> Option<&svc_receiver::postgres::PgPool> {
+    pub(crate) fn postgres_pool(&self) -> Option<&svc_postgres::PgPool> {
         match &self.inner.backend {
             Backend::Postgres(backend) => Some(backend.pool()),
             Backend::Sqlite(_) => None,

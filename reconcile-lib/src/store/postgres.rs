@@ -1,6 +1,6 @@
 //! The store in PostgreSQL (`--store postgres://…`), for receivers and reconcile runs on
 //! several machines: a pool of connections (the workspace's one PostgreSQL layer,
-//! `svc_receiver::postgres::PgPool`, shared with the inbox of `webhook serve`) that the
+//! `svc_postgres::PgPool`, shared with the inbox of `webhook serve`) that the
 //! store's (synchronous) methods use through [`Sql`]; the schema as PostgreSQL migrations that mirror
 //! `schema`'s, version for version; and the advisory locks that take the place of SQLite's
 //! file locks.
@@ -28,7 +28,7 @@ use std::task::{Context, Poll, Wake};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use svc_receiver::postgres::{AnswerWatch, PgConn, PgPool, PgPoolError};
+use svc_postgres::{AnswerWatch, PgConn, PgPool, PgPoolError};
 use tokio_postgres::Transaction;
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 
@@ -153,7 +153,7 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 /// The store's database: the workspace's one PostgreSQL connection layer
-/// (`svc_receiver::postgres::PgPool`), used from the store's synchronous methods. A connection
+/// (`svc_postgres::PgPool`), used from the store's synchronous methods. A connection
 /// the server closed (a restart, `pg_terminate_backend`, a network cut) is replaced at the
 /// next transaction, so a long-running `webhook serve` keeps recording once the database is
 /// back; several transactions (reads beside a write) run at once on connections of their own.
@@ -183,7 +183,7 @@ pub(crate) fn pg_error(err: &tokio_postgres::Error) -> StoreError {
     {
         return StoreError::Busy;
     }
-    let message = svc_receiver::postgres::describe_error(err);
+    let message = svc_postgres::describe_error(err);
     if is_unavailable(err) {
         StoreError::Unavailable(message)
     } else {
@@ -308,13 +308,12 @@ impl PgBackend {
         application_name: &str,
         max_connections: usize,
     ) -> Result<Self, StoreError> {
-        let mut config =
-            svc_receiver::postgres::connect_config(url.expose()).map_err(config_error)?;
+        let mut config = svc_postgres::connect_config(url.expose()).map_err(config_error)?;
         config.application_name(application_name);
         // Every statement waits for another transaction's lock at most `lock_timeout` (as
         // SQLite's busy timeout), reads as writes (and the inbox's, when `webhook serve` shares
         // the pool: an accept held that long fails, answered 503, and the sender retries).
-        svc_receiver::postgres::append_options(
+        svc_postgres::append_options(
             &mut config,
             &format!(
                 "-c lock_timeout={}",
@@ -638,14 +637,7 @@ impl ToSql for Value {
     to_sql_checked!();
 }
 
-/// The store's own label for a URL the pool refuses: `svc_receiver`'s error says "webhook store
-/// configuration", which misleads on `reconcile` or `store stats` (its text, the redacted URL
-/// and why, is kept).
-fn config_error(error: svc_receiver::StoreError) -> StoreError {
-    match error {
-        svc_receiver::StoreError::Config(why) => {
-            StoreError::Config(format!("store configuration: {why}"))
-        }
-        other => StoreError::Config(format!("store configuration: {other}")),
-    }
+/// The store's own label for a URL the pool refuses (its text, the redacted URL and why).
+fn config_error(error: svc_postgres::ConfigError) -> StoreError {
+    StoreError::Config(format!("store configuration: {error}"))
 }

@@ -1,8 +1,8 @@
 //! [`PgPool`]: the one PostgreSQL connection layer of the workspace. A pool of connections to
 //! one database that replaces connections the server closed, and whose statements wait for
-//! the server's answer at most an answer timeout. Nothing here knows of the crate's tables:
-//! [`super::PgDatabase`] adds them (migrated when it opens), and `svc-reconcile`'s PostgreSQL
-//! store builds on the same pool.
+//! the server's answer at most an answer timeout. Nothing here knows of anyone's tables:
+//! `svc-receiver`'s `PgDatabase` adds its own (migrated when it opens), and `svc-reconcile`'s
+//! PostgreSQL store builds on the same pool.
 //!
 //! A connection whose answer does not come in time (a network that stalls, a server that
 //! hangs) is closed, never handed out again, and the idle connections of the pool are closed
@@ -27,8 +27,7 @@ use deadpool_postgres::{Manager, Object, Pool, Runtime};
 use tokio_postgres::NoTls;
 use tokio_postgres::config::SslMode;
 
-use super::{describe_error, redact_url};
-use crate::StoreError;
+use crate::{ConfigError, describe_error, redact_url};
 
 /// How long a checkout waits for a free connection before failing.
 const WAIT_FOR_CONNECTION: Duration = Duration::from_secs(5);
@@ -103,20 +102,14 @@ pub enum PgPoolError {
     },
 }
 
-impl From<PgPoolError> for StoreError {
-    fn from(err: PgPoolError) -> Self {
-        Self::Database(err.to_string())
-    }
-}
-
 impl PgPool {
     /// A pool of at most `max_connections` (at least 1) connections to the database at `url`
     /// (`postgres://user:password@host:port/database`; a host that starts with `/`,
     /// percent-encoded, is a Unix socket directory). No connection is opened yet.
     ///
     /// # Errors
-    /// [`StoreError::Config`] for a URL that does not parse or asks for TLS.
-    pub fn new(url: &str, max_connections: usize) -> Result<Self, StoreError> {
+    /// [`ConfigError`] for a URL that does not parse or asks for TLS.
+    pub fn new(url: &str, max_connections: usize) -> Result<Self, ConfigError> {
         Self::with_config(connect_config(url)?, &redact_url(url), max_connections)
     }
 
@@ -124,12 +117,12 @@ impl PgPool {
     /// options first); `url_text` names the database in messages and must not hold a password.
     ///
     /// # Errors
-    /// [`StoreError::Config`] when the pool cannot be built.
+    /// [`ConfigError`] when the pool cannot be built.
     pub fn with_config(
         mut config: tokio_postgres::Config,
         url_text: &str,
         max_connections: usize,
-    ) -> Result<Self, StoreError> {
+    ) -> Result<Self, ConfigError> {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -148,7 +141,7 @@ impl PgPool {
             .wait_timeout(Some(WAIT_FOR_CONNECTION))
             .create_timeout(Some(CONNECT_TIMEOUT))
             .build()
-            .map_err(|err| StoreError::Config(format!("{url_text}: {err}")))?;
+            .map_err(|err| ConfigError(format!("{url_text}: {err}")))?;
         Ok(Self {
             pool,
             url: url_text.into(),
@@ -303,8 +296,9 @@ impl std::ops::DerefMut for PgConn {
 }
 
 impl PgConn {
-    /// The pool's object (with its statement cache), for the crate's own statements.
-    pub(crate) fn object(&self) -> &Object {
+    /// The pool's object: the client with `deadpool-postgres`'s statement cache
+    /// (`prepare_cached`), and transactions that use it.
+    pub fn object(&self) -> &Object {
         match &self.object {
             Some(object) => object,
             None => unreachable!("a connection is only taken when dropped"),
@@ -312,7 +306,7 @@ impl PgConn {
     }
 
     /// As [`PgConn::object`], to open a transaction with the statement cache.
-    pub(crate) fn object_mut(&mut self) -> &mut Object {
+    pub fn object_mut(&mut self) -> &mut Object {
         match &mut self.object {
             Some(object) => object,
             None => unreachable!("a connection is only taken when dropped"),
@@ -435,17 +429,17 @@ pub fn append_options(config: &mut tokio_postgres::Config, options: &str) {
 /// build cannot honour: TLS (`sslmode=require`). Errors name the URL without its password.
 ///
 /// # Errors
-/// [`StoreError::Config`] when the URL does not parse or asks for TLS.
-pub fn connect_config(url: &str) -> Result<tokio_postgres::Config, StoreError> {
+/// [`ConfigError`] when the URL does not parse or asks for TLS.
+pub fn connect_config(url: &str) -> Result<tokio_postgres::Config, ConfigError> {
     let config: tokio_postgres::Config = url.parse().map_err(|err: tokio_postgres::Error| {
-        StoreError::Config(format!(
+        ConfigError(format!(
             "{} is not a PostgreSQL URL: {err}",
             redact_url(url)
         ))
     })?;
     match config.get_ssl_mode() {
         SslMode::Disable | SslMode::Prefer => Ok(config),
-        _ => Err(StoreError::Config(format!(
+        _ => Err(ConfigError(format!(
             "{}: TLS to PostgreSQL is not supported yet (sslmode=require); connect over a Unix \
              socket, the loopback or a TLS tunnel, with sslmode=disable or prefer",
             redact_url(url)

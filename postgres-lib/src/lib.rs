@@ -1,0 +1,56 @@
+//! The PostgreSQL connection layer that `svc-receiver`'s stores and `svc-reconcile`'s store
+//! share: a pool whose statements wait for an answer at most a timeout, connection URLs checked
+//! for what this build supports, and messages that never hold a password.
+//!
+//! - [`PgPool`] (feature `pool`, on by default): a `deadpool-postgres` pool of `tokio-postgres`
+//!   connections that replaces connections the server closed and closes one that does not
+//!   answer in time; its sessions run at `READ COMMITTED` whatever the database's default.
+//! - [`connect_config`] and [`append_options`] (feature `pool`): a URL parsed for the driver,
+//!   TLS refused rather than ignored (not supported yet), and session settings added.
+//! - [`describe_error`] (feature `pool`): a driver error's text with the server's SQLSTATE.
+//! - [`is_postgres_url`] and [`redact_url`] (always): telling a database URL from a file path,
+//!   and writing one with its password hidden, for every message that names the database.
+
+#![warn(missing_docs)]
+
+/// The crate's README, whose examples are compiled as doc tests.
+#[doc = include_str!("../README.md")]
+#[cfg(all(doctest, feature = "pool"))]
+pub struct ReadmeDoctests;
+
+#[cfg(feature = "pool")]
+mod pool;
+mod url;
+
+#[cfg(feature = "pool")]
+pub use pool::{
+    AnswerWatch, DEFAULT_ANSWER_TIMEOUT, PgConn, PgPool, PgPoolError, append_options,
+    connect_config,
+};
+pub use url::{is_postgres_url, redact_url};
+
+/// A connection URL or pool configuration this build cannot use: one that does not parse, or
+/// asks for TLS. The text names the database with its password hidden.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// The driver error's text: the server's severity, SQLSTATE, message and detail when the server
+/// sent one (the driver's own `Display` says only "db error"), else the driver's words and
+/// their cause. It never holds the password.
+#[cfg(feature = "pool")]
+pub fn describe_error(err: &tokio_postgres::Error) -> String {
+    match err.as_db_error() {
+        Some(db) => {
+            let head = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+            match db.detail() {
+                Some(detail) => format!("{head} ({detail})"),
+                None => head,
+            }
+        }
+        None => match std::error::Error::source(err) {
+            Some(source) => format!("{err}: {source}"),
+            None => err.to_string(),
+        },
+    }
+}
