@@ -11,7 +11,7 @@ use serde_json::json;
 use super::{Output, print};
 use crate::config::DEFAULT_DB;
 use crate::db::{Db, RealCallAgency, Rubric};
-use crate::sandbox::{OperatorStep, OperatorTarget};
+use super::target::OperatorTarget;
 
 /// `svc-service agency …`.
 #[derive(Debug, Args)]
@@ -67,35 +67,33 @@ pub enum AgencyCommand {
 }
 
 impl AgencyArgs {
-    /// Runs the command against the database, as [`crate::sandbox::operate`].
+    /// Runs the command against the database.
     ///
     /// # Errors
     /// An unknown agency, or a database failure.
     pub async fn exec(self) -> anyhow::Result<()> {
-        let step = match self.command {
+        let target = OperatorTarget {
+            json: self.json,
+            ..OperatorTarget::new(self.db)
+        };
+        match self.command {
             AgencyCommand::EnableRealCalls {
                 tenant,
                 agency_id,
                 third_party_dialer,
                 rubric,
-            } => OperatorStep::EnableRealCalls {
-                tenant,
-                agency_id,
-                third_party_dialer,
-                rubric: match rubric {
+            } => {
+                let rubric = match rubric {
                     RubricArg::Default => Rubric::Default,
                     RubricArg::Own => Rubric::Own,
-                },
-            },
-            AgencyCommand::DisableRealCalls { tenant, agency_id } => {
-                OperatorStep::DisableRealCalls { tenant, agency_id }
+                };
+                let settings = Some((third_party_dialer, rubric));
+                set_real_calls(&target, &tenant, &agency_id, settings).await
             }
-        };
-        let target = OperatorTarget {
-            json: self.json,
-            ..OperatorTarget::new(self.db)
-        };
-        crate::sandbox::operate(&target, step).await
+            AgencyCommand::DisableRealCalls { tenant, agency_id } => {
+                set_real_calls(&target, &tenant, &agency_id, None).await
+            }
+        }
     }
 }
 

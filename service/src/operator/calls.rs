@@ -24,7 +24,7 @@ use crate::realcall::input;
 use crate::realcall::redisposition::redisposition;
 use crate::realcall::replay;
 use crate::realcall::sweep::sweep;
-use crate::sandbox::{OperatorStep, OperatorTarget};
+use super::target::OperatorTarget;
 use crate::scoring::real_call::Disposition;
 use crate::time::{format_millis, parse_timestamp};
 
@@ -86,8 +86,7 @@ pub enum CallsCommand {
 }
 
 impl CallsArgs {
-    /// Runs the command against the database (ingestion and re-disposition as
-    /// [`crate::sandbox::operate`]).
+    /// Runs the command against the database.
     ///
     /// # Errors
     /// [`Usage`] for a bad file or value (exit 2), [`Reported`] when records were invalid
@@ -98,29 +97,23 @@ impl CallsArgs {
             json: self.json,
             ..OperatorTarget::new(self.db)
         };
-        let step = match self.command {
+        match self.command {
             CallsCommand::IngestReal {
                 tenant,
                 file,
                 relative_to_now,
-            } => OperatorStep::IngestReal {
-                tenant,
-                file,
-                relative_to_now,
-            },
+            } => ingest_real(&target, &tenant, &file, relative_to_now).await,
             CallsCommand::Redisposition {
                 tenant,
                 call_id,
                 disposition,
-            } => OperatorStep::Redisposition {
-                tenant,
-                call_id,
-                disposition: Disposition::parse(&disposition)
-                    .ok_or_else(|| Usage(format!("unknown disposition {disposition:?}")))?,
-            },
-            CallsCommand::SweepAudio { now } => return sweep_audio(&target, now).await,
-        };
-        crate::sandbox::operate(&target, step).await
+            } => {
+                let disposition = Disposition::parse(&disposition)
+                    .ok_or_else(|| Usage(format!("unknown disposition {disposition:?}")))?;
+                redisposition_call(&target, &tenant, &call_id, disposition).await
+            }
+            CallsCommand::SweepAudio { now } => sweep_audio(&target, now).await,
+        }
     }
 }
 

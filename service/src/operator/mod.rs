@@ -7,6 +7,8 @@
 
 pub mod agency;
 pub mod calls;
+pub(crate) mod step;
+pub(crate) mod target;
 
 use std::path::PathBuf;
 
