@@ -1,13 +1,15 @@
 //! The PostgreSQL connection layer that `svc-receiver`'s stores and `svc-reconcile`'s store
-//! share: a pool whose statements wait for an answer at most a timeout, connection URLs checked
-//! for what this build supports, and messages that never hold a password.
+//! share: a pool whose work waits for an answer at most a timeout, connection URLs checked for
+//! what this build supports, and messages that never hold a password.
 //!
-//! - [`PgPool`] (feature `pool`, on by default): a `deadpool-postgres` pool of `tokio-postgres`
-//!   connections that replaces connections the server closed and closes one that does not
-//!   answer in time; its sessions run at `READ COMMITTED` whatever the database's default.
-//! - [`connect_config`] and [`append_options`] (feature `pool`): a URL parsed for the driver,
-//!   TLS refused rather than ignored (not supported yet), and session settings added.
-//! - [`describe_error`] (feature `pool`): a driver error's text with the server's SQLSTATE.
+//! - `PgPool` (feature `pool`, on by default): a `deadpool-postgres` pool of `tokio-postgres`
+//!   connections that replaces connections the server closed and closes one whose answer does
+//!   not come within the answer timeout (for work awaited through `PgConn::answer_raw` or
+//!   `AnswerWatch::bound`); its sessions run at `READ COMMITTED` whatever the database's
+//!   default. `tokio_postgres` and `deadpool_postgres` are re-exported, so that yours match.
+//! - `connect_config` and `append_options` (feature `pool`): a URL parsed for the driver, TLS
+//!   refused rather than ignored (not supported yet), and session settings added.
+//! - `describe_error` (feature `pool`): a driver error's text with the server's SQLSTATE.
 //! - [`is_postgres_url`] and [`redact_url`] (always): telling a database URL from a file path,
 //!   and writing one with its password hidden, for every message that names the database.
 
@@ -23,6 +25,9 @@ mod pool;
 mod url;
 
 #[cfg(feature = "pool")]
+pub use {deadpool_postgres, tokio_postgres};
+
+#[cfg(feature = "pool")]
 pub use pool::{
     AnswerWatch, DEFAULT_ANSWER_TIMEOUT, PgConn, PgPool, PgPoolError, append_options,
     connect_config,
@@ -33,7 +38,14 @@ pub use url::{is_postgres_url, redact_url};
 /// asks for TLS. The text names the database with its password hidden.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct ConfigError(pub String);
+pub struct PgConfigError(String);
+
+impl PgConfigError {
+    #[cfg_attr(not(feature = "pool"), allow(dead_code))]
+    fn new(text: String) -> Self {
+        Self(text)
+    }
+}
 
 /// The driver error's text: the server's severity, SQLSTATE, message and detail when the server
 /// sent one (the driver's own `Display` says only "db error"), else the driver's words and

@@ -27,7 +27,7 @@ use deadpool_postgres::{Manager, Object, Pool, Runtime};
 use tokio_postgres::NoTls;
 use tokio_postgres::config::SslMode;
 
-use crate::{ConfigError, describe_error, redact_url};
+use crate::{PgConfigError, describe_error, redact_url};
 
 /// How long a checkout waits for a free connection before failing.
 const WAIT_FOR_CONNECTION: Duration = Duration::from_secs(5);
@@ -108,21 +108,22 @@ impl PgPool {
     /// percent-encoded, is a Unix socket directory). No connection is opened yet.
     ///
     /// # Errors
-    /// [`ConfigError`] for a URL that does not parse or asks for TLS.
-    pub fn new(url: &str, max_connections: usize) -> Result<Self, ConfigError> {
+    /// [`PgConfigError`] for a URL that does not parse or asks for TLS.
+    pub fn new(url: &str, max_connections: usize) -> Result<Self, PgConfigError> {
         Self::with_config(connect_config(url)?, &redact_url(url), max_connections)
     }
 
     /// Like [`PgPool::new`], from a parsed configuration (to set `application_name` or
-    /// options first); `url_text` names the database in messages and must not hold a password.
+    /// options first); `url_text` names the database in messages (any password in it is hidden,
+    /// as [`redact_url`] does).
     ///
     /// # Errors
-    /// [`ConfigError`] when the pool cannot be built.
+    /// [`PgConfigError`] when the pool cannot be built.
     pub fn with_config(
         mut config: tokio_postgres::Config,
         url_text: &str,
         max_connections: usize,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, PgConfigError> {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -141,10 +142,10 @@ impl PgPool {
             .wait_timeout(Some(WAIT_FOR_CONNECTION))
             .create_timeout(Some(CONNECT_TIMEOUT))
             .build()
-            .map_err(|err| ConfigError(format!("{url_text}: {err}")))?;
+            .map_err(|err| PgConfigError::new(format!("{}: {err}", redact_url(url_text))))?;
         Ok(Self {
             pool,
-            url: url_text.into(),
+            url: redact_url(url_text).into(),
             answer_timeout: DEFAULT_ANSWER_TIMEOUT,
             runtime: None,
         })
@@ -429,17 +430,17 @@ pub fn append_options(config: &mut tokio_postgres::Config, options: &str) {
 /// build cannot honour: TLS (`sslmode=require`). Errors name the URL without its password.
 ///
 /// # Errors
-/// [`ConfigError`] when the URL does not parse or asks for TLS.
-pub fn connect_config(url: &str) -> Result<tokio_postgres::Config, ConfigError> {
+/// [`PgConfigError`] when the URL does not parse or asks for TLS.
+pub fn connect_config(url: &str) -> Result<tokio_postgres::Config, PgConfigError> {
     let config: tokio_postgres::Config = url.parse().map_err(|err: tokio_postgres::Error| {
-        ConfigError(format!(
+        PgConfigError::new(format!(
             "{} is not a PostgreSQL URL: {err}",
             redact_url(url)
         ))
     })?;
     match config.get_ssl_mode() {
         SslMode::Disable | SslMode::Prefer => Ok(config),
-        _ => Err(ConfigError(format!(
+        _ => Err(PgConfigError::new(format!(
             "{}: TLS to PostgreSQL is not supported yet (sslmode=require); connect over a Unix \
              socket, the loopback or a TLS tunnel, with sslmode=disable or prefer",
             redact_url(url)

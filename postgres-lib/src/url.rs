@@ -23,7 +23,11 @@ pub fn redact_url(url: &str) -> String {
     let (scheme, rest) = url.split_at(scheme_end + 3);
     let mut out = String::with_capacity(url.len());
     out.push_str(scheme);
-    let rest = match user_info_end(rest) {
+    // A `?` in what would be a user name without a password is a query holding an `@` (as in
+    // `postgres://db/calls?password=p@ss`): read as a query, so its values are hidden.
+    let user_info =
+        user_info_end(rest).filter(|&at| rest[..at].contains(':') || !rest[..at].contains('?'));
+    let rest = match user_info {
         Some(at) => {
             let user_info = &rest[..at];
             match user_info.split_once(':') {
@@ -238,6 +242,14 @@ mod tests {
         assert_eq!(
             redact_url("postgres://db/calls?PASSWORD=hunter2&sslpassword=key%20pass"),
             "postgres://db/calls?PASSWORD=***&sslpassword=***"
+        );
+        assert_eq!(
+            redact_url("postgres://db/calls?password=p@ss"),
+            "postgres://db/calls?password=***"
+        );
+        assert_eq!(
+            redact_url("postgres://db?sslmode=disable&password=p@ss&user=svc"),
+            "postgres://db?sslmode=disable&password=***&user=svc"
         );
         assert_eq!(
             redact_url("postgres://u:pw@db/calls?application_name=me@host&password=x/y?z"),

@@ -39,9 +39,9 @@
 //! - direct mode (`svc_receiver::axum::webhook_route`): the route claims the id in a dedup
 //!   store (which also catches replays, and remembers the signature even when your code fails),
 //!   runs your handler and answers 200 once it returns `Ok`, that is after your commit;
-//! - inbox mode (`inbox::run_inbox_workers_until_drained`): a worker hands your handler the stored
-//!   delivery, and marks the entry done after your handler returns `Ok`. If the process dies
-//!   in between, the entry is handed out again and `record` answers `Duplicate`.
+//! - inbox mode (`inbox::run_inbox_workers_until_drained`): a worker hands your handler the
+//!   stored delivery, and marks the entry done after your handler returns `Ok`. If the process
+//!   dies in between, the entry is handed out again and `record` answers `Duplicate`.
 
 use std::sync::Arc;
 use std::time::Duration;

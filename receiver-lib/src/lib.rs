@@ -73,3 +73,13 @@ mod throttle;
 
 pub use handler::{EventHandler, Received};
 pub use store_error::StoreError;
+
+/// OPERATIONS.md (rotation, logs, metrics, answers), whose examples are compiled as doc tests.
+#[doc = include_str!("../OPERATIONS.md")]
+#[cfg(all(doctest, feature = "reload"))]
+pub struct OperationsDoctests;
+
+/// POSTGRES.md (replicas, exactly once on PostgreSQL), compiled as doc tests.
+#[doc = include_str!("../POSTGRES.md")]
+#[cfg(all(doctest, feature = "postgres"))]
+pub struct PostgresDoctests;

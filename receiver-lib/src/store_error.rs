@@ -24,9 +24,9 @@ pub enum StoreError {
 }
 
 #[cfg(feature = "postgres")]
-impl From<svc_postgres::ConfigError> for StoreError {
-    fn from(err: svc_postgres::ConfigError) -> Self {
-        Self::Config(err.0)
+impl From<svc_postgres::PgConfigError> for StoreError {
+    fn from(err: svc_postgres::PgConfigError) -> Self {
+        Self::Config(err.to_string())
     }
 }
 

@@ -101,7 +101,9 @@ impl Server {
     ///
     /// ```no_run
     /// # use svc_server::{Draining, Server, shutdown_signal};
-    /// # async fn run(app: axum::Router, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    /// # use axum::Router;
+    /// # use tokio::net::TcpListener;
+    /// # async fn run(app: Router, listener: TcpListener) -> std::io::Result<()> {
     /// Server::new(app)
     ///     .with_background(|draining: Draining| async move {
     ///         draining.await;
@@ -141,11 +143,16 @@ impl Server {
         let served = serve_http(listener, self.router, self.limits, shutdown).await;
         let _ = drain.send(true);
         let all = futures_util::future::join_all(background.iter_mut().map(|task| &mut task.0));
-        if tokio::time::timeout(self.drain_timeout, all).await.is_err() {
-            tracing::warn!(
+        match tokio::time::timeout(self.drain_timeout, all).await {
+            Ok(ended) => {
+                for panicked in ended.iter().filter_map(|end| end.as_ref().err()) {
+                    tracing::error!(error = %panicked, "background work of the server panicked");
+                }
+            }
+            Err(_) => tracing::warn!(
                 "background work did not finish within {:?} of the server stopping; cancelled",
                 self.drain_timeout
-            );
+            ),
         }
         served
     }

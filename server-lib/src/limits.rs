@@ -4,8 +4,9 @@ use std::time::Duration;
 
 /// What a connection may hold: against clients that open connections and never finish a
 /// request (slowloris), that upload a body forever, or that keep idle connections open, and
-/// against running out of file descriptors. Every field has a default suited to the service's
-/// deliveries (small bodies, a 10-second deadline, HTTP/1.1).
+/// against running out of file descriptors. Every field has a default suited to an API of
+/// small requests whose clients wait about 10 seconds for an answer (webhook senders and API
+/// clients alike), over HTTP/1.1.
 ///
 /// ```
 /// use std::time::Duration;
@@ -21,14 +22,14 @@ use std::time::Duration;
 pub struct ServerLimits {
     /// Longest wait for a request's headers: from the moment the connection is accepted (for
     /// its first request) or the first byte of a later request arrives, to the end of the
-    /// headers. Past it the connection is closed without an answer. Default: 5 s (the service
+    /// headers. Past it the connection is closed without an answer. Default: 5 s (a real client
     /// sends its headers at once).
     pub header_read_timeout: Duration,
     /// Longest time from the end of a request's headers to its response: reading the body and
     /// running the route. Past it the request is answered `408 Request Timeout` and the
-    /// connection closed. Default: 10 s, the sender's own deadline (an answer after it is
-    /// not read). Keep it above a direct-mode route's deadline (8 s by default), which answers
-    /// 503 itself first.
+    /// connection closed. Default: 10 s. Keep it above any deadline a route keeps itself (an
+    /// `svc-receiver` direct-mode route answers 503 at 8 s by default), so that the route's own
+    /// answer comes first.
     pub request_timeout: Duration,
     /// Longest time a kept-alive connection may wait, idle, for its next request. Past it the
     /// connection is closed. Default: 30 s.

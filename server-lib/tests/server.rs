@@ -260,14 +260,45 @@ async fn background_work_is_told_to_finish_only_after_the_request_in_flight_is_a
 }
 
 #[tokio::test]
-async fn background_work_that_never_finishes_holds_shutdown_no_longer_than_the_drain_timeout() {
+async fn background_work_that_never_finishes_is_cancelled_at_the_drain_timeout() {
+    let (held, cancelled) = oneshot::channel::<()>();
     let server = Server::new(plain_routes())
         .drain_timeout(Duration::from_millis(300))
-        .with_background(|_draining| std::future::pending::<()>());
+        .with_background(move |_draining| async move {
+            let _held = held;
+            std::future::pending::<()>().await;
+        });
     let running = start(server).await;
     let started = Instant::now();
     running.stop().await;
     let took = started.elapsed();
     assert!(took >= Duration::from_millis(250), "{took:?}");
     assert!(took < Duration::from_secs(5), "{took:?}");
+    // The task was dropped (its sender with it), not left running.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(2), cancelled)
+            .await
+            .expect("cancelled within 2 s")
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn dropping_the_server_cancels_its_background_work() {
+    let (held, cancelled) = oneshot::channel::<()>();
+    let (started, started_seen) = oneshot::channel::<()>();
+    let server = Server::new(plain_routes()).with_background(move |_draining| async move {
+        let _held = held;
+        let _ = started.send(());
+        std::future::pending::<()>().await;
+    });
+    let running = start(server).await;
+    started_seen.await.expect("the background work started");
+    running.done.abort();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(2), cancelled)
+            .await
+            .expect("cancelled within 2 s")
+            .is_err()
+    );
 }

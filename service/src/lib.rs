@@ -8,59 +8,25 @@
 //!
 //! # Layout
 //!
-//! - [`run`] is the one entry point: it opens the database, serves [`router`] on a given
-//!   listener and runs the background workers (`spawn_workers`), all under one shutdown
-//!   signal ([`Stop`]).
-//! - [`router`] builds the whole HTTP surface from an [`AppState`] without a socket:
-//!   [`api`] (one module per resource under `/v1`, each with its `router()` and its utoipa
-//!   `OpenApi`, plus the OpenAPI document: `api/openapi.rs` only merges and imports them,
-//!   `api/paging.rs` is the page-size rule), wrapped in [`request_id`] (`req_…` ids, error envelopes, fallbacks,
-//!   access log) and the body limit.
-//! - [`auth`] turns a bearer API key into a [`auth::Tenant`] and finds the caller's address;
-//!   [`cors`] holds the cross-origin policy (none on API-key routes, `with_sdk_cors` for the
-//!   SDK's redeem route); [`ratelimit`] is the optional per-tenant request rate limit.
-//! - [`error`] is the error contract ([`ApiError`]) and [`envelope`] its documentation types;
-//!   [`extract`] has the JSON, query and path extractors that reject into it; [`domain`]
-//!   validates the roster's text fields (trimming, blanks, reserved prefixes, NPN, email).
-//! - [`db`] is the storage handle ([`db::Db`]) with every SQL statement and the migrations,
-//!   one file per resource: tenants, agencies, agents, `calls.rs` (tokens and the call
-//!   lifecycle), `call_reads.rs`, `outbox.rs`, `practice.rs`, `real_calls.rs` and `ops.rs`
-//!   (the gauges of `/metrics`).
-//! - [`state`], [`config`] and [`clock`] carry shared state ([`AppState`]: the database,
-//!   config, clock, cursors, practice state, audio archive and links, rate limiter), settings
-//!   (`ServeArgs`, every `serve` flag, into [`Config`]) and the injectable time source
-//!   ([`Clock`]: `System`, `Offset`, `Manual`); [`ids`], [`time`], [`cursor`] and
-//!   [`credentials`] are the small codecs (ids, timestamps, page cursors, keys and secrets).
-//! - [`faults`]: fault injection: each tenant's faults, their spec and their deterministic
-//!   decisions.
-//! - Practice calls: [`session_token`] (the JWTs of POST /session: claims, minting, checking
-//!   against the service clock), [`practice`] (drill and persona catalog, stage recognition,
-//!   scripted persona, rubric, and the shared [`practice::state::Practice`]), [`live`] (the
-//!   WebSocket of a live call: frames, the in-memory call session, the socket handler, the
-//!   ceiling for calls nobody joins), [`scoring`] (pure evaluation into a score or a failure
-//!   and the `CallScored` body, and the scoring worker) and [`webhook`] (one delivery attempt
-//!   in `client.rs`, and the durable outbox worker with `try_deliver_next` and `drain`). Their
-//!   endpoints are `api/session.rs`, `api/roleplay.rs` and `api/calls.rs`; `api/call_detail.rs`
-//!   decodes a stored call into the Call detail body (its open `TranscriptTurn`s and `Score`)
-//!   and `api/webhook_doc.rs` documents the `call.scored` body and the document's `webhooks`.
-//!   [`deliveries`] is the operator's `deliveries list`.
-//! - Real calls: [`realcall`] (dialer records and their bounds, the ingest file, regular and
-//!   capped, attribution, the audio archive and its signed links, ingestion, re-disposition,
-//!   the retention sweep, a past file replayed relative to now), scored by
-//!   [`scoring::real_call`]; `GET /v1/audio/…` (`api/audio.rs`, and the `Range` it honours in
-//!   `api/audio/range.rs`) serves the archive.
-//! - [`sdk`]: the browser SDK (`GET /sdk/v1/svc-sdk.js` and its `.d.ts`), embedded and open to
-//!   every origin.
-//! - [`ops`]: `GET /healthz`, and on `--metrics-listen` the Prometheus `/metrics` of this
-//!   server (its own recorder and the layer that counts requests: requests, latency,
-//!   deliveries, outbox and live calls per tenant); `--log-format`.
-//! - Public API: [`run`], [`Config`], [`Clock`] and [`sandbox`] (the operator's steps a
-//!   sandbox needs: provision its tenant, faults, real-call ingestion, re-disposition, call
-//!   states and deliveries), what `svc-cli sandbox` and `svc-cli demo` drive it with. Every
-//!   other module is internal (`pub` only with the feature `internals`, for the workspace's
-//!   tests and benchmarks).
-//! - [`cli`] is the command line (`serve`, and the operator's `tenant …`, `agency …` and
-//!   `calls …` commands in [`operator`]); `main.rs` only calls [`cli::main`].
+//! Each module's own `//!` says what is in it; the map:
+//!
+//! - [`run`] opens the database, serves [`router`] and runs the background workers under one
+//!   shutdown ([`Stop`]). [`router`] is the HTTP surface: [`api`] (one module per resource under
+//!   `/v1`, and the OpenAPI document), wrapped in [`request_id`] (ids, error envelopes, access
+//!   log).
+//! - Requests: [`auth`], [`cors`], [`ratelimit`]; errors: [`error`] ([`ApiError`]),
+//!   [`envelope`], [`extract`]; the roster's field rules: [`domain`].
+//! - Storage: [`db`] ([`db::Db`], every SQL statement and the migrations, a file per resource).
+//! - Shared state and small codecs: [`state`] ([`AppState`]), [`config`] ([`Config`]),
+//!   [`clock`] ([`Clock`]), [`ids`], [`time`], [`cursor`], [`credentials`]; [`faults`].
+//! - Practice calls: [`session_token`], [`practice`], [`live`], [`scoring`], [`webhook`] (one
+//!   attempt, and the durable outbox), [`deliveries`].
+//! - Real calls: [`realcall`] (records, ingestion, attribution, the audio archive,
+//!   re-disposition, the sweep), scored by [`scoring::real_call`].
+//! - [`sdk`] (the browser SDK), [`ops`] (health, metrics, logs), [`cli`] and [`operator`] (the
+//!   command line).
+//! - Public API: [`run`], [`Config`], [`Clock`] and [`sandbox`]; every other module is internal
+//!   (`pub` only with the feature `internals`, for the workspace's tests and benchmarks).
 //!
 //! # Extending
 //!

@@ -9,9 +9,9 @@
 //!   failure so the sender's single retry is processed.
 //! - inbox, `inbox_route` (feature `sqlite` or `postgres` too): the verified event is
 //!   committed to a durable inbox (SQLite, or a PostgreSQL that replicas share) before the 2xx
-//!   and handed to user code by the inbox workers
-//!   (`inbox::run_inbox_workers_until_drained` beside a server), with retries. Use it when user code may be slow or fail:
-//!   nothing acknowledged is lost.
+//!   and handed to user code by the inbox workers (`inbox::run_inbox_workers_until_drained`
+//!   beside a server), with retries. Use it when user code may be slow or fail: nothing
+//!   acknowledged is lost.
 //!
 //! Either way user code runs at least once, never silently zero: a crash between user code
 //! finishing and the claim (or entry) being completed, or a lease running out under very slow

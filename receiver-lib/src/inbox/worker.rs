@@ -148,7 +148,9 @@ pub async fn run_inbox_workers<I: Inbox, H: EventHandler>(
 /// # use svc_receiver::sqlite::SqliteInbox;
 /// use svc_receiver::inbox::run_inbox_workers_until_drained;
 ///
-/// # async fn run(app: axum::Router, inbox: SqliteInbox, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+/// # use axum::Router;
+/// # use tokio::net::TcpListener;
+/// # async fn run(app: Router, inbox: SqliteInbox, listener: TcpListener) -> std::io::Result<()> {
 /// let handler = |received: Received| async move {
 ///     println!("processing {}", received.event.call_id);
 ///     Ok::<(), String>(())

@@ -1,10 +1,9 @@
 //! [`PgDatabase`]: the crate's tables in one PostgreSQL database, over a [`PgPool`] (from
-//! `svc-postgres`), migrated
-//! when it opens.
+//! `svc-postgres`), migrated when it opens.
 //!
 //! The crate's statements wait for the server's answer at most the database's answer timeout
-//! ([`PgDatabase::with_answer_timeout`], [`svc_postgres::DEFAULT_ANSWER_TIMEOUT`] by default); what happens
-//! to a connection that does not answer is the pool's (see the `pool` module).
+//! ([`PgDatabase::with_answer_timeout`], [`svc_postgres::DEFAULT_ANSWER_TIMEOUT`] by
+//! default); what happens to a connection that does not answer is the pool's ([`PgPool`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -149,8 +148,8 @@ impl PgDatabase {
     }
 
     /// The same database, whose statements wait for the server's answer at most `timeout`
-    /// (default [`svc_postgres::DEFAULT_ANSWER_TIMEOUT`]; see the module docs). Set it before building
-    /// stores on it: they keep the database they were given.
+    /// (default [`svc_postgres::DEFAULT_ANSWER_TIMEOUT`]; see the module docs). Set it before
+    /// building stores on it: they keep the database they were given.
     #[must_use]
     pub fn with_answer_timeout(self, timeout: Duration) -> Self {
         Self {

@@ -638,6 +638,6 @@ impl ToSql for Value {
 }
 
 /// The store's own label for a URL the pool refuses (its text, the redacted URL and why).
-fn config_error(error: svc_postgres::ConfigError) -> StoreError {
+fn config_error(error: svc_postgres::PgConfigError) -> StoreError {
     StoreError::Config(format!("store configuration: {error}"))
 }

@@ -41,7 +41,8 @@ pub enum OperatorStep {
         /// The records; relative recording paths are read from this file's directory (from
         /// the working directory with `-`).
         file: PathBuf,
-        /// Move each record's `startedAt` into the last hours ([`relative_to_now`](crate::realcall::replay::relative_to_now)).
+        /// Move each record's `startedAt` into the last hours
+        /// ([`relative_to_now`](crate::sandbox::relative_to_now)).
         relative_to_now: bool,
     },
     /// Change a scored real call's disposition and score it again (no webhook is sent);
@@ -60,9 +61,10 @@ pub enum OperatorStep {
 /// `svc-service` does (JSON with [`OperatorTarget::json`]).
 ///
 /// # Errors
-/// [`Usage`](super::Usage) for a records file that cannot be used or an unknown tenant (exit 2),
-/// [`Reported`](super::Reported) when records were invalid (their lines said why: exit 1), [`Temporary`](super::Temporary) when
-/// the disk is full (exit 75), and otherwise a database failure or an unknown agency or call.
+/// [`Usage`](super::Usage) for a records file that cannot be used or an unknown tenant
+/// (exit 2), [`Reported`](super::Reported) when records were invalid (their lines said why:
+/// exit 1), [`Temporary`](super::Temporary) when the disk is full (exit 75), and otherwise a
+/// database failure or an unknown agency or call.
 pub async fn operate(target: &OperatorTarget, step: OperatorStep) -> anyhow::Result<()> {
     match step {
         OperatorStep::EnableRealCalls {

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-/// What an [`OperatorStep`] acts on, and how it prints its result.
+/// What an [`OperatorStep`](super::step::OperatorStep) acts on, and how it prints its result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OperatorTarget {
     /// The service's database file.

@@ -1,5 +1,5 @@
 //! The pure scoring step: runs the drill's rubric over a stored transcript and builds the
-//! `call.scored` body (with the receiver crate's [`CallScored`], so body and verifier agree).
+//! `call.scored` body (with `svc-contract`'s [`CallScored`], so body and verifier agree).
 //! A call with no transcript (it never completed), an unknown drill, a transcript that does not
 //! decode, or a rep who never spoke is not scored: `success: false`, `SCORING_INCOMPLETE`.
 
