@@ -131,3 +131,34 @@ pub(crate) async fn requests_to(
 pub(crate) fn read(path: &Path) -> String {
     std::fs::read_to_string(path).expect("read file")
 }
+
+/// `svc-cli webhook serve` on a free port of the loopback, with `secret` in `$WH` and its store
+/// at `store`, in an environment holding nothing but `HOME=home` and `env`; stdout discarded
+/// (start it with `svc_test_support::webhook_serve::start`).
+pub(crate) fn webhook_serve_command(
+    home: &Path,
+    store: &Path,
+    secret: &str,
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_svc-cli"));
+    command
+        .args([
+            "webhook",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--secret-env",
+            "WH",
+        ])
+        .arg("--store")
+        .arg(store)
+        .args(extra)
+        .env_clear()
+        .env("HOME", home)
+        .env("WH", secret)
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null());
+    command
+}

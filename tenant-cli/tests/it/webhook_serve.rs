@@ -3,15 +3,16 @@
 //! call's detail, and SIGTERM answers the request in flight before exiting 0.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use rusqlite::Connection;
 use svc_contract::{CallScored, CallSource, FailureReason, sign};
 use svc_test_support::webhook_serve;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use wiremock::MockServer;
+
+use crate::helpers::webhook_serve_command;
 
 const SECRET: &str = "whsec_serve_test_secret_0123456789";
 
@@ -27,24 +28,7 @@ struct Serving {
 async fn serve(extra_env: &[(&str, &str)], extra_args: &[&str]) -> Serving {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = dir.path().join("store.db");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_svc-cli"));
-    command
-        .args([
-            "webhook",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--secret-env",
-            "WH",
-        ])
-        .arg("--store")
-        .arg(&store)
-        .args(extra_args)
-        .env_clear()
-        .env("HOME", dir.path())
-        .env("WH", SECRET)
-        .envs(extra_env.iter().copied())
-        .stdout(Stdio::null());
+    let mut command = webhook_serve_command(dir.path(), &store, SECRET, extra_env, extra_args);
     let started = webhook_serve::start(&mut command, Duration::from_secs(30)).await;
     Serving {
         url: started.url(),

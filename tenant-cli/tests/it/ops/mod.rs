@@ -10,13 +10,14 @@ mod readiness;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use svc_contract::{CallScored, CallSource, sign};
 use svc_test_support::webhook_serve;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::mpsc;
+
+use crate::helpers::webhook_serve_command;
 
 pub(super) const SECRET: &str = "whsec_ops_test_secret_0123456789";
 
@@ -47,24 +48,7 @@ pub(super) async fn serve_at(
 ) -> Serving {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = store.unwrap_or_else(|| dir.path().join("store.db"));
-    let mut command = Command::new(env!("CARGO_BIN_EXE_svc-cli"));
-    command
-        .args([
-            "webhook",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--secret-env",
-            "WH",
-        ])
-        .arg("--store")
-        .arg(&store)
-        .args(extra)
-        .env_clear()
-        .env("HOME", dir.path())
-        .env("WH", SECRET)
-        .envs(env.iter().copied())
-        .stdout(Stdio::null());
+    let mut command = webhook_serve_command(dir.path(), &store, SECRET, env, extra);
     let webhook_serve::Started {
         child,
         line: started,
