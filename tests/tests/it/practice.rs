@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
-use svc_client::{AgencyRef, ClientError, MintFor, RedeemRequest, RegisterAgent, UpsertAgency};
+use svc_client::{ClientError, MintFor, RedeemRequest};
 
 use crate::Service;
+use crate::reconcile::helpers::register_rep;
 
 /// What the rep says in a practice call that scores well.
 pub(crate) const SCRIPT: &[&str] = &[
@@ -22,24 +23,7 @@ pub(crate) const SCRIPT: &[&str] = &[
 async fn a_scripted_practice_call_through_the_cli_client_is_scored_and_readable() {
     let service = Service::start().await;
     let client = service.client();
-    client
-        .upsert_agency(&UpsertAgency {
-            platform_agency_id: "agency-1".into(),
-            name: "First Agency".into(),
-        })
-        .await
-        .expect("agency");
-    client
-        .register_agent(&RegisterAgent {
-            first_name: Some("Sam".into()),
-            last_name: Some("Rivera".into()),
-            email: Some("sam@example.com".into()),
-            npn: None,
-            platform_agent_id: Some("rep-1".into()),
-            agency: AgencyRef::Platform("agency-1".into()),
-        })
-        .await
-        .expect("agent");
+    register_rep(&client).await;
     let token = client
         .mint_session(&MintFor::PlatformAgentId("rep-1".into()))
         .await

@@ -3,7 +3,7 @@
 //! of real calls found, and the export equal to what the service serves.
 
 mod clock_skew;
-mod helpers;
+pub(crate) mod helpers;
 mod own_table;
 mod webhooks;
 

@@ -128,7 +128,7 @@ pub(super) fn options() -> Options {
 }
 
 /// Registers agency `agency-1` and rep `rep-1`; returns the agent.
-pub(super) async fn register_rep(client: &Client) -> Agent {
+pub(crate) async fn register_rep(client: &Client) -> Agent {
     client
         .upsert_agency(&UpsertAgency {
             platform_agency_id: "agency-1".into(),
