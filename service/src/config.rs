@@ -44,8 +44,8 @@ pub struct ServeArgs {
     /// Delay before the single retry of a failed webhook delivery, in seconds.
     #[arg(long, env = "SVC_WEBHOOK_RETRY_DELAY_SECS", default_value_t = DEFAULT_WEBHOOK_RETRY_DELAY_SECS)]
     pub webhook_retry_delay_secs: u64,
-    /// Directory of the archived real-call recordings [default: `<db>-audio` beside the
-    /// database].
+    /// Directory of the archived real-call recordings (default: `<db>-audio` beside the
+    /// database).
     #[arg(long, env = "SVC_AUDIO_DIR")]
     pub audio_dir: Option<PathBuf>,
     /// The base URL clients reach this server at (e.g. `https://svc.example.test`), used for

@@ -216,7 +216,7 @@ pub(super) fn list_calls(
     rows.collect()
 }
 
-/// An already-scored call to store directly (see [`insert_scored`]).
+/// An already-scored call to store directly (see `insert_scored`).
 #[derive(Debug, Clone)]
 pub struct ScoredCall {
     /// Public call id.

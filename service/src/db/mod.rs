@@ -54,7 +54,7 @@ pub enum DbError {
     /// The database was written by a newer version of the service.
     #[error("database schema version {0} is newer than this build understands")]
     SchemaTooNew(i64),
-    /// A unique constraint rejected a write (see [`unique_violation`]).
+    /// A unique constraint rejected a write (see `unique_violation`).
     #[error("unique constraint on {0:?}")]
     Unique(UniqueKey),
     /// A stored value could not be decoded.
@@ -71,7 +71,7 @@ pub enum DbError {
     },
 }
 
-/// The unique keys of the schema, as reported by [`unique_violation`].
+/// The unique keys of the schema, as reported by `unique_violation`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UniqueKey {
     /// `agencies(tenant_id, platform_agency_id)`.

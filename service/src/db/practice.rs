@@ -184,7 +184,7 @@ impl Db {
         .await
     }
 
-    /// Spends a token atomically (see [`calls::spend_token`]).
+    /// Spends a token atomically (see `calls::spend_token`).
     ///
     /// # Errors
     /// Storage failure.

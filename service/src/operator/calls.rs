@@ -34,7 +34,7 @@ pub struct CallsArgs {
     /// SQLite database file of the service.
     #[arg(long, env = "SVC_DB", default_value = DEFAULT_DB, global = true)]
     pub db: PathBuf,
-    /// Directory of the archived recordings [default: `<db>-audio` beside the database].
+    /// Directory of the archived recordings (default: `<db>-audio` beside the database).
     #[arg(long, env = "SVC_AUDIO_DIR", global = true)]
     pub audio_dir: Option<PathBuf>,
     /// Print machine-readable JSON on stdout.

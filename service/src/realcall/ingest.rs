@@ -204,7 +204,7 @@ impl Ingest {
     /// Ingests `records` (each already read as JSON, or the reason it could not be) for
     /// `tenant_id`, and returns one outcome per record, in order.
     ///
-    /// Records go in batches of [`BATCH`]: the checks run in order, one read per batch finds
+    /// Records go in batches of `BATCH`: the checks run in order, one read per batch finds
     /// the dialer calls already stored, recordings are archived and calls scored on every
     /// core, and the batch is stored in one transaction.
     ///

@@ -18,7 +18,7 @@ const SPACING: Duration = Duration::minutes(5);
 const SPAN: Duration = Duration::hours(24);
 
 /// Moves the `startedAt` of each record that has one to the last hours before `now`, in file
-/// order, [`SPACING`] apart (closer for a file of more than 288 records, so that all start in
+/// order, `SPACING` apart (closer for a file of more than 288 records, so that all start in
 /// the last day), the last one starting 15 minutes before `now`. Records that did not parse,
 /// are not objects or have no `startedAt` are left as they are (and stay invalid).
 pub fn relative_to_now(records: &mut [Result<Value, String>], now: DateTime<Utc>) {
