@@ -16,7 +16,7 @@
 //!    so where the log-file row misses the target, no durable design can meet it on that
 //!    machine, and where the SQLite row misses it, no design on SQLite with
 //!    `synchronous=FULL` can.
-//! 7. exactly-once direct mode on SQLite (issue 33): the direct route with the SQLite dedup
+//! 7. exactly-once direct mode on SQLite: the direct route with the SQLite dedup
 //!    store, and the tenant's handler: one transaction of the tenant's own per delivery, in a
 //!    file of its own (WAL, `synchronous=FULL`), that records the delivery
 //!    (`SqliteRecorder`) and inserts one row into `effects`; the 200 goes out after its
@@ -42,10 +42,10 @@
 //!   tenant's write), all pipelined, then one `COMMIT`, then the answers. No locks, no dedup
 //!   check, no savepoint, no index but the effects' key: any exactly-once design on
 //!   PostgreSQL writes at least this, so where this row misses 0.8 x the inbox, no design
-//!   meets issue 24's target on that machine;
+//!   meets a target of 0.8 x on that machine;
 //! - the same ceiling with the unique keys any design that deduplicates across replicas needs
 //!   (the records' id and signature each unique): the least such a design writes;
-//! - one transaction per delivery, the least the tenant-owned design (issue 33) does: verify,
+//! - one transaction per delivery, the least the tenant-owned design does: verify,
 //!   then on a connection of the tenant's pool `BEGIN`, the record's insert and the effect's
 //!   (both prepared once per connection), `COMMIT`, then the 200; no dedup store, no claim,
 //!   no task of its own. Where this row misses a target, no design with one transaction per
@@ -69,13 +69,13 @@
 //! back through a fresh connection), and for every exactly-once row or worker run that each
 //! acknowledged delivery or settled entry has its effect row, none twice.
 //!
-//! Targets: inbox mode at least 0.6 x verify-only with a p99 at most 3 x verify-only's (issue
-//! 13); each exactly-once direct row on PostgreSQL no slower than the previous design's
-//! default direct mode, 0.59 to 0.65 x the PostgreSQL inbox in quiet runs (issue 33; that
-//! design's bench is at commit d71c969: build it there and run the two in turns), printed as
-//! a line per row after the table with its ratio to the PostgreSQL inbox. With 64 connections in a closed loop the
-//! mean latency is 64 / throughput, so latency and throughput move together; the ceiling rows
-//! show whether the machine can get there at all.
+//! Targets: inbox mode at least 0.6 x verify-only with a p99 at most 3 x verify-only's; each
+//! exactly-once direct row on PostgreSQL no slower than the previous design's default direct mode,
+//! 0.59 to 0.65 x the PostgreSQL inbox in quiet runs (that design's bench is at commit d71c969:
+//! build it there and run the two in turns), printed as a line per row after the table with its
+//! ratio to the PostgreSQL inbox. With 64 connections in a closed loop the mean latency is 64 /
+//! throughput, so latency and throughput move together; the ceiling rows show whether the machine
+//! can get there at all.
 //!
 //! Run: `cargo bench -p svc-receiver --bench load` (optionally `-- <seconds per server>`, and
 //! words of the rows to run alone beside verify-only, such as `-- 3 postgres`; the inbox
@@ -850,7 +850,7 @@ fn main() {
                 row(name, result, baseline, pg_inbox);
             }
         }
-        // Issue 33's target for the exactly-once rows: no slower than the previous design's
+        // The target for the exactly-once rows: no slower than the previous design's
         // default direct mode (0.59x to 0.65x the PostgreSQL inbox in quiet runs; run its
         // bench, at d71c969, in turns with this one to compare on the same machine).
         if let Some(pg_inbox) = pg_inbox {

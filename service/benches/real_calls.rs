@@ -1,4 +1,4 @@
-//! Benchmark of real calls (issue 11): ingesting 100 000 dialer records with 1 KiB recordings
+//! Benchmark of real calls: ingesting 100 000 dialer records with 1 KiB recordings
 //! through the operator's ingestion (records/s, target above 5 000/s; database and archive
 //! size), beside two ceilings measured in the same run (the archive alone: the same
 //! recordings copied, on one thread per core as ingestion does; the storage alone: the same

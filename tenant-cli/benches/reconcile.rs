@@ -1,5 +1,5 @@
-//! Benchmark of `svc-cli reconcile` and `svc-cli store export` against the compact service
-//! (issue 10, "## Benchmark"): how fast a first reconcile stores every scored call with its
+//! Benchmark of `svc-cli reconcile` and `svc-cli store export` against the compact service:
+//! how fast a first reconcile stores every scored call with its
 //! detail and how much memory it takes, what a rerun costs when nothing or 1% changed, how
 //! fast the store exports, and how much of a first run is the service itself.
 //!

@@ -1,6 +1,6 @@
 //! What a caller sets on the builder (its own `reqwest::Client`, a User-Agent suffix), the
 //! error codes as a typed enum with an unknown fallback, and messages that speak of the library's
-//! own API, never of a command line's flags or environment (issue 23).
+//! own API, never of a command line's flags or environment.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! A slow or lossy network between the client and the service (issue 27), through
+//! A slow or lossy network between the client and the service, through
 //! `svc_test_support::proxy`: each attempt is cut at the timeout wherever it stalls (connecting,
 //! the headers, or mid-body), and one call never outlasts [`Client::request_bound`].
 

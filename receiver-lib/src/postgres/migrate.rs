@@ -192,7 +192,7 @@ const MIGRATIONS: &[&str] = &[
     END
     $$;
     "#,
-    // 3: one global lock order for a batch (issue 25, item 7). Each row locks its signature's
+    // 3: one global lock order for a batch. Each row locks its signature's
     // row, then its id's; a second copy of an id in one batch thus locked a signature row after
     // the id row, while another replica's first copy with that signature took them the other
     // way: a deadlock. A batch now first takes a transaction-level advisory lock per distinct
@@ -273,7 +273,7 @@ const MIGRATIONS: &[&str] = &[
     $$;
     "#,
     // 4: an exactly-once direct-mode batch's locks and what is recorded of its deliveries in
-    // one statement (issue 24, benchmark): the advisory locks of migration 3, then, read
+    // one statement: the advisory locks of migration 3, then, read
     // after them (each statement of a VOLATILE function takes a snapshot of its own, under
     // READ COMMITTED after the locks were granted), per delivery in order whether its id is
     // recorded and the id its signature is remembered under. One plain statement could not
@@ -297,7 +297,7 @@ const MIGRATIONS: &[&str] = &[
     $$;
     "#,
     // 5: migration 3's advisory locks in one statement instead of a loop with a statement per
-    // key (issue 24, benchmark): the keys sorted, then locked by an aggregate that reads them
+    // key: the keys sorted, then locked by an aggregate that reads them
     // in that order (a subquery with ORDER BY is never merged into the query around it, so
     // the sort comes first). The same keys in the same ascending order, so batches of
     // replicas on either version never wait for each other in a cycle; one statement per
@@ -318,7 +318,7 @@ const MIGRATIONS: &[&str] = &[
     END
     $$;
     "#,
-    // 6: exactly once in the tenant's own transaction (issue 33). `webhook_recorded` holds one
+    // 6: exactly once in the tenant's own transaction. `webhook_recorded` holds one
     // row per delivery a tenant's transaction recorded (`PgRecorder`), keyed by webhook id:
     // concurrent transactions recording one id wait on its unique key. The direct-mode batch's
     // function of migration 4 is gone with the batches. And the crate's functions no longer

@@ -1,5 +1,5 @@
-//! What the logs say about a delivery: every event of it carries its webhook id (issue 13,
-//! item 5), so that rejections can be matched with the service's delivery list, and no reason
+//! What the logs say about a delivery: every event of it carries its webhook id, so
+//! that rejections can be matched with the service's delivery list, and no reason
 //! is printed twice.
 
 use std::sync::Arc;

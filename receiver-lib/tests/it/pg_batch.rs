@@ -543,7 +543,7 @@ async fn crossing_batches(
     }
 }
 
-/// Issue 25, item 7: one replica's batch holds two copies of an id (the sender's retry signed
+/// One replica's batch holds two copies of an id (the sender's retry signed
 /// afresh), another replica's batch the second copy alone. The first batch's second row
 /// locked the retry's signature after the id; the other batch took the signature first, then
 /// waited for the id: a deadlock, detected only after `deadlock_timeout` and then retried.

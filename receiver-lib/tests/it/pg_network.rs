@@ -1,4 +1,4 @@
-//! The PostgreSQL stores on a network that stalls (issue 27), through `svc_test_support::proxy`: a
+//! The PostgreSQL stores on a network that stalls, through `svc_test_support::proxy`: a
 //! statement left unanswered fails within the database's answer timeout instead of holding its
 //! caller (and its place in the pool) forever, and once the network is back the next calls
 //! get fresh connections rather than the dead ones; and a database that answers but takes no

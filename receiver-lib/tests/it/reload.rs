@@ -1,4 +1,4 @@
-//! A secret file reloaded into a running verifier (issue 13, item 4): on change, on SIGHUP,
+//! A secret file reloaded into a running verifier: on change, on SIGHUP,
 //! with the replaced secret accepted for a while and a broken file never taking keys away.
 
 use std::time::Duration;

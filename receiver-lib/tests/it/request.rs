@@ -1,6 +1,5 @@
 //! The verify-only path in one call (`verify_request`), the one status type of both error
-//! enums, and the opt-in that acknowledges events this version does not know (issue 13, items
-//! 6, 7 and 10).
+//! enums, and the opt-in that acknowledges events this version does not know.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,7 +1,7 @@
 //! The engine against `svc-fixtures`' stateful fake of `GET /calls` and `GET /calls/{callId}`,
 //! into the memory sink: what a run stores and reports, the watermark, failed details (kept
 //! or not), and a run that stops at the first exhausted retry instead of reading every
-//! remaining detail (issue 25, item 5).
+//! remaining detail.
 
 use std::collections::HashMap;
 use std::sync::Arc;

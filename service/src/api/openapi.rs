@@ -212,7 +212,7 @@ mod tests {
 
     #[test]
     fn the_contracts_always_present_nullable_fields_are_required() {
-        // Issue 12, item 14: "string or null" fields are always sent, as null when unset.
+        // "string or null" fields are always sent, as null when unset.
         let doc = served_doc();
         for (schema, fields) in [
             ("Agent", &["email", "npn", "platformAgentId"][..]),

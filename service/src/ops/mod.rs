@@ -1,4 +1,4 @@
-//! Operations (issue 17): what ops scrape, probe and ship from `svc-service serve`.
+//! Operations: what ops scrape, probe and ship from `svc-service serve`.
 //!
 //! - [`metrics`]: this server's own Prometheus recorder (one per [`crate::run`], never the
 //!   process-wide one, so servers embedded side by side in one process keep their figures

@@ -1,4 +1,4 @@
-//! Issue 17, operations: `--metrics-listen` serves `/metrics` with the requests, deliveries,
+//! Operations: `--metrics-listen` serves `/metrics` with the requests, deliveries,
 //! outbox and live calls of a known sequence; `/healthz` answers on the API listener; the
 //! `serve` binary with `--log-format json` writes one JSON object per line, and its text logs
 //! into a file are plain text.

@@ -128,7 +128,7 @@ async fn an_expired_token_is_token_expired() {
 
 #[tokio::test]
 async fn a_token_spent_by_a_failed_redeem_and_replayed_after_its_lifetime_is_already_used() {
-    // Issue 12, item 11: it was redeemed, so it never "expired before redemption".
+    // It was redeemed, so it never "expired before redemption".
     let app = practice_app(|config| config.token_ttl_secs = 30).await;
     let (tenant, _) = tenant_with_rep(&app).await;
     let token = token(&app, &tenant).await;

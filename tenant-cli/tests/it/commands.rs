@@ -606,7 +606,7 @@ async fn the_webhook_and_store_help_line_names_each_of_their_subcommands() {
 #[test]
 fn completions_into_a_closed_pipe_end_quietly_instead_of_panicking() {
     // As `svc-cli completions bash | head -1` can: the reader is gone before the write. A reader
-    // that went away is not an error (issue 12, item 10): exit 0, nothing on stderr.
+    // that went away is not an error: exit 0, nothing on stderr.
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_svc-cli"))
         .args(["completions", "bash"])
         .stdout(std::process::Stdio::piped())

@@ -211,7 +211,7 @@ async fn config_set_creates_a_file_named_by_flag_or_environment() {
     assert_eq!(shown.json()["baseUrl"], "http://127.0.0.1:7/v1");
 }
 
-/// Issue 12, item 9: a config file that group or others may read or write gets a warning on
+/// A config file that group or others may read or write gets a warning on
 /// stderr naming it and its mode, and still works; one of mode 0600 gets none.
 #[cfg(unix)]
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! The rep console's HTTP surface, without a browser (issue 15): the page and its assets, the
+//! The rep console's HTTP surface, without a browser: the page and its assets, the
 //! console's own backend minting tokens with a key that never appears in any answer, and the
 //! guard against other sites (rebound hosts, foreign origins, no CORS).
 

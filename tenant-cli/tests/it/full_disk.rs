@@ -1,4 +1,4 @@
-//! Issue 27, a full disk: `webhook serve` and `reconcile` run as the real binary with their
+//! A full disk: `webhook serve` and `reconcile` run as the real binary with their
 //! SQLite store (and the receiver's inbox, tables of the same file) on a small tmpfs the test
 //! mounts and fills to its last byte (`svc_test_support::tmpfs`; skipped with a line on stderr
 //! where it cannot be mounted); and `reconcile` on a PostgreSQL store whose tables are in a

@@ -1,4 +1,4 @@
-//! Issue 25 through the real binary: nothing is written through a link planted where a file is
+//! Hardening, through the real binary: nothing is written through a link planted where a file is
 //! written (`store report --out`, `config set`, the reconcile lock, `demo --keep`), text from
 //! the service cannot drive the terminal, a console beyond loopback is refused unless asked
 //! for, and a secret file others can read gets a warning.

@@ -1,5 +1,5 @@
 //! `svc-cli inbox dead-letters|requeue|discard` on the inbox `webhook serve` keeps in the store
-//! file (issue 13, item 8).
+//! file.
 
 use std::path::Path;
 

@@ -1,5 +1,5 @@
 //! Commands whose stdout and stderr are both closed pipes (`svc-cli calls list … | head -0`
-//! with stderr closed too) end quietly with their usual exit code (issue 12, item 10): writing
+//! with stderr closed too) end quietly with their usual exit code: writing
 //! the data, a note or the error message to a closed pipe used to panic (exit 101).
 
 use std::path::Path;

@@ -1,10 +1,10 @@
-//! `svc-cli webhook serve` on a PostgreSQL store reached through a slow or lossy network
-//! (issue 27): `svc_test_support::proxy` sits between the receiver (a real process) and the test
-//! server, and adds latency, resets connections mid-transaction, or stalls them. Whatever it
-//! does, no delivery answered 200 is lost, none is recorded twice, `/readyz` answers 503 while
-//! the database cannot take a write and 200 once it can, and the receiver recovers without a
-//! restart. Each replica runs with `--db-timeout 2`, so that a statement left unanswered is
-//! given up on within seconds. Skips loudly without `SVC_TEST_POSTGRES_URL`.
+//! `svc-cli webhook serve` on a PostgreSQL store reached through a slow or lossy network:
+//! `svc_test_support::proxy` sits between the receiver (a real process) and the test server, and
+//! adds latency, resets connections mid-transaction, or stalls them. Whatever it does, no delivery
+//! answered 200 is lost, none is recorded twice, `/readyz` answers 503 while the database cannot
+//! take a write and 200 once it can, and the receiver recovers without a restart. Each replica runs
+//! with `--db-timeout 2`, so that a statement left unanswered is given up on within seconds. Skips
+//! loudly without `SVC_TEST_POSTGRES_URL`.
 
 use std::time::{Duration, Instant};
 

@@ -259,7 +259,7 @@ async fn the_demo_recovers_every_lost_delivery_and_finds_the_silent_change() {
     assert!(again.stderr.contains("already holds a demo"), "{again:?}");
 }
 
-/// Issue 12, item 9: svc-cli sends its key over plain HTTP to a loopback host only, so a
+/// Svc-cli sends its key over plain HTTP to a loopback host only, so a
 /// sandbox listening on every interface hands out a loopback base URL, and its own client
 /// (the roster import on start, the demo) still works.
 #[tokio::test]

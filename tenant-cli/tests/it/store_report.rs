@@ -1,4 +1,4 @@
-//! `svc-cli store report` as the real binary (issue 15): the page a kept demo leaves, the
+//! `svc-cli store report` as the real binary: the page a kept demo leaves, the
 //! command on the same store, `--since`, and its errors. The page in a browser is
 //! `browser::report`.
 

@@ -1,4 +1,4 @@
-//! What the client refuses to do with the service's connection (issue 12, item 9): follow a
+//! What the client refuses to do with the service's connection: follow a
 //! redirect (the API key would go along), send the key in clear to a host that is not
 //! loopback, or read a response body of any size.
 

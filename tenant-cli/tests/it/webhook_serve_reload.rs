@@ -1,5 +1,5 @@
 //! `svc-cli webhook serve --secret-file`: a rotated secret written to the file is taken without
-//! a restart, when the file changes and on SIGHUP (issue 13, item 4), and the secret it
+//! a restart, when the file changes and on SIGHUP, and the secret it
 //! replaces is still accepted for deliveries signed before the rotation.
 
 use std::path::{Path, PathBuf};

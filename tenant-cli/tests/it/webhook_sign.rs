@@ -1,4 +1,4 @@
-//! `svc-cli webhook sign` (issue 13, item 9): the header it prints verifies, and its curl
+//! `svc-cli webhook sign`: the header it prints verifies, and its curl
 //! command delivers a body that a receiver accepts once.
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
-//! `svc-cli reconcile`, `webhook serve` and `store export` end to end against the real service
-//! (issue 10): lost webhooks recovered, signed deliveries recorded once, silent re-dispositions
-//! of real calls found, and the export equal to what the service serves.
+//! `svc-cli reconcile`, `webhook serve` and `store export` end to end against the real service:
+//! lost webhooks recovered, signed deliveries recorded once, silent re-dispositions of real calls
+//! found, and the export equal to what the service serves.
 
 mod clock_skew;
 pub(crate) mod helpers;
@@ -104,7 +104,7 @@ async fn webhooks_lost_on_both_attempts_are_recovered_once_and_a_rerun_finds_not
     assert_export_matches_service(&harness).await;
 }
 
-/// Issue 10 defines a recovered call as one stored by reconcile with no verified webhook in the
+/// A recovered call is one stored by reconcile with no verified webhook in the
 /// store. A webhook lost while `webhook serve` was already receiving for the store is a missed
 /// delivery even when it was lost before the receiver's first successful delivery.
 #[tokio::test]

@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// Issue 27: a PostgreSQL store whose database stops answering (a stalled network, a hung
+/// A PostgreSQL store whose database stops answering (a stalled network, a hung
 /// server; here a proxy that stops forwarding answers on an open connection) gives up on the
 /// statement within the answer timeout instead of waiting forever with the connection's lock
 /// held, and works again on a fresh connection once the network is back.
@@ -76,7 +76,7 @@ fn postgres_store(test: &str) -> Option<(tokio::runtime::Runtime, Store)> {
     Some((runtime, store))
 }
 
-/// Issue 23: one PostgreSQL layer. The inbox `webhook serve` opens beside a PostgreSQL store
+/// One PostgreSQL layer. The inbox `webhook serve` opens beside a PostgreSQL store
 /// runs on the store's own pool of connections (one set of connections, one answer timeout),
 /// not on a second pool: used one after the other, both are served by the same connection.
 #[cfg(feature = "postgres")]
@@ -125,7 +125,7 @@ fn the_inbox_beside_a_postgres_store_runs_on_the_stores_connections() {
     );
 }
 
-/// Issue 23: on PostgreSQL the store's transactions have connections of their own (its pool),
+/// On PostgreSQL the store's transactions have connections of their own (its pool),
 /// so a read in one thread is not held behind a long write transaction in another, as it was
 /// on the single connection the store used to drive; and writers still follow each other.
 #[cfg(feature = "postgres")]

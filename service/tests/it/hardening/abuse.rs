@@ -1,4 +1,4 @@
-//! One client exhausting the service for others (issue 12, item 4): bad live tickets do not
+//! One client exhausting the service for others: bad live tickets do not
 //! take the writer, and the operator's optional per-tenant rate limit.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Connections that never finish their headers cannot exhaust the service (issue 12, item 2):
+//! Connections that never finish their headers cannot exhaust the service:
 //! they are closed after the header-read timeout, and a real client is served while hundreds
 //! are held open.
 

@@ -1,4 +1,4 @@
-//! Contract deviations from the audit (issue 12, items 12 to 16).
+//! Contract deviations from the audit.
 
 use reqwest::Method;
 use serde_json::json;
@@ -188,7 +188,7 @@ async fn the_retry_delay_counts_from_the_failed_attempt() {
 #[tokio::test]
 async fn a_call_scored_while_its_tenant_is_inactive_is_never_delivered_but_reads_once_reactivated()
 {
-    // Issue 12, item 16, decided by the contract's "until an endpoint is registered and active,
+    // Decided by the contract's "until an endpoint is registered and active,
     // nothing is sent and nothing is queued": the tenant reconciles with GET /calls.
     use svc_service::db::TenantChange;
 

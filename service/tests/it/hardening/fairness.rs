@@ -1,4 +1,4 @@
-//! Fairness between tenants (issue 12, item 3): a tenant whose endpoint accepts connections
+//! Fairness between tenants: a tenant whose endpoint accepts connections
 //! and never answers does not hold up another tenant's webhook.
 
 use std::time::{Duration, Instant};

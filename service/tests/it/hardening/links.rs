@@ -1,5 +1,5 @@
 //! The links the service hands out are built from its public URL, never from the request's
-//! `Host` header (issue 12, item 8).
+//! `Host` header.
 
 use serde_json::json;
 

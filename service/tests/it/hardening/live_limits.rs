@@ -1,4 +1,4 @@
-//! A live call cannot grow without bound (issue 12, item 1): past its turn, size or frame-rate
+//! A live call cannot grow without bound: past its turn, size or frame-rate
 //! limit it ends, is stored and scored, and the client is told why; and ending a call always
 //! completes, even when its transcript cannot be stored.
 

@@ -1,4 +1,4 @@
-//! Access after lockout (issue 12, item 5): tokens minted before a deactivation or a key
+//! Access after lockout: tokens minted before a deactivation or a key
 //! revocation start nothing afterwards, a live connection checks the tenant, and the
 //! allowance caps how many calls can be under way at once.
 

@@ -1,4 +1,4 @@
-//! Issue 12: the service hardened against abuse, and the contract deviations an audit found.
+//! The service hardened against abuse, and the contract deviations an audit found.
 //! Each test failed before its fix.
 
 mod abuse;

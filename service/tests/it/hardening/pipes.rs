@@ -1,4 +1,4 @@
-//! Operator commands whose reader went away (`| head -0`) end quietly (issue 12, item 10):
+//! Operator commands whose reader went away (`| head -0`) end quietly:
 //! they used to panic with exit 101 on the closed stdout.
 
 use std::process::{Command, Stdio};

@@ -1,8 +1,7 @@
-//! A dialer record's recording stays inside the ingest file's directory and is audio
-//! (issue 25, items 1 and 2): a path that leaves the directory (`..`, an absolute path
-//! elsewhere, a symlink pointing out) or a file that is not audio is dropped with its reason and
-//! never archived, and what the audio link serves is an audio type that cannot run on the API's
-//! origin.
+//! A dialer record's recording stays inside the ingest file's directory and is audio: a path that
+//! leaves the directory (`..`, an absolute path elsewhere, a symlink pointing out) or a file that
+//! is not audio is dropped with its reason and never archived, and what the audio link serves is an
+//! audio type that cannot run on the API's origin.
 
 use serde_json::json;
 use svc_service::realcall::ingest::Dropped;

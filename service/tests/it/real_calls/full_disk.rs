@@ -1,4 +1,4 @@
-//! A full disk (issue 27) under the service's ingestion and its webhook outbox: the database
+//! A full disk under the service's ingestion and its webhook outbox: the database
 //! and the recording archive on a small tmpfs this test mounts, filled to the last byte. No
 //! record is reported stored unless it is, nothing is half-stored, the database stays intact,
 //! and once space returns the same file stores every call exactly once and every queued

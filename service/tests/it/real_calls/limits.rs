@@ -1,4 +1,4 @@
-//! Ingestion limits (issue 25, item 12): a record whose keys repeat, or whose fields go past
+//! Ingestion limits: a record whose keys repeat, or whose fields go past
 //! the bounds the API gives its own (a 100 000-character `dialerCallId`, a 2 MB turn, a start
 //! in year 1 or 9999), is invalid and stores nothing; a byte-order mark does not spoil the
 //! first record; and `calls ingest-real` refuses, before reading and storing anything, a FIFO,

@@ -1,4 +1,4 @@
-//! Real calls from a dialer (issue 11), as a tenant and the operator notice them: records
+//! Real calls from a dialer, as a tenant and the operator notice them: records
 //! ingested through the library (`Ingest`, with the service's manual clock) and through the
 //! operator binary, then read through the API of the running service (GET /calls
 //! `source=real_call`, GET /calls/{callId}, the audio link) and the webhook sink.

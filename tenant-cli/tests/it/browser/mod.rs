@@ -1,4 +1,4 @@
-//! What a person sees in a browser, in real headless Chromium (issue 15): the rep console of
+//! What a person sees in a browser, in real headless Chromium: the rep console of
 //! `svc-cli sandbox` running practice calls through the service's browser SDK, the SDK's
 //! errors, cross-origin refusals, and the HTML report. Each test runs the real `svc-cli`
 //! binary and its own browser; without Chromium they skip loudly (see [`chromium`]).

@@ -1,5 +1,5 @@
-//! The cron line and systemd units of `OPERATIONS.md`, as an operator pastes them (issue 26,
-//! item 15): the cron line run as cron runs it (`/bin/sh -c` under `env -i` with cron's `PATH`,
+//! The cron line and systemd units of `OPERATIONS.md`, as an operator pastes them: the cron
+//! line run as cron runs it (`/bin/sh -c` under `env -i` with cron's `PATH`,
 //! the binary and the paths swapped for the test's), and the units checked for what an operator
 //! trips on and by `systemd-analyze verify` where systemd is installed (a visible skip line
 //! otherwise).

@@ -1,4 +1,4 @@
-//! Issue 17, operations: `webhook serve`'s `/metrics`, `/healthz` and `/readyz`
+//! Operations: `webhook serve`'s `/metrics`, `/healthz` and `/readyz`
 //! ([`endpoints`], [`readiness`]), `reconcile --metrics-file` ([`metrics_file`]) and
 //! `--log-format json` ([`json_logs`]), each run as the real binary.
 

@@ -87,8 +87,8 @@ async fn a_detail_that_is_not_json_is_recorded_and_read_by_the_next_run() {
     .await;
 }
 
-/// Issue 10 ("a 404 on a listed call is recorded, not fatal"; read again by later runs, up to
-/// 5): a call that failed before and is listed again must not be read, counted and charged an
+/// A 404 on a listed call is recorded, not fatal, and read again by later runs (up to 5): a
+/// call that failed before and is listed again must not be read, counted and charged an
 /// attempt twice in one run (once as a retried failure, once from the listing).
 #[tokio::test]
 async fn a_call_still_failing_is_read_and_counted_once_per_run() {
@@ -155,7 +155,7 @@ async fn a_key_revoked_mid_run_exits_4_keeps_what_was_stored_and_leaves_the_wate
     assert_ne!(watermark(&fake.store, ROLEPLAY), Some(mark));
 }
 
-/// Issue 12, item 9: a detail over the client's 16 MiB body limit is that call's failure, not
+/// A detail over the client's 16 MiB body limit is that call's failure, not
 /// the run's: recorded, the window completes, and the next run reads it again (stopping the run
 /// on it would stop every later run at the same call).
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! `svc-cli reconcile` (issue 10) run as a binary against the stateful fake of `GET /calls`
+//! `svc-cli reconcile` run as a binary against the stateful fake of `GET /calls`
 //! and `GET /calls/{callId}` (`svc_fixtures::calls`), checked by what a user sees: the exit
 //! code, the `--json` report, and what the store file holds afterwards.
 //!

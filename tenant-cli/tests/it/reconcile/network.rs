@@ -1,4 +1,4 @@
-//! `svc-cli reconcile` on a slow or lossy network (issue 27): the real binary against the
+//! `svc-cli reconcile` on a slow or lossy network: the real binary against the
 //! sandbox service (in-process, with scored calls stored in its database), through
 //! `svc_test_support::proxy`. Each run has a one-second `--timeout`, one retry and a one-second
 //! `--max-retry-after`, so its request bound (`requestBoundMs`) is 1 s × 2 + 1 s = 3 s: a run

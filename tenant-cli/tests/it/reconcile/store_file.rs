@@ -41,7 +41,7 @@ async fn a_text_file_is_not_a_store() {
     assert!(fake.calls.seen().is_empty());
 }
 
-/// Issue 10 ("a store path … not a store: clear error, exit 2"): refusing the file must not
+/// A store path that is not a store is a clear error, exit 2; refusing the file must not
 /// change it, and switching another program's database to WAL does.
 #[tokio::test]
 async fn an_sqlite_file_of_another_program_is_refused_and_left_as_it_was() {

@@ -1,4 +1,4 @@
-//! A host whose clock runs ahead of the service's, or behind it (issue 27): reconcile bounds
+//! A host whose clock runs ahead of the service's, or behind it: reconcile bounds
 //! each watermark by both clocks (the service's `Date` on the window's first page), lists up to
 //! the service's time when it is ahead, and reports the skew: every call scored between runs
 //! is stored by the next one.

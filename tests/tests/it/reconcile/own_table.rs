@@ -1,7 +1,7 @@
 //! The worked example of `svc-reconcile` (`reconcile-lib/examples/own_table.rs`), a tenant's own
 //! `scored_calls` table behind the `Sink` trait, reconciling the real service: every scored
 //! call lands in the table once, a rerun adds nothing, and a real call re-dispositioned with no
-//! webhook is updated in place and counted as a silent change (issue 23). The same tables also
+//! webhook is updated in place and counted as a silent change. The same tables also
 //! receive the webhooks through `svc_reconcile::SinkHandler`: whichever path brings a call
 //! first, it lands once and its rep is credited once; with no ledger of their own, the run
 //! reports the calls whose webhook was lost as recovered.
