@@ -238,7 +238,7 @@ async fn the_demo_recovers_every_lost_delivery_and_finds_the_silent_change() {
         .expect("a real call was re-dispositioned");
     assert!(ids(&summary["changedCallIds"]).contains(changed));
     assert_eq!(summary["kept"], Value::Null);
-    the_readme_names_every_key(&summary);
+    the_reference_names_every_key(&summary);
 
     let story = dir.run(&["demo", "--calls", "6", "--keep", "kept"]).await;
     assert_eq!(story.code, 0, "{story:?}");
@@ -438,19 +438,19 @@ async fn sandbox_subcommands_enable_real_calls_ingest_a_record_and_re_dispositio
     assert!(!dir.path("none.db").exists(), "nothing created");
 }
 
-/// The top-level README's list of `demo --json` keys names every key the demo prints (issue
-/// "Every command in the docs works as pasted": it left out `durationMs` and `kept`).
-fn the_readme_names_every_key(summary: &Value) {
-    let readme = include_str!("../../../README.md");
-    let (_, list) = readme
+/// REFERENCE.md's list of `demo --json` keys names every key the demo prints (issue "Every
+/// command in the docs works as pasted": it left out `durationMs` and `kept`).
+fn the_reference_names_every_key(summary: &Value) {
+    let reference = include_str!("../../REFERENCE.md");
+    let (_, list) = reference
         .split_once("`demo --json` prints")
-        .expect("the README describes demo --json");
+        .expect("REFERENCE.md describes demo --json");
     let list = list.split("\n\n").next().unwrap_or_default();
     let keys = summary.as_object().expect("a JSON object").keys();
     for key in keys {
         assert!(
             list.contains(&format!("`{key}`")),
-            "the README's `demo --json` list leaves out `{key}`: {list}"
+            "REFERENCE.md's `demo --json` list leaves out `{key}`: {list}"
         );
     }
 }

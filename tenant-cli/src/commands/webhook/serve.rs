@@ -25,7 +25,7 @@ use svc_reconcile::store::{Store, StoreLocation};
 /// Flags of `webhook serve`.
 #[derive(Args)]
 pub struct ServeArgs {
-    /// Address to listen on, e.g. 0.0.0.0:8788 (put TLS in front: the service sends to HTTPS)
+    /// Address to listen on, e.g. 0.0.0.0:3000 (put TLS in front: the service sends to HTTPS)
     #[arg(long, value_name = "ADDR")]
     listen: SocketAddr,
     /// The local store: a file (created if missing; its directory must exist) or a PostgreSQL
