@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 success; 1 failure (unknown tenant, invalid value, database or server
 //! error, an invalid dialer record; the message is on stderr); 2 usage error (from the flag
-//! parser, or a file or value a command cannot use).
+//! parser, or a file or value a command cannot use); 75 temporary (a full disk: run the same
+//! command again later).
 
 use std::io::Write as _;
 use std::process::ExitCode;
