@@ -73,6 +73,17 @@ fn get_in_background(addr: SocketAddr, path: &str) -> JoinHandle<reqwest::Result
     tokio::spawn(async move { client().get(url).send().await.map(|r| r.status().as_u16()) })
 }
 
+/// Stops `running` while a GET of `/slow` is in flight, and checks that the request was still
+/// answered 200; returns the address the server listened on.
+async fn stop_with_a_slow_request_in_flight(running: Running) -> SocketAddr {
+    let addr = running.addr;
+    let slow = get_in_background(addr, "/slow");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    running.stop().await;
+    assert_eq!(slow.await.expect("task").expect("answered"), 200);
+    addr
+}
+
 /// Reads until the server closes the connection; returns what it sent and when it closed.
 async fn read_until_closed(stream: &mut TcpStream, within: Duration) -> (String, Duration) {
     let started = Instant::now();
@@ -215,12 +226,7 @@ async fn connections_beyond_the_cap_wait_until_one_closes() {
 
 #[tokio::test]
 async fn shutdown_answers_the_request_in_flight_and_refuses_new_connections() {
-    let running = start(Server::new(plain_routes())).await;
-    let addr = running.addr;
-    let slow = get_in_background(addr, "/slow");
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    running.stop().await;
-    assert_eq!(slow.await.expect("task").expect("answered"), 200);
+    let addr = stop_with_a_slow_request_in_flight(start(Server::new(plain_routes())).await).await;
     assert!(
         TcpStream::connect(addr).await.is_err(),
         "no longer listening"
@@ -245,12 +251,7 @@ async fn background_work_is_told_to_finish_only_after_the_request_in_flight_is_a
         draining.await;
         let _ = finished.send(seen.load(Ordering::SeqCst));
     });
-    let running = start(server).await;
-    let addr = running.addr;
-    let slow = get_in_background(addr, "/slow");
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    running.stop().await;
-    assert_eq!(slow.await.expect("task").expect("answered"), 200);
+    stop_with_a_slow_request_in_flight(start(server).await).await;
     assert!(
         finished_seen
             .await

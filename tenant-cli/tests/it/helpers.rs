@@ -132,6 +132,17 @@ pub(crate) fn read(path: &Path) -> String {
     std::fs::read_to_string(path).expect("read file")
 }
 
+/// The arguments that start `svc-cli webhook serve` on a free port of the loopback, its secret
+/// in `$WH` (the store and any other flag follow).
+pub(crate) const WEBHOOK_SERVE: [&str; 6] = [
+    "webhook",
+    "serve",
+    "--listen",
+    "127.0.0.1:0",
+    "--secret-env",
+    "WH",
+];
+
 /// `svc-cli webhook serve` on a free port of the loopback, with `secret` in `$WH` and its store
 /// at `store`, in an environment holding nothing but `HOME=home` and `env`; stdout discarded
 /// (start it with `svc_test_support::webhook_serve::start`).
@@ -144,14 +155,7 @@ pub(crate) fn webhook_serve_command(
 ) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_svc-cli"));
     command
-        .args([
-            "webhook",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--secret-env",
-            "WH",
-        ])
+        .args(WEBHOOK_SERVE)
         .arg("--store")
         .arg(store)
         .args(extra)

@@ -17,7 +17,7 @@ use svc_test_support::webhook_serve;
 use tokio::process::Child;
 use wiremock::MockServer;
 
-use crate::helpers::Sandbox;
+use crate::helpers::{Sandbox, WEBHOOK_SERVE};
 
 pub(crate) const SECRET: &str = "whsec_pg_replica_secret_0123456789";
 
@@ -37,17 +37,7 @@ pub(crate) struct Replica {
 }
 
 pub(crate) async fn replica(sandbox: &Sandbox, store: &str, extra: &[&str]) -> Replica {
-    let mut args = vec![
-        "webhook",
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--secret-env",
-        "WH",
-        "--store",
-        store,
-    ];
-    args.extend_from_slice(extra);
+    let args = [&WEBHOOK_SERVE[..], &["--store", store], extra].concat();
     let mut command = sandbox.command(&args);
     command
         .env("WH", SECRET)

@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Child;
 use wiremock::MockServer;
 
-use crate::helpers::webhook_serve_command;
+use crate::helpers::{WEBHOOK_SERVE, webhook_serve_command};
 
 const SECRET: &str = "whsec_serve_test_secret_0123456789";
 
@@ -338,15 +338,7 @@ async fn a_missing_secret_or_store_directory_is_a_usage_error() {
             .expect("run")
     };
     let store = dir.path().join("store.db").display().to_string();
-    let base = [
-        "webhook",
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--secret-env",
-        "WH",
-    ];
-    let mut args: Vec<String> = base.iter().map(|s| (*s).to_owned()).collect();
+    let mut args: Vec<String> = WEBHOOK_SERVE.iter().map(|s| (*s).to_owned()).collect();
     args.extend(["--store".to_owned(), store.clone()]);
     let unset = run(args.clone(), vec![]);
     assert_eq!(unset.status.code(), Some(2));
@@ -358,7 +350,7 @@ async fn a_missing_secret_or_store_directory_is_a_usage_error() {
         "never echoed"
     );
 
-    let mut missing: Vec<String> = base.iter().map(|s| (*s).to_owned()).collect();
+    let mut missing: Vec<String> = WEBHOOK_SERVE.iter().map(|s| (*s).to_owned()).collect();
     let nowhere = dir.path().join("nowhere/store.db").display().to_string();
     missing.extend(["--store".to_owned(), nowhere]);
     let out = run(missing, vec![("WH", SECRET)]);

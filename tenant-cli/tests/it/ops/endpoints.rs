@@ -7,7 +7,7 @@ use rusqlite::Connection;
 use svc_contract::sign;
 
 use super::{SECRET, deliver, event, get, http, now, samples, serve, signed};
-use crate::helpers::Sandbox;
+use crate::helpers::{Sandbox, WEBHOOK_SERVE};
 
 /// One delivery of a sequence: the outcome it should count as, its webhook id, its signature
 /// header, its body and the status it should get.
@@ -198,18 +198,7 @@ async fn a_path_taken_by_the_operations_endpoints_is_a_usage_error() {
     let store = store.to_str().expect("utf-8");
     for path in ["/metrics", "/healthz", "/readyz"] {
         let run = sandbox
-            .run(&[
-                "webhook",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--secret-env",
-                "WH",
-                "--store",
-                store,
-                "--path",
-                path,
-            ])
+            .run(&[&WEBHOOK_SERVE[..], &["--store", store, "--path", path]].concat())
             .await;
         assert_eq!(run.code, 2, "{path}: {run:?}");
         assert!(run.stderr.contains("taken by the operations"), "{run:?}");
