@@ -110,7 +110,7 @@ impl PgPool {
     /// # Errors
     /// [`PgConfigError`] for a URL that does not parse or asks for TLS.
     pub fn new(url: &str, max_connections: usize) -> Result<Self, PgConfigError> {
-        Self::with_config(connect_config(url)?, &redact_url(url), max_connections)
+        Self::with_config(connect_config(url)?, url, max_connections)
     }
 
     /// Like [`PgPool::new`], from a parsed configuration (to set `application_name` or
@@ -124,6 +124,7 @@ impl PgPool {
         url_text: &str,
         max_connections: usize,
     ) -> Result<Self, PgConfigError> {
+        let url_text = redact_url(url_text);
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -142,10 +143,10 @@ impl PgPool {
             .wait_timeout(Some(WAIT_FOR_CONNECTION))
             .create_timeout(Some(CONNECT_TIMEOUT))
             .build()
-            .map_err(|err| PgConfigError::new(format!("{}: {err}", redact_url(url_text))))?;
+            .map_err(|err| PgConfigError::new(format!("{url_text}: {err}")))?;
         Ok(Self {
             pool,
-            url: redact_url(url_text).into(),
+            url: url_text.into(),
             answer_timeout: DEFAULT_ANSWER_TIMEOUT,
             runtime: None,
         })
@@ -445,5 +446,22 @@ pub fn connect_config(url: &str) -> Result<tokio_postgres::Config, PgConfigError
              socket, the loopback or a TLS tunnel, with sslmode=disable or prefer",
             redact_url(url)
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_names_its_database_without_the_password_however_it_was_given() {
+        let url = "postgres://svc:hunter2@127.0.0.1:5432/calls";
+        let from_url = PgPool::new(url, 1).expect("a pool");
+        let config = connect_config(url).expect("a config");
+        let from_config = PgPool::with_config(config, url, 1).expect("a pool");
+        for pool in [from_url, from_config] {
+            assert_eq!(pool.url(), "postgres://svc:***@127.0.0.1:5432/calls");
+            assert!(!format!("{pool:?}").contains("hunter2"));
+        }
     }
 }

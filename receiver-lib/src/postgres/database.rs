@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use deadpool_postgres::Object;
 
-use svc_postgres::{PgConn, PgPool, append_options, connect_config, redact_url};
+use svc_postgres::{PgConn, PgPool, append_options, connect_config};
 
 use super::migrate;
 use crate::StoreError;
@@ -113,7 +113,7 @@ impl PgDatabase {
         }
         let mut config = connect_config(url)?;
         append_options(&mut config, &format!("-c search_path={schema}"));
-        let pool = PgPool::with_config(config, &redact_url(url), max_connections)?;
+        let pool = PgPool::with_config(config, url, max_connections)?;
         Self::migrate(pool, Some(schema)).await
     }
 

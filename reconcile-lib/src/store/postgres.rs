@@ -320,7 +320,7 @@ impl PgBackend {
                 lock_timeout(url.answer_timeout()).as_millis()
             ),
         );
-        let pool = PgPool::with_config(config, &url.to_string(), max_connections)
+        let pool = PgPool::with_config(config, url.expose(), max_connections)
             .map_err(config_error)?
             .with_answer_timeout(url.answer_timeout())
             .on_runtime(driver()?.handle().clone());
