@@ -66,3 +66,45 @@ pub fn describe_error(err: &tokio_postgres::Error) -> String {
         },
     }
 }
+
+/// Whether `err` says the database cannot take the work for now rather than that a statement
+/// failed: the connection is closed or cannot be made (refused, timed out, reset), the server
+/// is shutting down or starting (`57P01`, `57P02`, `57P03`), has no connection slot left
+/// (`53300`), refused the credentials (class `28`: a password being rotated), or its disk is
+/// full (`53100`: the transaction was rolled back whole, and the same work succeeds once space
+/// is freed).
+#[cfg(feature = "pool")]
+pub fn is_unavailable(err: &tokio_postgres::Error) -> bool {
+    if err.is_closed() {
+        return true;
+    }
+    match err.code() {
+        Some(code) => {
+            let code = code.code();
+            code.starts_with("08") // connection exception
+                || code.starts_with("28") // invalid authorization (a refused password)
+                || matches!(code, "57P01" | "57P02" | "57P03" | "53300" | "53100")
+        }
+        // No server error: an I/O failure (refused, reset, timed out) is one.
+        None => {
+            let mut source = std::error::Error::source(err);
+            while let Some(cause) = source {
+                if cause.is::<std::io::Error>() {
+                    return true;
+                }
+                source = cause.source();
+            }
+            false
+        }
+    }
+}
+
+/// Whether `err` is a serialization failure (`40001`) or a deadlock (`40P01`): the
+/// transaction was rolled back whole, and running it again as it was may succeed.
+#[cfg(feature = "pool")]
+pub fn is_serialization_failure(err: &tokio_postgres::Error) -> bool {
+    matches!(
+        err.code().map(tokio_postgres::error::SqlState::code),
+        Some("40001" | "40P01")
+    )
+}

@@ -102,6 +102,19 @@ pub enum PgPoolError {
     },
 }
 
+impl PgPoolError {
+    /// Whether the database cannot be had for now (see [`crate::is_unavailable`]): a
+    /// connection that could not be opened for such a reason, none free in time, or no
+    /// answer in time. Not a failure of the pool itself.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::Connect { source, .. } => crate::is_unavailable(source),
+            Self::Timeout { .. } | Self::Unanswered { .. } => true,
+            Self::Pool { .. } => false,
+        }
+    }
+}
+
 impl PgPool {
     /// A pool of at most `max_connections` (at least 1) connections to the database at `url`
     /// (`postgres://user:password@host:port/database`; a host that starts with `/`,

@@ -113,12 +113,21 @@ impl Retention {
     }
 
     /// Now, by the clock.
+    #[cfg(feature = "sqlite")]
     pub(crate) fn now(&self) -> i64 {
         self.clock.now()
     }
 
+    /// Whether a prune is due now (the last one a minute or more before, by the clock): a
+    /// rate limit only; what is pruned is the recorder's to say.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn prune_due(&self) -> bool {
+        self.pruner.due(self.clock.now())
+    }
+
     /// When a prune is due at `now` (the last one a minute or more before), the cutoff to
     /// forget ids recorded before; `None` otherwise.
+    #[cfg(feature = "sqlite")]
     pub(crate) fn prune_cutoff(&self, now: i64) -> Option<i64> {
         self.pruner
             .due(now)

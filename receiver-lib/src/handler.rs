@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::record_check::RecordCheck;
 use svc_contract::CallScored;
 use svc_contract::WebhookId;
 
@@ -26,6 +27,8 @@ pub struct Received {
     /// When the delivery was verified (unix seconds): in inbox mode when it was stored, before
     /// the sender got its 2xx; in direct mode when the request arrived.
     pub received_at: i64,
+    /// What a recorder recorded of it in this run, checked after the handler's `Ok`.
+    pub(crate) check: RecordCheck,
 }
 
 impl Received {
@@ -43,6 +46,7 @@ impl Received {
             attempt: 1,
             body: body.into(),
             received_at,
+            check: RecordCheck::default(),
         }
     }
 
@@ -105,10 +109,15 @@ pub(crate) async fn run_handler<H: EventHandler>(
     mode: &'static str,
 ) -> Result<(), String> {
     use futures_util::FutureExt;
+    let (id, check) = (received.webhook_id.clone(), received.check.clone());
     // Calling `handle` inside the future catches a panic before its first await too.
     let run = std::panic::AssertUnwindSafe(async { handler.handle(received).await });
     let (outcome, result) = match run.catch_unwind().await {
-        Ok(Ok(())) => ("ok", Ok(())),
+        // A record the handler made must be committed before the delivery is acknowledged.
+        Ok(Ok(())) => match check.verify(&id).await {
+            Ok(()) => ("ok", Ok(())),
+            Err(err) => ("error", Err(err)),
+        },
         Ok(Err(err)) => ("error", Err(format!("{err:#}"))),
         Err(panic) => (
             "panic",

@@ -67,6 +67,7 @@ pub mod sqlite;
 mod handler;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod pruner;
+mod record_check;
 mod store_error;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod throttle;

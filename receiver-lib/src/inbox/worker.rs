@@ -88,6 +88,7 @@ async fn settle_next<I: Inbox, H: EventHandler>(
                 attempt: entry.attempt,
                 body: entry.body.as_slice().into(),
                 received_at: entry.received_at,
+                check: Default::default(),
             };
             let deadline = handler_deadline(&inbox.policy());
             tokio::time::timeout(deadline, run_handler(handler, received, "inbox"))

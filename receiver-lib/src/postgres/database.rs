@@ -22,6 +22,19 @@ use crate::StoreError;
 /// none is free.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
 
+/// How long opening a [`PgDatabase`] keeps trying while the database cannot be had (a server
+/// starting, restarting or failing over: refused connections, `57P03` "the database system is
+/// starting up"), before it gives up with the last error. Meanwhile nothing is served, so a
+/// replica is not ready until its database is.
+pub const START_WAIT: Duration = Duration::from_secs(60);
+
+/// Whether opening should try again after `err`: the database is unavailable for now, but not
+/// because it refused the credentials (a wrong password stays wrong).
+fn unavailable_for_now(err: &tokio_postgres::Error) -> bool {
+    svc_postgres::is_unavailable(err)
+        && !err.code().is_some_and(|code| code.code().starts_with("28"))
+}
+
 /// A pool of connections to one database; cheap to clone (every clone shares the pool).
 /// [`super::PgDedupStore`], [`super::PgInbox`] and [`super::PgRecorder`] are built on one.
 ///
@@ -118,17 +131,58 @@ impl PgDatabase {
     }
 
     /// Brings the crate's tables in `pool`'s database up to date (in `schema`, else in the
-    /// `search_path`'s first schema), and learns which schema they are in.
+    /// `search_path`'s first schema), and learns which schema they are in. While the database
+    /// cannot be had (not started yet, restarting, shutting down, refusing connections), tries
+    /// again with a growing pause for up to [`START_WAIT`], saying so in the log each time.
     async fn migrate(pool: PgPool, schema: Option<&str>) -> Result<Self, StoreError> {
-        let mut client = Conn(pool.get().await?);
-        let schema = migrate::run(&mut client, schema)
-            .await
-            .map_err(|err| StoreError::Database(format!("migrating {}: {err}", pool.url())))?;
-        drop(client);
-        Ok(Self {
-            pool,
-            schema: schema.into(),
-        })
+        let started = tokio::time::Instant::now();
+        let mut pause = Duration::from_millis(200);
+        loop {
+            let failure = match pool.get().await {
+                Ok(conn) => {
+                    let mut client = Conn(conn);
+                    match migrate::run(&mut client, schema).await {
+                        Ok(schema) => {
+                            return Ok(Self {
+                                pool,
+                                schema: schema.into(),
+                            });
+                        }
+                        Err(err) => {
+                            let unavailable = err.driver().is_some_and(unavailable_for_now);
+                            (err.to_string(), unavailable)
+                        }
+                    }
+                }
+                Err(err) => {
+                    let unavailable = match &err {
+                        svc_postgres::PgPoolError::Connect { source, .. } => {
+                            unavailable_for_now(source)
+                        }
+                        other => other.is_unavailable(),
+                    };
+                    (err.to_string(), unavailable)
+                }
+            };
+            let (error, unavailable) = failure;
+            let waited = started.elapsed();
+            if !unavailable || waited + pause > START_WAIT {
+                let waited = if unavailable {
+                    format!(" (still after {}s)", waited.as_secs())
+                } else {
+                    String::new()
+                };
+                return Err(StoreError::Database(format!(
+                    "migrating {}: {error}{waited}",
+                    pool.url()
+                )));
+            }
+            tracing::warn!(database = %pool.url(), error = %error,
+                retry_in_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
+                "the webhook store's database cannot be had yet; trying again");
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(5));
+        }
     }
 
     /// Records deliveries in your transactions, for exactly-once effects
@@ -137,14 +191,34 @@ impl PgDatabase {
         super::PgRecorder::new(self.clone())
     }
 
-    /// Forgets the ids recorded before `cutoff` (unix seconds) by a [`super::PgRecorder`].
-    pub(super) async fn forget_recorded_before(&self, cutoff: i64) -> Result<u64, StoreError> {
+    /// Forgets the ids a [`super::PgRecorder`] recorded more than `retention` ago by the
+    /// database's clock (the one clock every replica shares), but never one whose delivery is
+    /// still in the inbox to be handed out: pending, or a dead letter that may be requeued.
+    pub(super) async fn forget_recorded(&self, retention: Duration) -> Result<u64, StoreError> {
         let client = self.client().await?;
         let sql = format!(
-            "DELETE FROM {} WHERE recorded_at < $1",
-            self.qualified("webhook_recorded")
+            "DELETE FROM {s}.webhook_recorded r
+             WHERE r.recorded_at < pg_catalog.now() - pg_catalog.make_interval(secs => $1)
+               AND NOT EXISTS (SELECT 1 FROM {s}.webhook_inbox i
+                               WHERE i.id = r.id AND i.state <> 'done')",
+            s = self.schema
         );
-        client.answer(client.execute(&sql, &[&cutoff])).await
+        client
+            .answer(client.execute(&sql, &[&retention.as_secs_f64()]))
+            .await
+    }
+
+    /// Whether a committed transaction recorded `id` (a [`super::PgRecorder`]'s record), read
+    /// on the crate's pool.
+    pub(crate) async fn is_recorded(&self, id: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let sql = format!(
+            "SELECT EXISTS (SELECT 1 FROM {}.webhook_recorded WHERE id = $1::TEXT)",
+            self.schema
+        );
+        let statement = client.answer(client.prepare_cached(&sql)).await?;
+        let row = client.answer(client.query_one(&statement, &[&id])).await?;
+        Ok(row.get(0))
     }
 
     /// The same database, whose statements wait for the server's answer at most `timeout`
@@ -181,6 +255,12 @@ impl PgDatabase {
     /// is never taken for it.
     pub(crate) fn qualified(&self, name: &str) -> String {
         format!("{}.{name}", self.schema)
+    }
+
+    /// `template` with each `{s}` replaced by the crate's schema: how every statement the
+    /// crate sends names its tables and functions.
+    pub(crate) fn sql(&self, template: &str) -> String {
+        template.replace("{s}", &self.schema)
     }
 
     /// The URL, with its password hidden.

@@ -90,7 +90,7 @@ impl BatchStatement for DedupMany {
         }
         let statement = client
             .prepare_cached(&format!(
-                "SELECT {}($1, $2, $3, $4, $5, $6)",
+                "SELECT {}($1::TEXT[], $2::TEXT[], $3::BYTEA[], $4::BIGINT[], $5::BIGINT[], $6::BIGINT[])",
                 database.qualified("svc_receiver_dedup_many")
             ))
             .await?;
@@ -132,16 +132,24 @@ impl PgDedupStore {
         let cutoff = now.saturating_sub(self.policy.retention_secs());
         let client = self.database.client().await?;
         let claims = client
-            .answer(client.execute(
-                "DELETE FROM webhook_claims WHERE claimed_at <= $1",
-                &[&cutoff],
-            ))
+            .answer(
+                client.execute(
+                    &self
+                        .database
+                        .sql("DELETE FROM {s}.webhook_claims WHERE claimed_at <= $1"),
+                    &[&cutoff],
+                ),
+            )
             .await?;
         client
-            .answer(client.execute(
-                "DELETE FROM webhook_claim_signatures WHERE seen_at <= $1",
-                &[&cutoff],
-            ))
+            .answer(
+                client.execute(
+                    &self
+                        .database
+                        .sql("DELETE FROM {s}.webhook_claim_signatures WHERE seen_at <= $1"),
+                    &[&cutoff],
+                ),
+            )
             .await?;
         Ok(claims)
     }
@@ -153,10 +161,14 @@ impl PgDedupStore {
     pub async fn completed_count(&self) -> Result<u64, StoreError> {
         let client = self.database.client().await?;
         let row = client
-            .answer(client.query_one(
-                "SELECT COUNT(*) FROM webhook_claims WHERE state = 'done'",
-                &[],
-            ))
+            .answer(
+                client.query_one(
+                    &self
+                        .database
+                        .sql("SELECT COUNT(*) FROM {s}.webhook_claims WHERE state = 'done'"),
+                    &[],
+                ),
+            )
             .await?;
         Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
     }
@@ -210,7 +222,7 @@ impl DedupStore for PgDedupStore {
     async fn release(&self, id: &WebhookId) -> Result<(), StoreError> {
         let client = self.database.client().await?;
         let statement = client.answer(client.prepare_cached(
-                "UPDATE webhook_claims SET state = 'released' WHERE id = $1 AND state = 'in_flight'",
+                &self.database.sql("UPDATE {s}.webhook_claims SET state = 'released' WHERE id = $1 AND state = 'in_flight'"),
             )).await?;
         client
             .answer(client.execute(&statement, &[&id.as_str()]))

@@ -67,7 +67,7 @@ impl BatchStatement for AcceptMany {
         let nows: Vec<i64> = rows.iter().map(|row| row.now).collect();
         let statement = client
             .prepare_cached(&format!(
-                "SELECT {}($1, $2, $3, $4)",
+                "SELECT {}($1::TEXT[], $2::BYTEA[], $3::BYTEA[], $4::BIGINT[])",
                 database.qualified("svc_receiver_inbox_accept_many")
             ))
             .await?;
@@ -112,14 +112,16 @@ impl PgInbox {
         let client = self.database.client().await?;
         client
             .answer(client.execute(
-                "DELETE FROM webhook_inbox WHERE state = 'done' AND received_at <= $1",
+                &self.database.sql(
+                    "DELETE FROM {s}.webhook_inbox WHERE state = 'done' AND received_at <= $1",
+                ),
                 &[&cutoff],
             ))
             .await?;
         client
             .answer(client.execute(
-                "DELETE FROM webhook_inbox_signatures s WHERE seen_at <= $1
-                 AND (NOT first OR NOT EXISTS (SELECT 1 FROM webhook_inbox i WHERE i.id = s.id))",
+                &self.database.sql("DELETE FROM {s}.webhook_inbox_signatures s WHERE seen_at <= $1
+                 AND (NOT first OR NOT EXISTS (SELECT 1 FROM {s}.webhook_inbox i WHERE i.id = s.id))"),
                 &[&cutoff],
             ))
             .await?;
@@ -183,13 +185,13 @@ impl Inbox for PgInbox {
         let lease_until = now.saturating_add(self.policy.lease_secs());
         let client = self.database.client().await?;
         let statement = client
-            .answer(client.prepare_cached(
-                "UPDATE webhook_inbox SET attempts = attempts + 1, due_at = $2
-                 WHERE id = (SELECT id FROM webhook_inbox
+            .answer(client.prepare_cached(&self.database.sql(
+                "UPDATE {s}.webhook_inbox SET attempts = attempts + 1, due_at = $2
+                 WHERE id = (SELECT id FROM {s}.webhook_inbox
                              WHERE state = 'pending' AND due_at <= $1
                              ORDER BY due_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED)
                  RETURNING id, body, attempts, received_at",
-            ))
+            )))
             .await?;
         let row = client
             .answer(client.query_opt(&statement, &[&now, &lease_until]))
@@ -221,8 +223,10 @@ impl Inbox for PgInbox {
             // A done entry stays done: its effect may have been committed with it (exactly-once
             // mode) by a run whose outcome reached this worker as a failure (a lost answer to
             // the commit, the handler's deadline), and it must not run again.
-            "UPDATE webhook_inbox SET state = $2, due_at = $3, last_error = $4
+            &self.database.sql(
+                "UPDATE {s}.webhook_inbox SET state = $2, due_at = $3, last_error = $4
              WHERE id = $1 AND state <> 'done'",
+            ),
             &[
                 &entry.webhook_id.as_str(),
                 &settled.state(),
@@ -244,10 +248,14 @@ impl Inbox for PgInbox {
     async fn contains(&self, id: &WebhookId) -> Result<bool, StoreError> {
         let client = self.database.client().await?;
         let row = client
-            .answer(client.query_one(
-                "SELECT EXISTS (SELECT 1 FROM webhook_inbox WHERE id = $1)",
-                &[&id.as_str()],
-            ))
+            .answer(
+                client.query_one(
+                    &self
+                        .database
+                        .sql("SELECT EXISTS (SELECT 1 FROM {s}.webhook_inbox WHERE id = $1)"),
+                    &[&id.as_str()],
+                ),
+            )
             .await?;
         Ok(row.get(0))
     }
@@ -256,10 +264,12 @@ impl Inbox for PgInbox {
         let client = self.database.client().await?;
         let row = client
             .answer(client.query_one(
-                "SELECT COUNT(*) FILTER (WHERE state = 'pending'),
+                &self.database.sql(
+                    "SELECT COUNT(*) FILTER (WHERE state = 'pending'),
                         COUNT(*) FILTER (WHERE state = 'done'),
                         COUNT(*) FILTER (WHERE state = 'dead')
-                 FROM webhook_inbox",
+                 FROM {s}.webhook_inbox",
+                ),
                 &[],
             ))
             .await?;
@@ -277,8 +287,10 @@ impl Inbox for PgInbox {
         let client = self.database.client().await?;
         client
             .answer(client.execute(
-                "UPDATE svc_receiver_schema SET version = version
-                 WHERE version = (SELECT max(version) FROM svc_receiver_schema)",
+                &self.database.sql(
+                    "UPDATE {s}.svc_receiver_schema SET version = version
+                 WHERE version = (SELECT max(version) FROM {s}.svc_receiver_schema)",
+                ),
                 &[],
             ))
             .await
@@ -289,10 +301,12 @@ impl Inbox for PgInbox {
         let client = self.database.client().await?;
         let row = client
             .answer(client.query_one(
-                "SELECT COUNT(*) FILTER (WHERE state = 'pending'),
+                &self.database.sql(
+                    "SELECT COUNT(*) FILTER (WHERE state = 'pending'),
                         MIN(received_at) FILTER (WHERE state = 'pending'),
                         COUNT(*) FILTER (WHERE state = 'dead')
-                 FROM webhook_inbox",
+                 FROM {s}.webhook_inbox",
+                ),
                 &[],
             ))
             .await?;
@@ -312,8 +326,10 @@ impl Inbox for PgInbox {
         let client = self.database.client().await?;
         let rows = client
             .answer(client.query(
-                "SELECT id, attempts, COALESCE(last_error, ''), received_at, body
-                 FROM webhook_inbox WHERE state = 'dead' ORDER BY seq",
+                &self.database.sql(
+                    "SELECT id, attempts, COALESCE(last_error, ''), received_at, body
+                 FROM {s}.webhook_inbox WHERE state = 'dead' ORDER BY seq",
+                ),
                 &[],
             ))
             .await?;
@@ -334,8 +350,10 @@ impl Inbox for PgInbox {
     async fn requeue_dead_letter(&self, id: &WebhookId, now: i64) -> Result<bool, StoreError> {
         let requeued = self
             .execute(
-                "UPDATE webhook_inbox SET state = 'pending', attempts = 0, due_at = $2
+                &self.database.sql(
+                    "UPDATE {s}.webhook_inbox SET state = 'pending', attempts = 0, due_at = $2
                  WHERE id = $1 AND state = 'dead'",
+                ),
                 &[&id.as_str(), &now],
             )
             .await?;
@@ -348,8 +366,10 @@ impl Inbox for PgInbox {
     async fn requeue_all_dead_letters(&self, now: i64) -> Result<u64, StoreError> {
         let requeued = self
             .execute(
-                "UPDATE webhook_inbox SET state = 'pending', attempts = 0, due_at = $1
+                &self.database.sql(
+                    "UPDATE {s}.webhook_inbox SET state = 'pending', attempts = 0, due_at = $1
                  WHERE state = 'dead'",
+                ),
                 &[&now],
             )
             .await?;
@@ -363,7 +383,9 @@ impl Inbox for PgInbox {
     async fn discard_dead_letter(&self, id: &WebhookId) -> Result<bool, StoreError> {
         let discarded = self
             .execute(
-                "UPDATE webhook_inbox SET state = 'done' WHERE id = $1 AND state = 'dead'",
+                &self.database.sql(
+                    "UPDATE {s}.webhook_inbox SET state = 'done' WHERE id = $1 AND state = 'dead'",
+                ),
                 &[&id.as_str()],
             )
             .await?;

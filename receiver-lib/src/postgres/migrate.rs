@@ -1,85 +1,65 @@
-//! The crate's tables in PostgreSQL, as versioned migrations: `svc_receiver_schema` records
-//! which are applied; opening applies the missing ones in one transaction under an advisory
-//! lock, so replicas starting at once apply each exactly once, and refuses a database migrated
-//! by a newer build. Append a migration, never edit one.
+//! The crate's tables and functions in PostgreSQL: `svc_receiver_schema` records the version
+//! applied; opening creates what is missing in one transaction under an advisory lock, so
+//! replicas starting at once create it exactly once, and refuses a database migrated by a
+//! newer build. Before 0.1.0 there is one migration; append the next ones, never edit a
+//! released one.
+//!
+//! Nothing here trusts the environment the crate runs in:
+//! - every object is named with the crate's schema, in the migration and in every statement
+//!   the crate sends later, so a table or function of the same name elsewhere in a
+//!   connection's `search_path` (a schema named after the receiver's role, planted by another
+//!   role, is first in the default path) is never taken for the crate's;
+//! - the crate's functions run with `search_path` pinned to `pg_catalog`, the crate's schema
+//!   and `pg_temp`, in that order, and name the built-ins they call with `pg_catalog` (an
+//!   overload planted in a schema of the caller's path, such as `hashtextextended(text, int4)`
+//!   against a `0` literal, would otherwise win: PostgreSQL weighs overloads of different
+//!   argument types equally whatever their schema);
+//! - before it uses or creates anything, opening checks who owns the schema, the tables and
+//!   the functions of the crate's names already there: each must belong to a role the
+//!   connecting role is a member of (itself, usually), to a superuser, or to the database's
+//!   owner. Another role's object (a version table saying "up to date", a function every
+//!   accept would run as the receiver's role) is refused with an error naming it and its owner.
 
 use tokio_postgres::{Client, IsolationLevel};
-
-use svc_postgres::describe_error;
 
 /// The advisory lock key migrations are applied under ("svc_rcv1").
 const MIGRATION_LOCK: i64 = 0x7376_635f_7263_7631;
 
-/// Every migration, in order; the schema version is how many are applied.
+/// The crate's tables, as the ownership check looks for them.
+const TABLES: &[&str] = &[
+    "svc_receiver_schema",
+    "webhook_claims",
+    "webhook_claim_signatures",
+    "webhook_inbox",
+    "webhook_inbox_signatures",
+    "webhook_recorded",
+];
+
+/// Every migration, in order; the schema version is how many are applied. `{s}` stands for
+/// the crate's schema, quoted as an identifier.
 const MIGRATIONS: &[&str] = &[
-    // 1: the dedup store's claims and signatures, the inbox and its signatures, and the two
-    // functions that claim and accept in one round trip.
+    // 1: the dedup store's claims and signatures, the inbox and its signatures, the ids
+    // recorded in tenants' transactions, and the functions that claim, complete and accept
+    // a batch in one round trip.
     r#"
     -- One row per remembered webhook id, and one per verified signature (every attempt's),
     -- each kept for the retention from when it was first seen.
-    CREATE TABLE webhook_claims (
+    CREATE TABLE {s}.webhook_claims (
         id          TEXT PRIMARY KEY,
         state       TEXT NOT NULL CHECK (state IN ('in_flight', 'released', 'done')),
         lease_until BIGINT NOT NULL,
         claimed_at  BIGINT NOT NULL
     );
-    CREATE INDEX webhook_claims_claimed_at ON webhook_claims (claimed_at);
-    CREATE TABLE webhook_claim_signatures (
+    CREATE INDEX webhook_claims_claimed_at ON {s}.webhook_claims (claimed_at);
+    CREATE TABLE {s}.webhook_claim_signatures (
         signature BYTEA PRIMARY KEY,
         id        TEXT NOT NULL,
         seen_at   BIGINT NOT NULL
     );
-    CREATE INDEX webhook_claim_signatures_seen_at ON webhook_claim_signatures (seen_at);
-
-    -- Claims p_id with p_signature: 'replayed', 'new', 'duplicate' or 'in_flight'. The
-    -- signature's row is locked first, then the id's, so concurrent claims never deadlock, and
-    -- of concurrent claims of one id exactly one inserts its row (the others wait for it).
-    CREATE FUNCTION svc_receiver_claim(
-        p_id TEXT, p_signature BYTEA, p_now BIGINT, p_cutoff BIGINT, p_lease_until BIGINT
-    ) RETURNS TEXT LANGUAGE plpgsql AS $$
-    DECLARE
-        owner TEXT;
-        claim webhook_claims%ROWTYPE;
-    BEGIN
-        -- A signature remembered under another id is a replay, whatever this id's state; a
-        -- new one is remembered under this id, whatever the answer.
-        INSERT INTO webhook_claim_signatures AS s (signature, id, seen_at)
-        VALUES (p_signature, p_id, p_now)
-        ON CONFLICT (signature) DO UPDATE SET
-            id = CASE WHEN s.seen_at <= p_cutoff THEN EXCLUDED.id ELSE s.id END,
-            seen_at = CASE WHEN s.seen_at <= p_cutoff THEN EXCLUDED.seen_at ELSE s.seen_at END
-        RETURNING s.id INTO owner;
-        IF owner <> p_id THEN
-            RETURN 'replayed';
-        END IF;
-        LOOP
-            INSERT INTO webhook_claims (id, state, lease_until, claimed_at)
-            VALUES (p_id, 'in_flight', p_lease_until, p_now)
-            ON CONFLICT (id) DO NOTHING;
-            IF FOUND THEN
-                RETURN 'new';
-            END IF;
-            SELECT * INTO claim FROM webhook_claims WHERE id = p_id FOR UPDATE;
-            EXIT WHEN FOUND;
-        END LOOP;
-        IF claim.claimed_at <= p_cutoff THEN
-            UPDATE webhook_claims
-            SET state = 'in_flight', lease_until = p_lease_until, claimed_at = p_now
-            WHERE id = p_id;
-            RETURN 'new';
-        ELSIF claim.state = 'done' THEN
-            RETURN 'duplicate';
-        ELSIF claim.state = 'in_flight' AND claim.lease_until > p_now THEN
-            RETURN 'in_flight';
-        END IF;
-        UPDATE webhook_claims SET state = 'in_flight', lease_until = p_lease_until
-        WHERE id = p_id;
-        RETURN 'new';
-    END
-    $$;
+    CREATE INDEX webhook_claim_signatures_seen_at ON {s}.webhook_claim_signatures (seen_at);
 
     -- The inbox: one row per stored delivery, handed out in due order.
-    CREATE TABLE webhook_inbox (
+    CREATE TABLE {s}.webhook_inbox (
         seq         BIGINT GENERATED ALWAYS AS IDENTITY,
         id          TEXT PRIMARY KEY,
         body        BYTEA NOT NULL,
@@ -89,43 +69,99 @@ const MIGRATIONS: &[&str] = &[
         due_at      BIGINT NOT NULL,
         last_error  TEXT
     );
-    CREATE INDEX webhook_inbox_due ON webhook_inbox (due_at, seq) WHERE state = 'pending';
-    CREATE INDEX webhook_inbox_done ON webhook_inbox (received_at) WHERE state = 'done';
-    CREATE INDEX webhook_inbox_dead ON webhook_inbox (seq) WHERE state = 'dead';
+    CREATE INDEX webhook_inbox_due ON {s}.webhook_inbox (due_at, seq) WHERE state = 'pending';
+    CREATE INDEX webhook_inbox_done ON {s}.webhook_inbox (received_at) WHERE state = 'done';
+    CREATE INDEX webhook_inbox_dead ON {s}.webhook_inbox (seq) WHERE state = 'dead';
     -- Every signature of a stored delivery (the sender signs each attempt afresh). The one
     -- it was stored with (first) is kept as long as the delivery; later attempts' for the
     -- retention.
-    CREATE TABLE webhook_inbox_signatures (
+    CREATE TABLE {s}.webhook_inbox_signatures (
         signature BYTEA PRIMARY KEY,
         id        TEXT NOT NULL,
         seen_at   BIGINT NOT NULL,
         first     BOOLEAN NOT NULL
     );
-    CREATE INDEX webhook_inbox_signatures_seen_at ON webhook_inbox_signatures (seen_at);
+    CREATE INDEX webhook_inbox_signatures_seen_at ON {s}.webhook_inbox_signatures (seen_at);
+
+    -- One row per delivery a tenant's transaction recorded (`PgRecorder`), keyed by webhook
+    -- id: concurrent transactions recording one id wait on its unique key. Timed by the
+    -- database's clock (the transaction's start), the one clock every replica shares.
+    CREATE TABLE {s}.webhook_recorded (
+        id          TEXT PRIMARY KEY,
+        recorded_at TIMESTAMPTZ NOT NULL DEFAULT pg_catalog.now()
+    );
+    CREATE INDEX webhook_recorded_at ON {s}.webhook_recorded (recorded_at);
+
+    -- Claims p_id with p_signature: 'replayed', 'new', 'duplicate' or 'in_flight'. The
+    -- signature's row is locked first, then the id's, so concurrent claims never deadlock, and
+    -- of concurrent claims of one id exactly one inserts its row (the others wait for it).
+    CREATE FUNCTION {s}.svc_receiver_claim(
+        p_id TEXT, p_signature BYTEA, p_now BIGINT, p_cutoff BIGINT, p_lease_until BIGINT
+    ) RETURNS TEXT LANGUAGE plpgsql SET search_path = pg_catalog, {s}, pg_temp AS $$
+    DECLARE
+        owner TEXT;
+        claim {s}.webhook_claims%ROWTYPE;
+    BEGIN
+        -- A signature remembered under another id is a replay, whatever this id's state; a
+        -- new one is remembered under this id, whatever the answer.
+        INSERT INTO {s}.webhook_claim_signatures AS s (signature, id, seen_at)
+        VALUES (p_signature, p_id, p_now)
+        ON CONFLICT (signature) DO UPDATE SET
+            id = CASE WHEN s.seen_at <= p_cutoff THEN EXCLUDED.id ELSE s.id END,
+            seen_at = CASE WHEN s.seen_at <= p_cutoff THEN EXCLUDED.seen_at ELSE s.seen_at END
+        RETURNING s.id INTO owner;
+        IF owner <> p_id THEN
+            RETURN 'replayed';
+        END IF;
+        LOOP
+            INSERT INTO {s}.webhook_claims (id, state, lease_until, claimed_at)
+            VALUES (p_id, 'in_flight', p_lease_until, p_now)
+            ON CONFLICT (id) DO NOTHING;
+            IF FOUND THEN
+                RETURN 'new';
+            END IF;
+            SELECT * INTO claim FROM {s}.webhook_claims WHERE id = p_id FOR UPDATE;
+            EXIT WHEN FOUND;
+        END LOOP;
+        IF claim.claimed_at <= p_cutoff THEN
+            UPDATE {s}.webhook_claims
+            SET state = 'in_flight', lease_until = p_lease_until, claimed_at = p_now
+            WHERE id = p_id;
+            RETURN 'new';
+        ELSIF claim.state = 'done' THEN
+            RETURN 'duplicate';
+        ELSIF claim.state = 'in_flight' AND claim.lease_until > p_now THEN
+            RETURN 'in_flight';
+        END IF;
+        UPDATE {s}.webhook_claims SET state = 'in_flight', lease_until = p_lease_until
+        WHERE id = p_id;
+        RETURN 'new';
+    END
+    $$;
 
     -- Stores a verified delivery: 'stored', 'duplicate' or 'replayed'. Of concurrent accepts
     -- of one id (or one signature) exactly one inserts; the others wait for its commit.
-    CREATE FUNCTION svc_receiver_inbox_accept(
+    CREATE FUNCTION {s}.svc_receiver_inbox_accept(
         p_id TEXT, p_signature BYTEA, p_body BYTEA, p_now BIGINT
-    ) RETURNS TEXT LANGUAGE plpgsql AS $$
+    ) RETURNS TEXT LANGUAGE plpgsql SET search_path = pg_catalog, {s}, pg_temp AS $$
     DECLARE
         owner TEXT;
     BEGIN
-        IF EXISTS (SELECT 1 FROM webhook_inbox WHERE id = p_id) THEN
+        IF EXISTS (SELECT 1 FROM {s}.webhook_inbox WHERE id = p_id) THEN
             -- Another attempt of a stored delivery: remember its signature too.
-            INSERT INTO webhook_inbox_signatures (signature, id, seen_at, first)
+            INSERT INTO {s}.webhook_inbox_signatures (signature, id, seen_at, first)
             VALUES (p_signature, p_id, p_now, false) ON CONFLICT (signature) DO NOTHING;
             RETURN 'duplicate';
         END IF;
-        INSERT INTO webhook_inbox_signatures (signature, id, seen_at, first)
+        INSERT INTO {s}.webhook_inbox_signatures (signature, id, seen_at, first)
         VALUES (p_signature, p_id, p_now, true) ON CONFLICT (signature) DO NOTHING;
         IF NOT FOUND THEN
-            SELECT id INTO owner FROM webhook_inbox_signatures WHERE signature = p_signature;
+            SELECT id INTO owner FROM {s}.webhook_inbox_signatures WHERE signature = p_signature;
             IF owner IS NOT NULL AND owner <> p_id THEN
                 RETURN 'replayed';
             END IF;
         END IF;
-        INSERT INTO webhook_inbox (id, body, received_at, state, due_at)
+        INSERT INTO {s}.webhook_inbox (id, body, received_at, state, due_at)
         VALUES (p_id, p_body, p_now, 'pending', p_now)
         ON CONFLICT (id) DO NOTHING;
         IF FOUND THEN
@@ -134,211 +170,19 @@ const MIGRATIONS: &[&str] = &[
         RETURN 'duplicate';
     END
     $$;
-    "#,
-    // 2: the set-based forms of the accept and of the claim and completion, for client-side
-    // group commit: one call applies a batch of rows in array order, each with the per-row
-    // logic above, in one transaction (so two rows of one id, or one signature under two ids,
-    // behave in a batch as they do one after the other).
-    r#"
-    -- Accepts every row (ids, signatures, bodies and times in step); answers each as
-    -- svc_receiver_inbox_accept does, in order.
-    CREATE FUNCTION svc_receiver_inbox_accept_many(
-        p_ids TEXT[], p_signatures BYTEA[], p_bodies BYTEA[], p_nows BIGINT[]
-    ) RETURNS TEXT[] LANGUAGE plpgsql AS $$
-    DECLARE
-        n INTEGER := coalesce(cardinality(p_ids), 0);
-        answers TEXT[] := '{}';
-    BEGIN
-        IF coalesce(cardinality(p_signatures), 0) <> n OR coalesce(cardinality(p_bodies), 0) <> n
-           OR coalesce(cardinality(p_nows), 0) <> n THEN
-            RAISE EXCEPTION 'svc_receiver_inbox_accept_many: arrays of different lengths';
-        END IF;
-        FOR i IN 1 .. n LOOP
-            answers := array_append(answers, svc_receiver_inbox_accept(
-                p_ids[i], p_signatures[i], p_bodies[i], p_nows[i]));
-        END LOOP;
-        RETURN answers;
-    END
-    $$;
 
-    -- Applies every operation of the dedup store in order: 'claim' (answered as
-    -- svc_receiver_claim does, with the row's signature, time, cutoff and lease) or
-    -- 'complete' (answered 'done').
-    CREATE FUNCTION svc_receiver_dedup_many(
-        p_ops TEXT[], p_ids TEXT[], p_signatures BYTEA[], p_nows BIGINT[], p_cutoffs BIGINT[],
-        p_lease_untils BIGINT[]
-    ) RETURNS TEXT[] LANGUAGE plpgsql AS $$
-    DECLARE
-        n INTEGER := coalesce(cardinality(p_ids), 0);
-        answers TEXT[] := '{}';
-    BEGIN
-        IF coalesce(cardinality(p_ops), 0) <> n OR coalesce(cardinality(p_signatures), 0) <> n
-           OR coalesce(cardinality(p_nows), 0) <> n OR coalesce(cardinality(p_cutoffs), 0) <> n
-           OR coalesce(cardinality(p_lease_untils), 0) <> n THEN
-            RAISE EXCEPTION 'svc_receiver_dedup_many: arrays of different lengths';
-        END IF;
-        FOR i IN 1 .. n LOOP
-            IF p_ops[i] = 'claim' THEN
-                answers := array_append(answers, svc_receiver_claim(
-                    p_ids[i], p_signatures[i], p_nows[i], p_cutoffs[i], p_lease_untils[i]));
-            ELSIF p_ops[i] = 'complete' THEN
-                UPDATE webhook_claims SET state = 'done' WHERE id = p_ids[i];
-                answers := array_append(answers, 'done'::TEXT);
-            ELSE
-                RAISE EXCEPTION 'svc_receiver_dedup_many: unknown operation %', p_ops[i];
-            END IF;
-        END LOOP;
-        RETURN answers;
-    END
-    $$;
-    "#,
-    // 3: one global lock order for a batch. Each row locks its signature's
-    // row, then its id's; a second copy of an id in one batch thus locked a signature row after
-    // the id row, while another replica's first copy with that signature took them the other
-    // way: a deadlock. A batch now first takes a transaction-level advisory lock per distinct
-    // key (each id and each signature, hashed to 64 bits) in ascending order, before it touches
-    // any row. Two batches that share a row share its key and take their common keys in the
-    // same order, so they never wait for each other in a cycle; a hash collision only makes
-    // two unrelated rows wait for each other, in that same order.
-    r#"
-    CREATE FUNCTION svc_receiver_lock_keys(p_ids TEXT[], p_signatures BYTEA[])
-    RETURNS VOID LANGUAGE plpgsql AS $$
-    DECLARE
-        k BIGINT;
-    BEGIN
-        FOR k IN
-            SELECT key FROM (
-                SELECT hashtextextended(id, 0) AS key FROM unnest(p_ids) AS id
-                UNION
-                SELECT hashtextextended(encode(signature, 'hex'), 1)
-                FROM unnest(p_signatures) AS signature WHERE signature IS NOT NULL
-            ) AS keys
-            ORDER BY key
-        LOOP
-            PERFORM pg_advisory_xact_lock(k);
-        END LOOP;
-    END
-    $$;
-
-    CREATE OR REPLACE FUNCTION svc_receiver_inbox_accept_many(
-        p_ids TEXT[], p_signatures BYTEA[], p_bodies BYTEA[], p_nows BIGINT[]
-    ) RETURNS TEXT[] LANGUAGE plpgsql AS $$
-    DECLARE
-        n INTEGER := coalesce(cardinality(p_ids), 0);
-        answers TEXT[] := '{}';
-    BEGIN
-        IF coalesce(cardinality(p_signatures), 0) <> n OR coalesce(cardinality(p_bodies), 0) <> n
-           OR coalesce(cardinality(p_nows), 0) <> n THEN
-            RAISE EXCEPTION 'svc_receiver_inbox_accept_many: arrays of different lengths';
-        END IF;
-        PERFORM svc_receiver_lock_keys(p_ids, p_signatures);
-        FOR i IN 1 .. n LOOP
-            answers := array_append(answers, svc_receiver_inbox_accept(
-                p_ids[i], p_signatures[i], p_bodies[i], p_nows[i]));
-        END LOOP;
-        RETURN answers;
-    END
-    $$;
-
-    CREATE OR REPLACE FUNCTION svc_receiver_dedup_many(
-        p_ops TEXT[], p_ids TEXT[], p_signatures BYTEA[], p_nows BIGINT[], p_cutoffs BIGINT[],
-        p_lease_untils BIGINT[]
-    ) RETURNS TEXT[] LANGUAGE plpgsql AS $$
-    DECLARE
-        n INTEGER := coalesce(cardinality(p_ids), 0);
-        answers TEXT[] := '{}';
-    BEGIN
-        IF coalesce(cardinality(p_ops), 0) <> n OR coalesce(cardinality(p_signatures), 0) <> n
-           OR coalesce(cardinality(p_nows), 0) <> n OR coalesce(cardinality(p_cutoffs), 0) <> n
-           OR coalesce(cardinality(p_lease_untils), 0) <> n THEN
-            RAISE EXCEPTION 'svc_receiver_dedup_many: arrays of different lengths';
-        END IF;
-        -- A completion's signature is not one of its row's locks.
-        PERFORM svc_receiver_lock_keys(p_ids, ARRAY(
-            SELECT p_signatures[i] FROM generate_subscripts(p_ops, 1) AS i
-            WHERE p_ops[i] = 'claim'));
-        FOR i IN 1 .. n LOOP
-            IF p_ops[i] = 'claim' THEN
-                answers := array_append(answers, svc_receiver_claim(
-                    p_ids[i], p_signatures[i], p_nows[i], p_cutoffs[i], p_lease_untils[i]));
-            ELSIF p_ops[i] = 'complete' THEN
-                UPDATE webhook_claims SET state = 'done' WHERE id = p_ids[i];
-                answers := array_append(answers, 'done'::TEXT);
-            ELSE
-                RAISE EXCEPTION 'svc_receiver_dedup_many: unknown operation %', p_ops[i];
-            END IF;
-        END LOOP;
-        RETURN answers;
-    END
-    $$;
-    "#,
-    // 4: an exactly-once direct-mode batch's locks and what is recorded of its deliveries in
-    // one statement: the advisory locks of migration 3, then, read
-    // after them (each statement of a VOLATILE function takes a snapshot of its own, under
-    // READ COMMITTED after the locks were granted), per delivery in order whether its id is
-    // recorded and the id its signature is remembered under. One plain statement could not
-    // do both: its one snapshot would be taken before it waited for the locks. Scalar
-    // subqueries, so that each is a primary-key lookup whatever the plan (an EXISTS may be
-    // planned as a hashed subplan that reads the whole table). It is called on the tenant's
-    // connections, whose `search_path` is the tenant's: `SET search_path FROM CURRENT` keeps
-    // the schema the migration ran in (the crate's).
-    r#"
-    CREATE FUNCTION svc_receiver_lock_and_classify(p_ids TEXT[], p_signatures BYTEA[])
-    RETURNS TABLE (stored BOOLEAN, owner TEXT) LANGUAGE plpgsql
-    SET search_path FROM CURRENT AS $$
-    BEGIN
-        PERFORM svc_receiver_lock_keys(p_ids, p_signatures);
-        RETURN QUERY
-            SELECT (SELECT TRUE FROM webhook_inbox i WHERE i.id = d.id) IS NOT NULL,
-                   (SELECT s.id FROM webhook_inbox_signatures s WHERE s.signature = d.signature)
-            FROM unnest(p_ids, p_signatures) WITH ORDINALITY AS d (id, signature, n)
-            ORDER BY d.n;
-    END
-    $$;
-    "#,
-    // 5: migration 3's advisory locks in one statement instead of a loop with a statement per
-    // key: the keys sorted, then locked by an aggregate that reads them
-    // in that order (a subquery with ORDER BY is never merged into the query around it, so
-    // the sort comes first). The same keys in the same ascending order, so batches of
-    // replicas on either version never wait for each other in a cycle; one statement per
-    // batch costs the server a fraction of a statement per key (BENCHMARKS.md, svc-receiver).
-    r#"
-    CREATE OR REPLACE FUNCTION svc_receiver_lock_keys(p_ids TEXT[], p_signatures BYTEA[])
-    RETURNS VOID LANGUAGE plpgsql AS $$
-    BEGIN
-        PERFORM count(pg_advisory_xact_lock(key)) FROM (
-            SELECT key FROM (
-                SELECT hashtextextended(id, 0) AS key FROM unnest(p_ids) AS id
-                UNION
-                SELECT hashtextextended(encode(signature, 'hex'), 1)
-                FROM unnest(p_signatures) AS signature WHERE signature IS NOT NULL
-            ) AS keys
-            ORDER BY key
-        ) AS ordered;
-    END
-    $$;
-    "#,
-    // 6: exactly once in the tenant's own transaction. `webhook_recorded` holds one
-    // row per delivery a tenant's transaction recorded (`PgRecorder`), keyed by webhook id:
-    // concurrent transactions recording one id wait on its unique key. The direct-mode batch's
-    // function of migration 4 is gone with the batches. And the crate's functions no longer
-    // resolve names through the caller's `search_path`: every built-in they call is named with
-    // `pg_catalog` (an overload planted in a schema of the path, such as
-    // `hashtextextended(text, int4)` against a `0` literal, would otherwise win: PostgreSQL
-    // weighs overloads of different argument types equally whatever their schema), and each
-    // runs with `search_path` pinned to `pg_catalog`, the crate's schema and `pg_temp`, in that
-    // order. A later migration that replaces one of them must pin it again.
-    r#"
-    CREATE TABLE webhook_recorded (
-        id          TEXT PRIMARY KEY,
-        recorded_at BIGINT NOT NULL
-    );
-    CREATE INDEX webhook_recorded_at ON webhook_recorded (recorded_at);
-
-    DROP FUNCTION svc_receiver_lock_and_classify(TEXT[], BYTEA[]);
-
-    CREATE OR REPLACE FUNCTION svc_receiver_lock_keys(p_ids TEXT[], p_signatures BYTEA[])
-    RETURNS VOID LANGUAGE plpgsql AS $$
+    -- One global lock order for a batch. Each row locks its signature's row, then its id's; a
+    -- second copy of an id in one batch would thus lock a signature row after the id row,
+    -- while another replica's first copy with that signature took them the other way: a
+    -- deadlock. A batch first takes a transaction-level advisory lock per distinct key (each
+    -- id and each signature, hashed to 64 bits) in ascending order, before it touches any
+    -- row, in one statement: the keys sorted, then locked by an aggregate that reads them in
+    -- that order (a subquery with ORDER BY is never merged into the query around it). Two
+    -- batches that share a row share its key and take their common keys in the same order,
+    -- so they never wait for each other in a cycle; a hash collision only makes two unrelated
+    -- rows wait for each other, in that same order.
+    CREATE FUNCTION {s}.svc_receiver_lock_keys(p_ids TEXT[], p_signatures BYTEA[])
+    RETURNS VOID LANGUAGE plpgsql SET search_path = pg_catalog, {s}, pg_temp AS $$
     BEGIN
         PERFORM pg_catalog.count(pg_catalog.pg_advisory_xact_lock(key)) FROM (
             SELECT key FROM (
@@ -353,9 +197,11 @@ const MIGRATIONS: &[&str] = &[
     END
     $$;
 
-    CREATE OR REPLACE FUNCTION svc_receiver_inbox_accept_many(
+    -- Accepts every row (ids, signatures, bodies and times in step), in array order, each as
+    -- svc_receiver_inbox_accept does, in one transaction: client-side group commit.
+    CREATE FUNCTION {s}.svc_receiver_inbox_accept_many(
         p_ids TEXT[], p_signatures BYTEA[], p_bodies BYTEA[], p_nows BIGINT[]
-    ) RETURNS TEXT[] LANGUAGE plpgsql AS $$
+    ) RETURNS TEXT[] LANGUAGE plpgsql SET search_path = pg_catalog, {s}, pg_temp AS $$
     DECLARE
         n INTEGER := coalesce(pg_catalog.cardinality(p_ids), 0);
         answers TEXT[] := '{}';
@@ -365,19 +211,22 @@ const MIGRATIONS: &[&str] = &[
            OR coalesce(pg_catalog.cardinality(p_nows), 0) <> n THEN
             RAISE EXCEPTION 'svc_receiver_inbox_accept_many: arrays of different lengths';
         END IF;
-        PERFORM svc_receiver_lock_keys(p_ids, p_signatures);
+        PERFORM {s}.svc_receiver_lock_keys(p_ids, p_signatures);
         FOR i IN 1 .. n LOOP
-            answers := pg_catalog.array_append(answers, svc_receiver_inbox_accept(
+            answers := pg_catalog.array_append(answers, {s}.svc_receiver_inbox_accept(
                 p_ids[i], p_signatures[i], p_bodies[i], p_nows[i]));
         END LOOP;
         RETURN answers;
     END
     $$;
 
-    CREATE OR REPLACE FUNCTION svc_receiver_dedup_many(
+    -- Applies every operation of the dedup store in order: 'claim' (answered as
+    -- svc_receiver_claim does, with the row's signature, time, cutoff and lease) or
+    -- 'complete' (answered 'done').
+    CREATE FUNCTION {s}.svc_receiver_dedup_many(
         p_ops TEXT[], p_ids TEXT[], p_signatures BYTEA[], p_nows BIGINT[], p_cutoffs BIGINT[],
         p_lease_untils BIGINT[]
-    ) RETURNS TEXT[] LANGUAGE plpgsql AS $$
+    ) RETURNS TEXT[] LANGUAGE plpgsql SET search_path = pg_catalog, {s}, pg_temp AS $$
     DECLARE
         n INTEGER := coalesce(pg_catalog.cardinality(p_ids), 0);
         answers TEXT[] := '{}';
@@ -390,15 +239,15 @@ const MIGRATIONS: &[&str] = &[
             RAISE EXCEPTION 'svc_receiver_dedup_many: arrays of different lengths';
         END IF;
         -- A completion's signature is not one of its row's locks.
-        PERFORM svc_receiver_lock_keys(p_ids, ARRAY(
+        PERFORM {s}.svc_receiver_lock_keys(p_ids, ARRAY(
             SELECT p_signatures[i] FROM pg_catalog.generate_subscripts(p_ops, 1) AS i
             WHERE p_ops[i] = 'claim'));
         FOR i IN 1 .. n LOOP
             IF p_ops[i] = 'claim' THEN
-                answers := pg_catalog.array_append(answers, svc_receiver_claim(
+                answers := pg_catalog.array_append(answers, {s}.svc_receiver_claim(
                     p_ids[i], p_signatures[i], p_nows[i], p_cutoffs[i], p_lease_untils[i]));
             ELSIF p_ops[i] = 'complete' THEN
-                UPDATE webhook_claims SET state = 'done' WHERE id = p_ids[i];
+                UPDATE {s}.webhook_claims SET state = 'done' WHERE id = p_ids[i];
                 answers := pg_catalog.array_append(answers, 'done'::TEXT);
             ELSE
                 RAISE EXCEPTION 'svc_receiver_dedup_many: unknown operation %', p_ops[i];
@@ -407,97 +256,176 @@ const MIGRATIONS: &[&str] = &[
         RETURN answers;
     END
     $$;
-
-    DO $$
-    DECLARE
-        schema TEXT := pg_catalog.current_schema();
-        f TEXT;
-    BEGIN
-        FOREACH f IN ARRAY ARRAY[
-            'svc_receiver_claim(TEXT, BYTEA, BIGINT, BIGINT, BIGINT)',
-            'svc_receiver_inbox_accept(TEXT, BYTEA, BYTEA, BIGINT)',
-            'svc_receiver_inbox_accept_many(TEXT[], BYTEA[], BYTEA[], BIGINT[])',
-            'svc_receiver_dedup_many(TEXT[], TEXT[], BYTEA[], BIGINT[], BIGINT[], BIGINT[])',
-            'svc_receiver_lock_keys(TEXT[], BYTEA[])'
-        ] LOOP
-            EXECUTE pg_catalog.format(
-                'ALTER FUNCTION %I.%s SET search_path = pg_catalog, %I, pg_temp', schema, f, schema);
-        END LOOP;
-    END
-    $$;
     "#,
 ];
 
 /// The schema version this build writes (how many migrations it knows).
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
+/// Why the crate's tables could not be brought up to date.
+#[derive(Debug)]
+pub(super) enum MigrateError {
+    /// The server failed a statement, or the connection did: maybe transient (a server
+    /// starting or shutting down), see [`MigrateError::driver`].
+    Driver(tokio_postgres::Error),
+    /// The database is not one the crate may use as it is: the text says why.
+    Refused(String),
+}
+
+impl MigrateError {
+    /// The driver's error, when it is one.
+    pub(super) fn driver(&self) -> Option<&tokio_postgres::Error> {
+        match self {
+            Self::Driver(err) => Some(err),
+            Self::Refused(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for MigrateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Driver(err) => f.write_str(&svc_postgres::describe_error(err)),
+            Self::Refused(text) => f.write_str(text),
+        }
+    }
+}
+
+impl From<tokio_postgres::Error> for MigrateError {
+    fn from(err: tokio_postgres::Error) -> Self {
+        Self::Driver(err)
+    }
+}
+
 /// Brings the database up to [`SCHEMA_VERSION`] and answers the schema the crate's tables are
-/// in, quoted as an identifier; errors are the server's text. With a `schema` (a validated
-/// identifier, the only schema in the connection's `search_path`), creates it first when
-/// missing.
+/// in, quoted as an identifier. With a `schema` (a validated identifier, the only schema in
+/// the connection's `search_path`), creates it first when missing; without, the schema is the
+/// `search_path`'s first that exists (`public`, usually).
 ///
 /// The transaction is `READ COMMITTED` whatever the database's default: each statement after
 /// the lock then sees what a replica that migrated first committed while this one waited for
 /// the lock (under `REPEATABLE READ` the snapshot would be the lock statement's own, taken
 /// before the wait, and the tables created meanwhile would be created again).
-pub(super) async fn run(client: &mut Client, schema: Option<&str>) -> Result<String, String> {
-    let error = |err: tokio_postgres::Error| describe_error(&err);
+pub(super) async fn run(client: &mut Client, schema: Option<&str>) -> Result<String, MigrateError> {
     let tx = client
         .build_transaction()
         .isolation_level(IsolationLevel::ReadCommitted)
         .start()
-        .await
-        .map_err(error)?;
+        .await?;
     tx.execute(
         "SELECT pg_catalog.pg_advisory_xact_lock($1)",
         &[&MIGRATION_LOCK],
     )
-    .await
-    .map_err(error)?;
-    if let Some(schema) = schema {
-        tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
-            .await
-            .map_err(error)?;
-    }
-    let current: Option<String> = tx
+    .await?;
+    let current = match schema {
+        Some(schema) => {
+            tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+                .await?;
+            Some(schema.to_owned())
+        }
+        None => tx
+            .query_one("SELECT pg_catalog.current_schema()::TEXT", &[])
+            .await?
+            .get(0),
+    };
+    let Some(current) = current else {
+        return Err(MigrateError::Refused(
+            "no schema of the search_path exists to hold the crate's tables: \
+             create one, or open the database with a schema of the crate's own"
+                .to_owned(),
+        ));
+    };
+    refuse_untrusted_owners(&tx, &current).await?;
+    let quoted: String = tx
+        .query_one("SELECT pg_catalog.quote_ident($1)", &[&current])
+        .await?
+        .get(0);
+    tx.batch_execute(&format!(
+        "CREATE TABLE IF NOT EXISTS {quoted}.svc_receiver_schema (version INTEGER NOT NULL)"
+    ))
+    .await?;
+    let applied: Option<i32> = tx
         .query_one(
-            "SELECT pg_catalog.quote_ident(pg_catalog.current_schema())",
+            &format!("SELECT pg_catalog.max(version) FROM {quoted}.svc_receiver_schema"),
             &[],
         )
-        .await
-        .map_err(error)?
-        .get(0);
-    let Some(current) = current else {
-        return Err(
-            "no schema of the search_path exists to hold the crate's tables: \
-                    create one, or open the database with a schema of the crate's own"
-                .to_owned(),
-        );
-    };
-    tx.batch_execute("CREATE TABLE IF NOT EXISTS svc_receiver_schema (version INTEGER NOT NULL)")
-        .await
-        .map_err(error)?;
-    let applied: Option<i32> = tx
-        .query_one("SELECT max(version) FROM svc_receiver_schema", &[])
-        .await
-        .map_err(error)?
+        .await?
         .get(0);
     let applied = u32::try_from(applied.unwrap_or(0)).unwrap_or(0);
     if applied > SCHEMA_VERSION {
-        return Err(format!(
-            "the database has svc-receiver schema version {applied}, newer than this build \
-             knows ({SCHEMA_VERSION}): upgrade to use it"
-        ));
+        return Err(MigrateError::Refused(format!(
+            "the database has svc-receiver schema version {applied} in schema {quoted}, \
+             which this build ({SCHEMA_VERSION}) does not know: a newer build made it (upgrade \
+             to use it), or a pre-release one whose migrations were squashed into version 1 \
+             (drop the crate's tables and let it create them)"
+        )));
     }
     for (version, migration) in (1_i32..).zip(MIGRATIONS).skip(applied as usize) {
-        tx.batch_execute(migration).await.map_err(error)?;
+        tx.batch_execute(&migration.replace("{s}", &quoted)).await?;
         tx.execute(
-            "INSERT INTO svc_receiver_schema (version) VALUES ($1)",
+            &format!("INSERT INTO {quoted}.svc_receiver_schema (version) VALUES ($1)"),
             &[&version],
         )
-        .await
-        .map_err(error)?;
+        .await?;
     }
-    tx.commit().await.map_err(error)?;
-    Ok(current)
+    tx.commit().await?;
+    Ok(quoted)
+}
+
+/// Refuses the schema `schema` (unquoted), or a table or function of the crate's names in it,
+/// that belongs to a role the crate does not trust: not one the connecting role is a member
+/// of, not a superuser, not the database's owner. The error names the object and its owner.
+async fn refuse_untrusted_owners(
+    tx: &tokio_postgres::Transaction<'_>,
+    schema: &str,
+) -> Result<(), MigrateError> {
+    let rows = tx
+        .query(
+            "WITH objects (kind, name, owner) AS (
+                 SELECT 'schema', n.nspname::TEXT, n.nspowner
+                 FROM pg_catalog.pg_namespace n WHERE n.nspname = $1
+                 UNION ALL
+                 SELECT 'table', c.relname::TEXT, c.relowner
+                 FROM pg_catalog.pg_class c
+                 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+                 WHERE n.nspname = $1 AND c.relname = ANY ($2)
+                 UNION ALL
+                 SELECT 'function', p.oid::pg_catalog.regprocedure::TEXT, p.proowner
+                 FROM pg_catalog.pg_proc p
+                 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+                 WHERE n.nspname = $1 AND p.proname::TEXT LIKE 'svc\\_receiver\\_%'
+             )
+             SELECT o.kind, o.name, r.rolname::TEXT
+             FROM objects o JOIN pg_catalog.pg_roles r ON r.oid = o.owner
+             WHERE NOT (pg_catalog.pg_has_role(o.owner, 'MEMBER')
+                        OR r.rolsuper
+                        OR r.rolname = 'pg_database_owner'
+                        OR o.owner = (SELECT d.datdba FROM pg_catalog.pg_database d
+                                      WHERE d.datname = pg_catalog.current_database()))
+             ORDER BY o.kind <> 'schema', o.name",
+            &[&schema, &TABLES],
+        )
+        .await?;
+    let Some(row) = rows.first() else {
+        return Ok(());
+    };
+    let (kind, name, owner): (&str, &str, &str) = (row.get(0), row.get(1), row.get(2));
+    let user: String = tx.query_one("SELECT CURRENT_USER::TEXT", &[]).await?.get(0);
+    let what = if kind == "schema" {
+        format!("the schema {name:?}")
+    } else {
+        format!("the {kind} {name:?} in schema {schema:?}")
+    };
+    Err(MigrateError::Refused(format!(
+        "{what} belongs to role {owner:?}, which the receiver (connected as {user:?}) does not \
+         trust: the crate uses only a schema, tables and functions of its own role (or a role \
+         it is a member of, a superuser or the database's owner), never one another role made. \
+         Drop it, or have its owner hand it over, or open the crate's tables in a schema of \
+         their own (PgDatabase::connect_in_schema){}",
+        if rows.len() > 1 {
+            format!(" ({} such objects in all)", rows.len())
+        } else {
+            String::new()
+        }
+    )))
 }

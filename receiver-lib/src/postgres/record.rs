@@ -1,6 +1,6 @@
 //! [`PgRecorder`]: records a verified delivery in a transaction of yours on PostgreSQL
-//! (`tokio-postgres`, or `sqlx` with the feature `sqlx-postgres`), for exactly-once effects
-//! (see [`crate::exactly_once`]).
+//! (`tokio-postgres`, `deadpool-postgres`, or `sqlx` with the feature `sqlx-postgres`), and
+//! commits it, for exactly-once effects (see [`crate::exactly_once`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,32 +8,43 @@ use std::time::Duration;
 use tokio_postgres::types::Type;
 
 use super::{PgDatabase, PgError};
-use svc_contract::Clock;
 
 use crate::exactly_once::{Recorded, Retention};
 use crate::handler::Received;
+use crate::record_check::Probe;
 
 /// Records deliveries in your transactions, in the crate's table `webhook_recorded` of a
 /// [`PgDatabase`] (your database: the crate's tables may sit in a schema of their own,
-/// [`PgDatabase::connect_in_schema`]). Cheap to clone. Made by [`PgDatabase::recorder`].
+/// [`PgDatabase::connect_in_schema`]), and commits those transactions. Cheap to clone. Made by
+/// [`PgDatabase::recorder`].
 ///
 /// ```rust,ignore
 /// let tx = client.transaction().await?;              // your connection, your pool
 /// if recorder.record(&tx, &received).await?.is_fresh() {
 ///     tx.execute("INSERT INTO scores (call_id) VALUES ($1)", &[&received.event.call_id]).await?;
 /// }
-/// tx.commit().await?;
+/// recorder.commit(tx, &received).await?;             // not tx.commit(): see below
 /// ```
 ///
-/// Recorded ids are forgotten after the retention ([`DEFAULT_RECORD_RETENTION`], a day, by
-/// default): at most once a minute, a `record` call has the crate's own pool delete the older
-/// ones, outside your transaction.
+/// Commit through [`PgRecorder::commit`]: it checks in the transaction that the transaction
+/// is alive and still holds the record, then commits. PostgreSQL ends a `COMMIT` of a
+/// transaction in which a statement failed (an error your code logged and dropped) as a
+/// rollback, and the driver's `commit` answers `Ok`; `PgRecorder::commit` answers an error
+/// instead. A handler that committed itself is caught later: the integrations look the record
+/// up before they acknowledge the delivery, one more read.
+///
+/// Recorded ids are timed by the database's clock and forgotten after the retention
+/// ([`DEFAULT_RECORD_RETENTION`], a day, by default), never while the delivery is still in the
+/// inbox (pending, or a dead letter you may requeue): at most once a minute, a `record` call
+/// has the crate's own pool delete the older ones, outside your transaction.
 ///
 /// [`DEFAULT_RECORD_RETENTION`]: crate::exactly_once::DEFAULT_RECORD_RETENTION
 #[derive(Clone)]
 pub struct PgRecorder {
     /// The insert, its table named with the crate's schema.
     insert: Arc<str>,
+    /// Whether the transaction holds the record, its table named with the crate's schema.
+    holds: Arc<str>,
     database: PgDatabase,
     retention: Retention,
 }
@@ -49,29 +60,33 @@ impl std::fmt::Debug for PgRecorder {
 
 impl PgRecorder {
     pub(super) fn new(database: PgDatabase) -> Self {
-        let insert = format!(
-            "INSERT INTO {} (id, recorded_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING \
-             RETURNING TRUE",
-            database.qualified("webhook_recorded")
-        );
+        let table = format!("{}.webhook_recorded", database.schema());
         Self {
-            insert: insert.into(),
+            insert: format!(
+                "INSERT INTO {table} (id) VALUES ($1::TEXT) ON CONFLICT (id) DO NOTHING \
+                 RETURNING TRUE"
+            )
+            .into(),
+            holds: format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE id = $1::TEXT)").into(),
             database,
             retention: Retention::default(),
         }
     }
 
-    /// The same recorder, reading "now" (when a delivery is recorded, and the retention's
-    /// cutoff) from `clock` instead of the system clock.
+    /// The same recorder, pacing its prunes (at most one a minute) by `clock` instead of the
+    /// system clock. Only the pace: when an id was recorded and which are old enough to
+    /// forget is the database's clock's to say, so a replica whose clock runs ahead (or jumps)
+    /// forgets nothing early.
     #[must_use]
-    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+    pub fn with_clock(mut self, clock: impl svc_contract::Clock) -> Self {
         self.retention = self.retention.with_clock(clock);
         self
     }
 
     /// The same recorder, keeping recorded ids for `retention` instead of a day. Keep it past
-    /// every way a delivery can come back: the sender's retry (about 5 minutes), the inbox's
-    /// retries and leases, and dead letters you requeue.
+    /// every way a delivery can come back: the sender's retry (about 5 minutes) and the
+    /// inbox's retries and leases (a dead letter's record is kept until it is requeued and
+    /// handled, whatever its age).
     #[must_use]
     pub fn with_retention(mut self, retention: Duration) -> Self {
         self.retention = self.retention.with_period(retention);
@@ -79,11 +94,11 @@ impl PgRecorder {
     }
 
     /// Records `received` in `tx`: [`Recorded::Fresh`] when no committed transaction recorded
-    /// it (write its effect in `tx`, then commit), [`Recorded::Duplicate`] when one did (write
-    /// nothing). Waits while another open transaction holds a record of the same id, and
-    /// answers after it ended. One round trip: `tx` is a `tokio_postgres::Transaction`, or a
-    /// `deadpool_postgres::Transaction`, whose connection's statement cache then keeps the
-    /// statement prepared (parsed and planned once per connection).
+    /// it (write its effect in `tx`, then [`PgRecorder::commit`]), [`Recorded::Duplicate`]
+    /// when one did (write nothing). Waits while another open transaction holds a record of
+    /// the same id, and answers after it ended. One round trip: `tx` is a
+    /// `tokio_postgres::Transaction`, or a `deadpool_postgres::Transaction`, whose
+    /// connection's statement cache then keeps the statement prepared.
     ///
     /// # Errors
     /// The driver's error, its text with the server's SQLSTATE and message: a serialization
@@ -95,16 +110,35 @@ impl PgRecorder {
         tx: &T,
         received: &Received,
     ) -> Result<Recorded, PgError> {
-        let now = self.retention.now();
         let inserted = tx
-            .insert_row(&self.insert, received.webhook_id.as_str(), now)
+            .run_typed(&self.insert, received.webhook_id.as_str())
             .await?;
-        self.prune_if_due(now);
-        Ok(if inserted {
-            Recorded::Fresh
-        } else {
-            Recorded::Duplicate
-        })
+        Ok(self.recorded(inserted, received))
+    }
+
+    /// Commits `tx` after checking, in it, that it is alive and holds the record of
+    /// `received` (made by [`PgRecorder::record`] in it, or committed before by another
+    /// transaction when `record` answered `Duplicate`).
+    ///
+    /// # Errors
+    /// The driver's error when a statement of `tx` failed (SQLSTATE 25P02: the transaction is
+    /// aborted, and would have been rolled back by `COMMIT` without an error) or the commit
+    /// fails (a serialization failure, say); an error when `tx` does not hold the record (it
+    /// was never made, or was rolled back to a savepoint). `tx` is rolled back then.
+    pub async fn commit<T: PgTransaction>(
+        &self,
+        tx: T,
+        received: &Received,
+    ) -> Result<(), PgError> {
+        if !tx
+            .run_typed(&self.holds, received.webhook_id.as_str())
+            .await?
+        {
+            return Err(PgError::not_recorded(&received.webhook_id));
+        }
+        tx.commit_now().await?;
+        received.check.committed();
+        Ok(())
     }
 
     /// [`PgRecorder::record`] in a transaction of your `sqlx` pool (feature `sqlx-postgres`).
@@ -118,29 +152,66 @@ impl PgRecorder {
         received: &Received,
     ) -> Result<Recorded, sqlx::Error> {
         use sqlx::Row;
-        let now = self.retention.now();
         let inserted = sqlx::query(sqlx::AssertSqlSafe(&*self.insert))
             .bind(received.webhook_id.as_str())
-            .bind(now)
             .fetch_optional(&mut **tx)
             .await?;
-        self.prune_if_due(now);
         // The row, when there is one, holds TRUE: read it so a changed statement is noticed.
-        Ok(match inserted {
-            Some(row) if row.try_get::<bool, _>(0)? => Recorded::Fresh,
-            _ => Recorded::Duplicate,
-        })
+        let inserted = match inserted {
+            Some(row) => row.try_get::<bool, _>(0)?,
+            None => false,
+        };
+        Ok(self.recorded(inserted, received))
+    }
+
+    /// [`PgRecorder::commit`] for a transaction of your `sqlx` pool (feature `sqlx-postgres`).
+    ///
+    /// # Errors
+    /// As [`PgRecorder::commit`], as the `sqlx` error: a missing record is
+    /// `sqlx::Error::InvalidArgument`.
+    #[cfg(feature = "sqlx-postgres")]
+    pub async fn commit_sqlx(
+        &self,
+        mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+        received: &Received,
+    ) -> Result<(), sqlx::Error> {
+        let holds: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(&*self.holds))
+            .bind(received.webhook_id.as_str())
+            .fetch_one(&mut *tx)
+            .await?;
+        if !holds {
+            return Err(sqlx::Error::InvalidArgument(
+                PgError::not_recorded(&received.webhook_id).to_string(),
+            ));
+        }
+        tx.commit().await?;
+        received.check.committed();
+        Ok(())
+    }
+
+    /// What a record found, with the delivery's check told of a fresh record and a prune
+    /// started when one is due.
+    fn recorded(&self, inserted: bool, received: &Received) -> Recorded {
+        self.prune_if_due();
+        if inserted {
+            received
+                .check
+                .recorded(Probe::Postgres(self.database.clone()));
+            Recorded::Fresh
+        } else {
+            Recorded::Duplicate
+        }
     }
 
     /// Forgets ids recorded before the retention, on the crate's pool (outside any
     /// transaction of yours), at most once a minute.
-    fn prune_if_due(&self, now: i64) {
-        let Some(cutoff) = self.retention.prune_cutoff(now) else {
+    fn prune_if_due(&self) {
+        if !self.retention.prune_due() {
             return;
-        };
-        let database = self.database.clone();
+        }
+        let (database, period) = (self.database.clone(), self.retention.period());
         tokio::spawn(async move {
-            if let Err(err) = database.forget_recorded_before(cutoff).await {
+            if let Err(err) = database.forget_recorded(period).await {
                 tracing::warn!(error = %err, "pruning recorded webhook ids failed; tried again in a minute");
             }
         });
@@ -153,43 +224,46 @@ mod sealed {
     impl Sealed for deadpool_postgres::Transaction<'_> {}
 }
 
-/// A transaction [`PgRecorder::record`] writes in: `tokio_postgres::Transaction`, and
-/// `deadpool_postgres::Transaction` (with its connection's statement cache). Implemented by
-/// this crate only.
-pub trait PgTransaction: sealed::Sealed + Sync {
-    /// Runs the record's insert with the id and time; whether it inserted its row.
+/// A transaction [`PgRecorder::record`] writes in and [`PgRecorder::commit`] commits:
+/// `tokio_postgres::Transaction`, and `deadpool_postgres::Transaction` (with its connection's
+/// statement cache). Implemented by this crate only.
+pub trait PgTransaction: sealed::Sealed + Sync + Send {
+    /// Runs one of the recorder's statements (one text parameter, the webhook id), answering
+    /// the boolean of its row (false without a row).
     #[doc(hidden)]
-    fn insert_row(
+    fn run_typed(
         &self,
         sql: &str,
         id: &str,
-        at: i64,
     ) -> impl std::future::Future<Output = Result<bool, tokio_postgres::Error>> + Send;
+
+    /// Commits the transaction.
+    #[doc(hidden)]
+    fn commit_now(
+        self,
+    ) -> impl std::future::Future<Output = Result<(), tokio_postgres::Error>> + Send;
 }
 
 impl PgTransaction for tokio_postgres::Transaction<'_> {
-    async fn insert_row(
-        &self,
-        sql: &str,
-        id: &str,
-        at: i64,
-    ) -> Result<bool, tokio_postgres::Error> {
+    async fn run_typed(&self, sql: &str, id: &str) -> Result<bool, tokio_postgres::Error> {
         // An unnamed statement with its types given: one round trip, no cache needed.
-        let row = self
-            .query_typed_opt(sql, &[(&id, Type::TEXT), (&at, Type::INT8)])
-            .await?;
-        Ok(row.is_some())
+        let row = self.query_typed_opt(sql, &[(&id, Type::TEXT)]).await?;
+        row.map_or(Ok(false), |row| row.try_get(0))
+    }
+
+    async fn commit_now(self) -> Result<(), tokio_postgres::Error> {
+        self.commit().await
     }
 }
 
 impl PgTransaction for deadpool_postgres::Transaction<'_> {
-    async fn insert_row(
-        &self,
-        sql: &str,
-        id: &str,
-        at: i64,
-    ) -> Result<bool, tokio_postgres::Error> {
+    async fn run_typed(&self, sql: &str, id: &str) -> Result<bool, tokio_postgres::Error> {
         let statement = self.prepare_cached(sql).await?;
-        Ok(self.query_opt(&statement, &[&id, &at]).await?.is_some())
+        let row = self.query_opt(&statement, &[&id]).await?;
+        row.map_or(Ok(false), |row| row.try_get(0))
+    }
+
+    async fn commit_now(self) -> Result<(), tokio_postgres::Error> {
+        self.commit().await
     }
 }

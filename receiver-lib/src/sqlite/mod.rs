@@ -27,3 +27,4 @@ pub use rusqlite;
 pub use dedup::SqliteDedupStore;
 pub use inbox::SqliteInbox;
 pub use record::SqliteRecorder;
+pub(crate) use record::is_recorded;

@@ -3,20 +3,23 @@
 
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, ffi};
+use std::path::Path;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, ffi};
 
 use svc_contract::Clock;
 
 use crate::exactly_once::{Recorded, Retention};
 use crate::handler::Received;
+use crate::record_check::Probe;
 
 /// The table recorded ids are kept in, in your database file.
 const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS webhook_recorded (
+CREATE TABLE IF NOT EXISTS main.webhook_recorded (
     id          TEXT PRIMARY KEY,
     recorded_at INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS webhook_recorded_at ON webhook_recorded (recorded_at);
+CREATE INDEX IF NOT EXISTS main.webhook_recorded_at ON webhook_recorded (recorded_at);
 ";
 
 /// Records deliveries in your transactions, in a table of your SQLite database
@@ -27,8 +30,15 @@ CREATE INDEX IF NOT EXISTS webhook_recorded_at ON webhook_recorded (recorded_at)
 /// if recorder.record(&tx, &received)?.is_fresh() {
 ///     tx.execute("INSERT INTO scores (call_id) VALUES (?1)", [&received.event.call_id])?;
 /// }
-/// tx.commit()?;
+/// recorder.commit(tx, &received)?;                  // not tx.commit(): see below
 /// ```
+///
+/// Commit through [`SqliteRecorder::commit`]: it checks that the transaction is still open
+/// and holds the record, then commits. SQLite rolls a transaction back by itself on some
+/// errors (a full disk, say), and later statements then run outside it, each committed on its
+/// own; an error dropped on the way would otherwise lose the record. A handler that committed
+/// itself is caught later: the integrations look the record up in the database file before
+/// they acknowledge the delivery.
 ///
 /// Begin the transaction `IMMEDIATE` (or record before reading): SQLite has one writer at a
 /// time, and a deferred transaction that read first fails with `SQLITE_BUSY` when another
@@ -93,33 +103,88 @@ impl SqliteRecorder {
     /// committed on its own, apart from the effect, would guard nothing).
     pub fn record(&self, tx: &Connection, received: &Received) -> rusqlite::Result<Recorded> {
         if tx.is_autocommit() {
-            return Err(rusqlite::Error::SqliteFailure(
-                ffi::Error {
-                    code: ErrorCode::ApiMisuse,
-                    extended_code: ffi::SQLITE_MISUSE,
-                },
-                Some(
-                    "SqliteRecorder::record needs an open transaction: the record must commit \
-                     with the effect it guards"
-                        .to_owned(),
-                ),
+            return Err(misuse(
+                "SqliteRecorder::record needs an open transaction: the record must commit \
+                 with the effect it guards",
             ));
         }
         let now = self.retention.now();
         if let Some(cutoff) = self.retention.prune_cutoff(now) {
-            tx.prepare_cached("DELETE FROM webhook_recorded WHERE recorded_at < ?1")?
+            tx.prepare_cached("DELETE FROM main.webhook_recorded WHERE recorded_at < ?1")?
                 .execute([cutoff])?;
         }
         let inserted = tx
             .prepare_cached(
-                "INSERT INTO webhook_recorded (id, recorded_at) VALUES (?1, ?2)
+                "INSERT INTO main.webhook_recorded (id, recorded_at) VALUES (?1, ?2)
                  ON CONFLICT (id) DO NOTHING",
             )?
             .execute((received.webhook_id.as_str(), now))?;
         Ok(if inserted == 1 {
+            // An in-memory database has no file another connection could read.
+            let path = tx
+                .path()
+                .filter(|path| !path.is_empty())
+                .map(std::path::PathBuf::from);
+            received.check.recorded(Probe::Sqlite(path));
             Recorded::Fresh
         } else {
             Recorded::Duplicate
         })
     }
+
+    /// Commits `tx` after checking that it is still open (SQLite did not roll it back by
+    /// itself) and holds the record of `received` (made by [`SqliteRecorder::record`] in it,
+    /// or committed before when `record` answered `Duplicate`).
+    ///
+    /// # Errors
+    /// `SQLITE_MISUSE` when the transaction is no longer open or does not hold the record (it
+    /// was never made, or was rolled back to a savepoint): `tx` is rolled back; the driver's
+    /// error when the commit fails.
+    pub fn commit(&self, tx: Transaction<'_>, received: &Received) -> rusqlite::Result<()> {
+        if tx.is_autocommit() {
+            return Err(misuse(
+                "the transaction is no longer open: SQLite rolled it back after an error (a full \
+                 disk, say), and what ran after it was committed on its own; the record is lost",
+            ));
+        }
+        let holds: bool = tx
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM main.webhook_recorded WHERE id = ?1)")?
+            .query_row([received.webhook_id.as_str()], |row| row.get(0))?;
+        if !holds {
+            return Err(misuse(&format!(
+                "the transaction does not hold the record of {}: record the delivery in it \
+                 (SqliteRecorder::record) outside any savepoint rolled back on its own; rolled back",
+                received.webhook_id
+            )));
+        }
+        tx.commit()?;
+        received.check.committed();
+        Ok(())
+    }
+}
+
+/// An `SQLITE_MISUSE` error with `text`.
+fn misuse(text: &str) -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(
+        ffi::Error {
+            code: ErrorCode::ApiMisuse,
+            extended_code: ffi::SQLITE_MISUSE,
+        },
+        Some(text.to_owned()),
+    )
+}
+
+/// Whether a committed transaction recorded `id` in the database file at `path`, read on a
+/// connection of its own.
+pub(crate) fn is_recorded(path: &Path, id: &str) -> rusqlite::Result<bool> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM main.webhook_recorded WHERE id = ?1)",
+        [id],
+        |row| row.get(0),
+    )
 }

@@ -184,7 +184,7 @@ pub(crate) fn pg_error(err: &tokio_postgres::Error) -> StoreError {
         return StoreError::Busy;
     }
     let message = svc_postgres::describe_error(err);
-    if is_unavailable(err) {
+    if svc_postgres::is_unavailable(err) {
         StoreError::Unavailable(message)
     } else {
         StoreError::Postgres(message)
@@ -209,36 +209,6 @@ fn pool_error(err: PgPoolError) -> StoreError {
         }
         // The pool closed or failing itself (and any later kind).
         _ => StoreError::Postgres(err.to_string()),
-    }
-}
-
-/// Whether `err` says the database cannot take the work for now rather than that a statement
-/// failed: the connection is closed or cannot be made (refused, timed out, reset), the server
-/// is shutting down or starting, has no connection slot left, refused the credentials, or
-/// its disk is full (`disk_full`: the transaction was rolled back whole, and the same work
-/// succeeds once space is freed, as SQLite's `SQLITE_FULL`).
-fn is_unavailable(err: &tokio_postgres::Error) -> bool {
-    if err.is_closed() {
-        return true;
-    }
-    match err.code() {
-        Some(code) => {
-            let code = code.code();
-            code.starts_with("08") // connection exception
-                || code.starts_with("28") // invalid authorization (a refused password)
-                || matches!(code, "57P01" | "57P02" | "57P03" | "53300" | "53100")
-        }
-        // No server error: an I/O failure (refused, reset, timed out) is one.
-        None => {
-            let mut source = std::error::Error::source(err);
-            while let Some(cause) = source {
-                if cause.is::<std::io::Error>() {
-                    return true;
-                }
-                source = cause.source();
-            }
-            false
-        }
     }
 }
 

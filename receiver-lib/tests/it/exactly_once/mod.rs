@@ -15,6 +15,7 @@
 //! The PostgreSQL tests skip loudly without `SVC_TEST_POSTGRES_URL`.
 
 mod crash;
+mod edges;
 mod postgres;
 mod sqlite;
 
