@@ -16,9 +16,9 @@ use deadpool_postgres::{Manager, Pool};
 use svc_contract::{Keyring, SigningSecret, SystemClock, Verifier};
 use svc_receiver::Received;
 use svc_receiver::axum::{InboxReceiver, WebhookReceiver, inbox_route, webhook_route};
-use svc_receiver::dedup::DedupPolicy;
+use svc_receiver::dedup::{DedupPolicy, MemoryDedupStore};
 use svc_receiver::inbox::{InboxPolicy, run_inbox_workers_until_drained};
-use svc_receiver::postgres::{PgDatabase, PgDedupStore, PgError, PgInbox, PgRecorder};
+use svc_receiver::postgres::{PgDatabase, PgError, PgInbox, PgRecorder};
 use svc_server::{Server, shutdown_signal};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -31,6 +31,10 @@ async fn handle(pool: &Pool, recorder: &PgRecorder, received: &Received) -> Resu
 }
 
 /// The delivery recorded and its effect written in one transaction, committed together.
+/// Return every error: if a statement failed, PostgreSQL turns the COMMIT into a rollback
+/// without an error, and the route (or the inbox worker) then finds the record missing and does
+/// not acknowledge the delivery, which comes back. `recorder.commit(tx, received)` would say so
+/// here, at the cost of one more statement in the transaction.
 /// (`PgError` says the server's SQLSTATE and message where the driver's error says "db error".)
 async fn write_score(
     client: &mut deadpool_postgres::Client,
@@ -100,9 +104,9 @@ async fn main() -> Result<(), Error> {
 
     let listener = tokio::net::TcpListener::bind("0.0.0.0:8080").await?;
     if std::env::args().nth(1).as_deref() == Some("direct") {
-        // The dedup store answers the sender's retry of a handled delivery without calling
-        // your handler, and refuses replays; `record` is what makes the effect exactly once.
-        let store = PgDedupStore::new(database, DedupPolicy::default());
+        // `record` is what makes the effect exactly once, on every replica; the in-memory
+        // dedup store answers this replica's duplicates and replays without a database write.
+        let store = MemoryDedupStore::new(DedupPolicy::default(), 100_000);
         let route = webhook_route(WebhookReceiver::new(verifier, store, handler));
         let app = Router::new().route("/webhooks/svc", route);
         Server::new(app).run(listener, shutdown_signal()).await?;

@@ -8,7 +8,7 @@
 //!
 //! Inbox mode by default (the delivery is stored before the 200, then handed to your handler
 //! with retries); `direct` runs your handler inside the request and answers 200 after your
-//! commit. Your tables are in `app.db`; the crate's inbox or dedup store in `webhooks.db`.
+//! commit. Your tables are in `app.db`; the crate's inbox in `webhooks.db`.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -18,12 +18,13 @@ use rusqlite::{Connection, TransactionBehavior};
 use svc_contract::{Keyring, SigningSecret, SystemClock, Verifier};
 use svc_receiver::Received;
 use svc_receiver::axum::{InboxReceiver, WebhookReceiver, inbox_route, webhook_route};
-use svc_receiver::dedup::DedupPolicy;
+use svc_receiver::dedup::{DedupPolicy, MemoryDedupStore};
 use svc_receiver::inbox::{InboxPolicy, run_inbox_workers_until_drained};
-use svc_receiver::sqlite::{SqliteDedupStore, SqliteInbox, SqliteRecorder};
+use svc_receiver::sqlite::{SqliteInbox, SqliteRecorder};
 use svc_server::{Server, shutdown_signal};
 
-/// The delivery recorded and its effect written in one transaction, committed together.
+/// The delivery recorded and its effect written in one transaction, committed together
+/// through the recorder (which checks first that the transaction is open and holds the record).
 fn write_score(
     conn: &mut Connection,
     recorder: &SqliteRecorder,
@@ -43,7 +44,7 @@ fn write_score(
             [&event.agent_id],
         )?;
     }
-    tx.commit()
+    recorder.commit(tx, received)
 }
 
 #[tokio::main]
@@ -63,7 +64,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
              call_id TEXT NOT NULL, success INTEGER NOT NULL, webhook_id TEXT NOT NULL);
          CREATE TABLE IF NOT EXISTS rep_counts (agent_id TEXT PRIMARY KEY, scored INTEGER NOT NULL);",
     )?;
-    let recorder = SqliteRecorder::install(&conn)?;
+    let direct = std::env::args().nth(1).as_deref() == Some("direct");
+    let inbox = if direct {
+        None
+    } else {
+        Some(SqliteInbox::open("webhooks.db", InboxPolicy::default())?)
+    };
+    let mut recorder = SqliteRecorder::install(&conn)?;
+    if let Some(inbox) = &inbox {
+        // A dead letter keeps its record until it is requeued and handled, whatever its age.
+        recorder = recorder.with_inbox(inbox);
+    }
     let conn = Arc::new(Mutex::new(conn));
     // rusqlite is synchronous: each delivery's transaction runs on a blocking thread.
     let handler = move |received: Received| {
@@ -80,21 +91,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     let listener = tokio::net::TcpListener::bind("0.0.0.0:8080").await?;
-    if std::env::args().nth(1).as_deref() == Some("direct") {
-        let store = SqliteDedupStore::open("webhooks.db", DedupPolicy::default())?;
-        let route = webhook_route(WebhookReceiver::new(verifier, store, handler));
-        let app = Router::new().route("/webhooks/svc", route);
-        Server::new(app).run(listener, shutdown_signal()).await?;
-    } else {
-        let inbox = SqliteInbox::open("webhooks.db", InboxPolicy::default())?;
-        let route = inbox_route(InboxReceiver::new(verifier, inbox.clone()));
-        let app = Router::new().route("/webhooks/svc", route);
-        Server::new(app)
-            .with_background(move |draining| {
-                run_inbox_workers_until_drained(inbox, handler, SystemClock, 4, draining)
-            })
-            .run(listener, shutdown_signal())
-            .await?;
+    match inbox {
+        None => {
+            // `record` makes the effect exactly once; the in-memory dedup store answers
+            // duplicates and replays without a write.
+            let store = MemoryDedupStore::new(DedupPolicy::default(), 100_000);
+            let route = webhook_route(WebhookReceiver::new(verifier, store, handler));
+            let app = Router::new().route("/webhooks/svc", route);
+            Server::new(app).run(listener, shutdown_signal()).await?;
+        }
+        Some(inbox) => {
+            let route = inbox_route(InboxReceiver::new(verifier, inbox.clone()));
+            let app = Router::new().route("/webhooks/svc", route);
+            Server::new(app)
+                .with_background(move |draining| {
+                    run_inbox_workers_until_drained(inbox, handler, SystemClock, 4, draining)
+                })
+                .run(listener, shutdown_signal())
+                .await?;
+        }
     }
     Ok(())
 }

@@ -14,12 +14,13 @@ use axum::Router;
 use svc_contract::{Keyring, SigningSecret, SystemClock, Verifier};
 use svc_receiver::Received;
 use svc_receiver::axum::{InboxReceiver, WebhookReceiver, inbox_route, webhook_route};
-use svc_receiver::dedup::DedupPolicy;
+use svc_receiver::dedup::{DedupPolicy, MemoryDedupStore};
 use svc_receiver::inbox::{InboxPolicy, run_inbox_workers_until_drained};
-use svc_receiver::postgres::{PgDatabase, PgDedupStore, PgInbox, PgRecorder};
+use svc_receiver::postgres::{PgDatabase, PgInbox, PgRecorder};
 use svc_server::{Server, shutdown_signal};
 
 /// Your handler: the delivery recorded and its effect written in one transaction of your pool.
+/// Return every error.
 async fn write_score(
     pool: &sqlx::PgPool,
     recorder: &PgRecorder,
@@ -34,6 +35,9 @@ async fn write_score(
             .execute(&mut *tx)
             .await?;
     }
+    // If a statement failed, PostgreSQL turns this COMMIT into a rollback without an error: the
+    // route (or the inbox worker) then finds the record missing and does not acknowledge the
+    // delivery. `recorder.commit_sqlx(tx, received)` would say so here, at one more statement.
     tx.commit().await
 }
 
@@ -64,7 +68,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let listener = tokio::net::TcpListener::bind("0.0.0.0:8080").await?;
     if std::env::args().nth(1).as_deref() == Some("direct") {
-        let store = PgDedupStore::new(database, DedupPolicy::default());
+        // `record_sqlx` makes the effect exactly once on every replica; the in-memory dedup
+        // store answers this replica's duplicates and replays without a database write.
+        let store = MemoryDedupStore::new(DedupPolicy::default(), 100_000);
         let route = webhook_route(WebhookReceiver::new(verifier, store, handler));
         let app = Router::new().route("/webhooks/svc", route);
         Server::new(app).run(listener, shutdown_signal()).await?;

@@ -36,11 +36,10 @@ enum State {
 pub(crate) enum Probe {
     /// In the crate's table on PostgreSQL, through the crate's pool.
     #[cfg(feature = "postgres")]
-    Postgres(crate::postgres::PgDatabase),
-    /// In the tenant's SQLite file (none for an in-memory database, which no other
-    /// connection can read).
+    Postgres(crate::postgres::RecordProbe),
+    /// In the tenant's SQLite file, on the recorder's read connection.
     #[cfg(feature = "sqlite")]
-    Sqlite(Option<std::path::PathBuf>),
+    Sqlite(crate::sqlite::RecordProbe, std::sync::Arc<std::path::Path>),
 }
 
 impl PartialEq for RecordCheck {
@@ -112,16 +111,14 @@ impl Probe {
     async fn committed(self, id: &WebhookId) -> Result<bool, String> {
         match self {
             #[cfg(feature = "postgres")]
-            Self::Postgres(database) => database
+            Self::Postgres(probe) => probe
                 .is_recorded(id.as_str())
                 .await
                 .map_err(|err| err.to_string()),
             #[cfg(feature = "sqlite")]
-            Self::Sqlite(None) => Ok(true),
-            #[cfg(feature = "sqlite")]
-            Self::Sqlite(Some(path)) => {
+            Self::Sqlite(probe, path) => {
                 let id = id.as_str().to_owned();
-                tokio::task::spawn_blocking(move || crate::sqlite::is_recorded(&path, &id))
+                tokio::task::spawn_blocking(move || probe.is_recorded(&path, &id))
                     .await
                     .map_err(|err| err.to_string())?
                     .map_err(|err| err.to_string())

@@ -48,6 +48,9 @@ pub(super) trait BatchStatement: Send + Sync + 'static {
     /// One caller's row.
     type Row: Send + Sync + 'static;
 
+    /// Batches of this statement that run at once, each on its own pooled connection.
+    const IN_FLIGHT: usize = IN_FLIGHT;
+
     /// The id a row is about; a batch runs in this order (rows of one id in arrival order).
     fn key(row: &Self::Row) -> &str;
 
@@ -130,7 +133,7 @@ impl<S: BatchStatement> Batcher<S> {
 /// The batching task: until every handle is dropped, takes what is queued whenever a slot is
 /// free and runs it as one batch.
 async fn run<S: BatchStatement>(database: PgDatabase, mut jobs: mpsc::UnboundedReceiver<Job<S>>) {
-    let slots = Arc::new(Semaphore::new(IN_FLIGHT));
+    let slots = Arc::new(Semaphore::new(S::IN_FLIGHT));
     loop {
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
             return;

@@ -208,19 +208,6 @@ impl PgDatabase {
             .await
     }
 
-    /// Whether a committed transaction recorded `id` (a [`super::PgRecorder`]'s record), read
-    /// on the crate's pool.
-    pub(crate) async fn is_recorded(&self, id: &str) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        let sql = format!(
-            "SELECT EXISTS (SELECT 1 FROM {}.webhook_recorded WHERE id = $1::TEXT)",
-            self.schema
-        );
-        let statement = client.answer(client.prepare_cached(&sql)).await?;
-        let row = client.answer(client.query_one(&statement, &[&id])).await?;
-        Ok(row.get(0))
-    }
-
     /// The same database, whose statements wait for the server's answer at most `timeout`
     /// (default [`svc_postgres::DEFAULT_ANSWER_TIMEOUT`]; see the module docs). Set it before
     /// building stores on it: they keep the database they were given.

@@ -32,6 +32,7 @@ pub use database::{DEFAULT_MAX_CONNECTIONS, PgDatabase, START_WAIT};
 pub use dedup::PgDedupStore;
 pub use inbox::PgInbox;
 pub use migrate::SCHEMA_VERSION;
+pub(crate) use record::RecordProbe;
 pub use record::{PgRecorder, PgTransaction};
 
 use svc_postgres::describe_error;

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use tokio_postgres::types::Type;
 
+use super::batch::{BatchStatement, Batcher};
 use super::{PgDatabase, PgError};
+use crate::StoreError;
 
 use crate::exactly_once::{Recorded, Retention};
 use crate::handler::Received;
@@ -23,15 +25,16 @@ use crate::record_check::Probe;
 /// if recorder.record(&tx, &received).await?.is_fresh() {
 ///     tx.execute("INSERT INTO scores (call_id) VALUES ($1)", &[&received.event.call_id]).await?;
 /// }
-/// recorder.commit(tx, &received).await?;             // not tx.commit(): see below
+/// tx.commit().await?;
 /// ```
 ///
-/// Commit through [`PgRecorder::commit`]: it checks in the transaction that the transaction
-/// is alive and still holds the record, then commits. PostgreSQL ends a `COMMIT` of a
-/// transaction in which a statement failed (an error your code logged and dropped) as a
-/// rollback, and the driver's `commit` answers `Ok`; `PgRecorder::commit` answers an error
-/// instead. A handler that committed itself is caught later: the integrations look the record
-/// up before they acknowledge the delivery, one more read.
+/// PostgreSQL ends a `COMMIT` of a transaction in which a statement failed (an error your code
+/// logged and dropped) as a rollback, and the driver's `commit` answers `Ok`. The route and the
+/// inbox workers catch it: after your handler's `Ok`, they look up the record it made (one
+/// lookup on the crate's pool serves the deliveries that finish together) and do not
+/// acknowledge a delivery whose record is missing. [`PgRecorder::commit`] checks the same
+/// inside your transaction, for a handler you run yourself or that wants the error in place,
+/// at one more statement per transaction.
 ///
 /// Recorded ids are timed by the database's clock and forgotten after the retention
 /// ([`DEFAULT_RECORD_RETENTION`], a day, by default), never while the delivery is still in the
@@ -47,6 +50,9 @@ pub struct PgRecorder {
     holds: Arc<str>,
     database: PgDatabase,
     retention: Retention,
+    /// Looks up the records handlers committed themselves, before their deliveries are
+    /// acknowledged.
+    probe: RecordProbe,
 }
 
 impl std::fmt::Debug for PgRecorder {
@@ -68,6 +74,7 @@ impl PgRecorder {
             )
             .into(),
             holds: format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE id = $1::TEXT)").into(),
+            probe: RecordProbe(Arc::new(Batcher::new(database.clone()))),
             database,
             retention: Retention::default(),
         }
@@ -194,9 +201,7 @@ impl PgRecorder {
     fn recorded(&self, inserted: bool, received: &Received) -> Recorded {
         self.prune_if_due();
         if inserted {
-            received
-                .check
-                .recorded(Probe::Postgres(self.database.clone()));
+            received.check.recorded(Probe::Postgres(self.probe.clone()));
             Recorded::Fresh
         } else {
             Recorded::Duplicate
@@ -265,5 +270,52 @@ impl PgTransaction for deadpool_postgres::Transaction<'_> {
 
     async fn commit_now(self) -> Result<(), tokio_postgres::Error> {
         self.commit().await
+    }
+}
+
+/// Looks recorded ids up on the crate's pool, outside the transactions that recorded them: the
+/// integrations' check of a record a handler committed itself. Lookups that arrive together
+/// are one statement (the `batch` module), so that under load the check costs a fraction of a
+/// round trip per delivery.
+#[derive(Clone)]
+pub(crate) struct RecordProbe(Arc<Batcher<RecordedMany>>);
+
+impl RecordProbe {
+    /// Whether a committed transaction recorded `id`.
+    pub(crate) async fn is_recorded(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.0.call(id.to_owned()).await? == "recorded")
+    }
+}
+
+/// The probe's batched lookup: per id, in order, whether it is recorded.
+#[derive(Debug)]
+pub(super) struct RecordedMany;
+
+impl BatchStatement for RecordedMany {
+    type Row = String;
+
+    // One lookup at a time: the ids that arrive meanwhile wait for the next, so that under load
+    // a lookup serves many deliveries (a primary-key read each, no commit to wait for).
+    const IN_FLIGHT: usize = 1;
+
+    fn key(row: &String) -> &str {
+        row
+    }
+
+    async fn run(
+        database: &PgDatabase,
+        client: &deadpool_postgres::Client,
+        rows: &[&String],
+    ) -> Result<Vec<String>, tokio_postgres::Error> {
+        let statement = client
+            .prepare_cached(&database.sql(
+                "SELECT CASE WHEN (SELECT TRUE FROM {s}.webhook_recorded r WHERE r.id = d.id)
+                        THEN 'recorded' ELSE 'missing' END
+                 FROM pg_catalog.unnest($1::TEXT[]) WITH ORDINALITY AS d (id, n) ORDER BY d.n",
+            ))
+            .await?;
+        let ids: Vec<&str> = rows.iter().map(|id| id.as_str()).collect();
+        let rows = client.query(&statement, &[&ids]).await?;
+        rows.iter().map(|row| row.try_get(0)).collect()
     }
 }

@@ -113,6 +113,8 @@ pub struct SqliteInbox {
     pruner: Arc<Pruner>,
     /// Entries handed out by [`SqliteInbox::next_due`] and not yet settled.
     in_hand: Arc<AtomicU64>,
+    /// The database file, for a recorder that keeps the records of what the inbox holds.
+    path: Arc<Path>,
 }
 
 impl SqliteInbox {
@@ -129,7 +131,13 @@ impl SqliteInbox {
             arrived: Arc::new(Notify::new()),
             pruner: Arc::default(),
             in_hand: Arc::default(),
+            path: path.as_ref().into(),
         })
+    }
+
+    /// The database file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// The policy in force.

@@ -26,5 +26,5 @@ pub use rusqlite;
 
 pub use dedup::SqliteDedupStore;
 pub use inbox::SqliteInbox;
+pub(crate) use record::RecordProbe;
 pub use record::SqliteRecorder;
-pub(crate) use record::is_recorded;

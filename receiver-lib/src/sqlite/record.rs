@@ -48,12 +48,18 @@ CREATE INDEX IF NOT EXISTS main.webhook_recorded_at ON webhook_recorded (recorde
 /// reread their file whenever another connection wrote to it.
 ///
 /// Recorded ids are forgotten after the retention ([`DEFAULT_RECORD_RETENTION`], a day, by
-/// default): at most once a minute, `record` deletes the older ones in the same transaction.
+/// default): at most once a minute, `record` deletes the older ones in the same transaction,
+/// but never one whose delivery the inbox given to [`SqliteRecorder::with_inbox`] still holds.
 ///
 /// [`DEFAULT_RECORD_RETENTION`]: crate::exactly_once::DEFAULT_RECORD_RETENTION
 #[derive(Clone)]
 pub struct SqliteRecorder {
     retention: Retention,
+    /// The inbox file whose pending entries and dead letters keep their records.
+    inbox: Option<std::sync::Arc<Path>>,
+    /// Reads the records handlers committed themselves, before their deliveries are
+    /// acknowledged.
+    probe: RecordProbe,
 }
 
 impl std::fmt::Debug for SqliteRecorder {
@@ -73,6 +79,8 @@ impl SqliteRecorder {
         conn.execute_batch(SCHEMA)?;
         Ok(Self {
             retention: Retention::default(),
+            inbox: None,
+            probe: RecordProbe::default(),
         })
     }
 
@@ -81,6 +89,16 @@ impl SqliteRecorder {
     #[must_use]
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
         self.retention = self.retention.with_clock(clock);
+        self
+    }
+
+    /// The same recorder, never forgetting the record of a delivery `inbox` still holds
+    /// (pending, or a dead letter that may be requeued), whatever its age: in inbox mode, give
+    /// it the inbox the workers hand out, so that a dead letter requeued after the retention
+    /// finds its record and is not written twice.
+    #[must_use]
+    pub fn with_inbox(mut self, inbox: &super::SqliteInbox) -> Self {
+        self.inbox = Some(inbox.path().into());
         self
     }
 
@@ -110,8 +128,15 @@ impl SqliteRecorder {
         }
         let now = self.retention.now();
         if let Some(cutoff) = self.retention.prune_cutoff(now) {
-            tx.prepare_cached("DELETE FROM main.webhook_recorded WHERE recorded_at < ?1")?
-                .execute([cutoff])?;
+            let held = match &self.inbox {
+                Some(inbox) => held_ids(inbox)?,
+                None => "[]".to_owned(),
+            };
+            tx.prepare_cached(
+                "DELETE FROM main.webhook_recorded WHERE recorded_at < ?1
+                 AND id NOT IN (SELECT value FROM json_each(?2))",
+            )?
+            .execute((cutoff, held))?;
         }
         let inserted = tx
             .prepare_cached(
@@ -121,11 +146,11 @@ impl SqliteRecorder {
             .execute((received.webhook_id.as_str(), now))?;
         Ok(if inserted == 1 {
             // An in-memory database has no file another connection could read.
-            let path = tx
-                .path()
-                .filter(|path| !path.is_empty())
-                .map(std::path::PathBuf::from);
-            received.check.recorded(Probe::Sqlite(path));
+            if let Some(path) = tx.path().filter(|path| !path.is_empty()) {
+                received
+                    .check
+                    .recorded(Probe::Sqlite(self.probe.clone(), Path::new(path).into()));
+            }
             Recorded::Fresh
         } else {
             Recorded::Duplicate
@@ -174,17 +199,48 @@ fn misuse(text: &str) -> rusqlite::Error {
     )
 }
 
-/// Whether a committed transaction recorded `id` in the database file at `path`, read on a
+/// The ids the inbox at `path` still holds (pending or dead), as a JSON array, read on a
 /// connection of its own.
-pub(crate) fn is_recorded(path: &Path, id: &str) -> rusqlite::Result<bool> {
+fn held_ids(path: &Path) -> rusqlite::Result<String> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM main.webhook_recorded WHERE id = ?1)",
-        [id],
+        "SELECT json_group_array(id) FROM main.webhook_inbox WHERE state <> 'done'",
+        [],
         |row| row.get(0),
     )
+}
+
+/// Reads recorded ids on a connection of its own (opened on first use, read-only, kept), outside
+/// the transactions that recorded them: the integrations' check of a record a handler
+/// committed itself. Clones share the connection.
+#[derive(Clone, Default)]
+pub(crate) struct RecordProbe(
+    std::sync::Arc<std::sync::Mutex<Option<(std::path::PathBuf, Connection)>>>,
+);
+
+impl RecordProbe {
+    /// Whether a committed transaction recorded `id` in the database file at `path`.
+    pub(crate) fn is_recorded(&self, path: &Path, id: &str) -> rusqlite::Result<bool> {
+        let mut cached = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cached.as_ref().is_none_or(|(open, _)| open != path) {
+            let conn = Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )?;
+            conn.busy_timeout(std::time::Duration::from_secs(5))?;
+            *cached = Some((path.to_owned(), conn));
+        }
+        let Some((_, conn)) = cached.as_ref() else {
+            return Ok(false);
+        };
+        conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM main.webhook_recorded WHERE id = ?1)")?
+            .query_row([id], |row| row.get(0))
+    }
 }

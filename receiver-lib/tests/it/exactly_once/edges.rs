@@ -751,3 +751,86 @@ async fn a_dead_letter_older_than_the_retention_keeps_its_record_and_its_requeue
         "its effect is not repeated"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_dead_letter_older_than_the_retention_keeps_its_record_with_the_inbox_given() {
+    let dir = tempfile::tempdir().expect("dir");
+    let inbox = svc_receiver::sqlite::SqliteInbox::open(
+        dir.path().join("inbox.db"),
+        svc_receiver::inbox::InboxPolicy {
+            max_attempts: 1,
+            ..quick_policy()
+        },
+    )
+    .expect("inbox");
+    let clock = Arc::new(ManualClock::new(T));
+    let mut tenant = SqliteTenant::open(&dir.path().join("app.db"));
+    tenant.recorder = tenant
+        .recorder
+        .clone()
+        .with_retention(Duration::from_secs(3600))
+        .with_clock(Arc::clone(&clock))
+        .with_inbox(&inbox);
+    for id in ["wh_sqlite_dead", "wh_sqlite_old"] {
+        let (signature, body) = verified(id, T);
+        inbox
+            .accept(&webhook_id(id), &signature, &body, T)
+            .await
+            .expect("accept");
+    }
+    // The first commits its effect but reports a failure (a lost answer): it dies with its
+    // record committed. The second is handled and done.
+    tenant
+        .fail_after_commit
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let step = process_next(&inbox, &tenant.handler(), T)
+        .await
+        .expect("step");
+    assert_eq!(step, Step::Settled(Settled::Dead));
+    tenant
+        .fail_after_commit
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let step = process_next(&inbox, &tenant.handler(), T)
+        .await
+        .expect("step");
+    assert_eq!(step, Step::Settled(Settled::Done));
+    // Two days later a record prunes: the done one's record goes, the dead letter's stays.
+    clock.set(T + 2 * 86_400);
+    tenant
+        .write(&received("wh_sqlite_prune", T + 2 * 86_400))
+        .expect("prune");
+    let recorded = |id: &str| -> i64 {
+        let conn = rusqlite::Connection::open(dir.path().join("app.db")).expect("open");
+        conn.query_row(
+            "SELECT COUNT(*) FROM webhook_recorded WHERE id = ?1",
+            [id],
+            |row| row.get(0),
+        )
+        .expect("count")
+    };
+    assert_eq!(
+        recorded("wh_sqlite_old"),
+        0,
+        "past the retention: forgotten"
+    );
+    assert_eq!(
+        recorded("wh_sqlite_dead"),
+        1,
+        "a dead letter's record is kept"
+    );
+    assert!(
+        inbox
+            .requeue_dead_letter(&webhook_id("wh_sqlite_dead"), clock.now())
+            .await
+            .expect("requeue")
+    );
+    let step = process_next(&inbox, &tenant.handler(), clock.now())
+        .await
+        .expect("step");
+    assert_eq!(step, Step::Settled(Settled::Done));
+    assert_eq!(
+        tenant.effects("wh_sqlite_dead"),
+        1,
+        "its effect is not repeated"
+    );
+}
