@@ -1114,7 +1114,8 @@ fn transaction_ceiling_route(transaction: impl EventHandler) -> Router {
                 let Ok(event) = serde_json::from_slice(&record.body) else {
                     return StatusCode::BAD_REQUEST;
                 };
-                let received = Received::new(id, event, &record.body[..], record.received_at);
+                let received = Received::new(id, event, &record.body[..], record.received_at)
+                    .with_signature(record.signature);
                 match transaction.handle(received).await {
                     Ok(()) => StatusCode::OK,
                     Err(_) => StatusCode::SERVICE_UNAVAILABLE,

@@ -27,6 +27,10 @@ pub struct Received {
     /// When the delivery was verified (unix seconds): in inbox mode when it was stored, before
     /// the sender got its 2xx; in direct mode when the request arrived.
     pub received_at: i64,
+    /// The verified signature this attempt carried, when the integration knows it (direct
+    /// mode): a recorder keeps it with the record, so that the same signature replayed under
+    /// another webhook id finds the record (the id is not signed; the signature is).
+    pub(crate) signature: Option<[u8; 32]>,
     /// What a recorder recorded of it in this run, checked after the handler's `Ok`.
     pub(crate) check: RecordCheck,
 }
@@ -46,8 +50,18 @@ impl Received {
             attempt: 1,
             body: body.into(),
             received_at,
+            signature: None,
             check: RecordCheck::default(),
         }
+    }
+
+    /// The same delivery with the verified signature its attempt carried (for an integration
+    /// of your own: a recorder keeps it with the record, so that a replay of the signature
+    /// under another webhook id is recorded `Duplicate`).
+    #[must_use]
+    pub fn with_signature(mut self, signature: [u8; 32]) -> Self {
+        self.signature = Some(signature);
+        self
     }
 
     /// The same delivery as attempt `attempt` (from 1) of handing it to user code.

@@ -111,6 +111,7 @@ impl<S: DedupStore, H: EventHandler> WebhookReceiver<S, H> {
             attempt: 1,
             body: body.as_ref().into(),
             received_at: now,
+            signature: Some(checked.signature),
             check: Default::default(),
         };
         self.run_claimed(received, left)

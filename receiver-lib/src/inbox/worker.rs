@@ -88,6 +88,8 @@ async fn settle_next<I: Inbox, H: EventHandler>(
                 attempt: entry.attempt,
                 body: entry.body.as_slice().into(),
                 received_at: entry.received_at,
+                // The inbox refused replays when it stored the delivery.
+                signature: None,
                 check: Default::default(),
             };
             let deadline = handler_deadline(&inbox.policy());

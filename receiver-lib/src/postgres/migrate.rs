@@ -84,10 +84,13 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX webhook_inbox_signatures_seen_at ON {s}.webhook_inbox_signatures (seen_at);
 
     -- One row per delivery a tenant's transaction recorded (`PgRecorder`), keyed by webhook
-    -- id: concurrent transactions recording one id wait on its unique key. Timed by the
-    -- database's clock (the transaction's start), the one clock every replica shares.
+    -- id, with the verified signature of its attempt when the integration knew it (direct
+    -- mode): concurrent transactions recording one id, or one signature (a replay under
+    -- another id: the id is not signed), wait on the unique keys. Timed by the database's
+    -- clock (the transaction's start), the one clock every replica shares.
     CREATE TABLE {s}.webhook_recorded (
         id          TEXT PRIMARY KEY,
+        signature   BYTEA UNIQUE,
         recorded_at TIMESTAMPTZ NOT NULL DEFAULT pg_catalog.now()
     );
     CREATE INDEX webhook_recorded_at ON {s}.webhook_recorded (recorded_at);

@@ -68,12 +68,19 @@ impl PgRecorder {
     pub(super) fn new(database: PgDatabase) -> Self {
         let table = format!("{}.webhook_recorded", database.schema());
         Self {
+            // No conflict target: a row of the same id or of the same signature (a replay under
+            // another id) makes it a duplicate.
             insert: format!(
-                "INSERT INTO {table} (id) VALUES ($1::TEXT) ON CONFLICT (id) DO NOTHING \
-                 RETURNING TRUE"
+                "INSERT INTO {table} (id, signature) VALUES ($1::TEXT, $2::BYTEA) \
+                 ON CONFLICT DO NOTHING RETURNING TRUE"
             )
             .into(),
-            holds: format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE id = $1::TEXT)").into(),
+            // The record of this id, or of this signature (a replay recorded a duplicate).
+            holds: format!(
+                "SELECT EXISTS (SELECT 1 FROM {table} WHERE id = $1::TEXT) \
+                 OR EXISTS (SELECT 1 FROM {table} WHERE signature = $2::BYTEA)"
+            )
+            .into(),
             probe: RecordProbe(Arc::new(Batcher::new(database.clone()))),
             database,
             retention: Retention::default(),
@@ -117,15 +124,16 @@ impl PgRecorder {
         tx: &T,
         received: &Received,
     ) -> Result<Recorded, PgError> {
+        let signature = received.signature.as_ref().map(<[u8; 32]>::as_slice);
         let inserted = tx
-            .run_typed(&self.insert, received.webhook_id.as_str())
+            .run_typed(&self.insert, received.webhook_id.as_str(), signature)
             .await?;
         Ok(self.recorded(inserted, received))
     }
 
     /// Commits `tx` after checking, in it, that it is alive and holds the record of
     /// `received` (made by [`PgRecorder::record`] in it, or committed before by another
-    /// transaction when `record` answered `Duplicate`).
+    /// transaction, of its id or of its signature, when `record` answered `Duplicate`).
     ///
     /// # Errors
     /// The driver's error when a statement of `tx` failed (SQLSTATE 25P02: the transaction is
@@ -137,8 +145,9 @@ impl PgRecorder {
         tx: T,
         received: &Received,
     ) -> Result<(), PgError> {
+        let signature = received.signature.as_ref().map(<[u8; 32]>::as_slice);
         if !tx
-            .run_typed(&self.holds, received.webhook_id.as_str())
+            .run_typed(&self.holds, received.webhook_id.as_str(), signature)
             .await?
         {
             return Err(PgError::not_recorded(&received.webhook_id));
@@ -161,6 +170,7 @@ impl PgRecorder {
         use sqlx::Row;
         let inserted = sqlx::query(sqlx::AssertSqlSafe(&*self.insert))
             .bind(received.webhook_id.as_str())
+            .bind(received.signature.as_ref().map(<[u8; 32]>::as_slice))
             .fetch_optional(&mut **tx)
             .await?;
         // The row, when there is one, holds TRUE: read it so a changed statement is noticed.
@@ -184,6 +194,7 @@ impl PgRecorder {
     ) -> Result<(), sqlx::Error> {
         let holds: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(&*self.holds))
             .bind(received.webhook_id.as_str())
+            .bind(received.signature.as_ref().map(<[u8; 32]>::as_slice))
             .fetch_one(&mut *tx)
             .await?;
         if !holds {
@@ -233,13 +244,14 @@ mod sealed {
 /// `tokio_postgres::Transaction`, and `deadpool_postgres::Transaction` (with its connection's
 /// statement cache). Implemented by this crate only.
 pub trait PgTransaction: sealed::Sealed + Sync + Send {
-    /// Runs one of the recorder's statements (one text parameter, the webhook id), answering
-    /// the boolean of its row (false without a row).
+    /// Runs one of the recorder's statements (the webhook id, and the signature or NULL),
+    /// answering the boolean of its row (false without a row).
     #[doc(hidden)]
     fn run_typed(
         &self,
         sql: &str,
         id: &str,
+        signature: Option<&[u8]>,
     ) -> impl std::future::Future<Output = Result<bool, tokio_postgres::Error>> + Send;
 
     /// Commits the transaction.
@@ -250,9 +262,16 @@ pub trait PgTransaction: sealed::Sealed + Sync + Send {
 }
 
 impl PgTransaction for tokio_postgres::Transaction<'_> {
-    async fn run_typed(&self, sql: &str, id: &str) -> Result<bool, tokio_postgres::Error> {
+    async fn run_typed(
+        &self,
+        sql: &str,
+        id: &str,
+        signature: Option<&[u8]>,
+    ) -> Result<bool, tokio_postgres::Error> {
         // An unnamed statement with its types given: one round trip, no cache needed.
-        let row = self.query_typed_opt(sql, &[(&id, Type::TEXT)]).await?;
+        let row = self
+            .query_typed_opt(sql, &[(&id, Type::TEXT), (&signature, Type::BYTEA)])
+            .await?;
         row.map_or(Ok(false), |row| row.try_get(0))
     }
 
@@ -262,9 +281,14 @@ impl PgTransaction for tokio_postgres::Transaction<'_> {
 }
 
 impl PgTransaction for deadpool_postgres::Transaction<'_> {
-    async fn run_typed(&self, sql: &str, id: &str) -> Result<bool, tokio_postgres::Error> {
+    async fn run_typed(
+        &self,
+        sql: &str,
+        id: &str,
+        signature: Option<&[u8]>,
+    ) -> Result<bool, tokio_postgres::Error> {
         let statement = self.prepare_cached(sql).await?;
-        let row = self.query_opt(&statement, &[&id]).await?;
+        let row = self.query_opt(&statement, &[&id, &signature]).await?;
         row.map_or(Ok(false), |row| row.try_get(0))
     }
 

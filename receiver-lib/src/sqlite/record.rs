@@ -17,7 +17,8 @@ use crate::record_check::Probe;
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS main.webhook_recorded (
     id          TEXT PRIMARY KEY,
-    recorded_at INTEGER NOT NULL
+    recorded_at INTEGER NOT NULL,
+    signature   BLOB
 );
 CREATE INDEX IF NOT EXISTS main.webhook_recorded_at ON webhook_recorded (recorded_at);
 ";
@@ -77,6 +78,21 @@ impl SqliteRecorder {
     /// The driver's error when the table cannot be created.
     pub fn install(conn: &Connection) -> rusqlite::Result<Self> {
         conn.execute_batch(SCHEMA)?;
+        // A table made before signatures were kept gets their column; then their unique index
+        // (a replay of a recorded signature under another id is a duplicate).
+        let has_signature: bool = conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('webhook_recorded', 'main')
+                            WHERE name = 'signature')",
+            [],
+            |row| row.get(0),
+        )?;
+        if !has_signature {
+            conn.execute_batch("ALTER TABLE main.webhook_recorded ADD COLUMN signature BLOB")?;
+        }
+        conn.execute_batch(
+            "CREATE UNIQUE INDEX IF NOT EXISTS main.webhook_recorded_signature
+             ON webhook_recorded (signature)",
+        )?;
         Ok(Self {
             retention: Retention::default(),
             inbox: None,
@@ -140,10 +156,14 @@ impl SqliteRecorder {
         }
         let inserted = tx
             .prepare_cached(
-                "INSERT INTO main.webhook_recorded (id, recorded_at) VALUES (?1, ?2)
-                 ON CONFLICT (id) DO NOTHING",
+                "INSERT INTO main.webhook_recorded (id, recorded_at, signature) VALUES (?1, ?2, ?3)
+                 ON CONFLICT DO NOTHING",
             )?
-            .execute((received.webhook_id.as_str(), now))?;
+            .execute((
+                received.webhook_id.as_str(),
+                now,
+                received.signature.as_ref().map(<[u8; 32]>::as_slice),
+            ))?;
         Ok(if inserted == 1 {
             // An in-memory database has no file another connection could read.
             if let Some(path) = tx.path().filter(|path| !path.is_empty()) {
@@ -172,9 +192,19 @@ impl SqliteRecorder {
                  disk, say), and what ran after it was committed on its own; the record is lost",
             ));
         }
+        // The record of this id, or of this signature (a replay recorded a duplicate).
         let holds: bool = tx
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM main.webhook_recorded WHERE id = ?1)")?
-            .query_row([received.webhook_id.as_str()], |row| row.get(0))?;
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM main.webhook_recorded WHERE id = ?1)
+                 OR EXISTS (SELECT 1 FROM main.webhook_recorded WHERE signature = ?2)",
+            )?
+            .query_row(
+                (
+                    received.webhook_id.as_str(),
+                    received.signature.as_ref().map(<[u8; 32]>::as_slice),
+                ),
+                |row| row.get(0),
+            )?;
         if !holds {
             return Err(misuse(&format!(
                 "the transaction does not hold the record of {}: record the delivery in it \

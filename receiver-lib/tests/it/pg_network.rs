@@ -139,3 +139,42 @@ async fn the_readiness_probe_fails_while_the_database_takes_no_write() {
     drop(inbox);
     role.drop_role().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_started_while_the_database_cannot_be_had_waits_for_it_then_opens() {
+    let Some(url) = svc_test_support::postgres::fresh_schema_url("pg_net_start").await else {
+        return;
+    };
+    let proxy = Proxy::start(svc_test_support::postgres::upstream(&url))
+        .await
+        .expect("proxy");
+    let proxied = svc_test_support::postgres::via_proxy(&url, proxy.addr());
+    // The server restarting: every connection is reset as it is accepted.
+    proxy.set(Fault::ResetOnAccept);
+    let handle = proxy.handle();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        handle.set(Fault::Pass);
+    });
+    let (opened, took) = within(
+        Duration::from_secs(30),
+        PgDatabase::connect_with(&proxied, 2),
+    )
+    .await;
+    opened.expect("opened once the database could be had");
+    assert!(took >= Duration::from_millis(1400), "it waited: {took:?}");
+
+    // What stays wrong is not waited for: a database that does not exist fails at once.
+    let missing = proxied.replace("/svc_test", "/svc_no_such_database");
+    if missing == proxied {
+        return; // a server whose test database is named otherwise
+    }
+    let (opened, took) = within(
+        Duration::from_secs(30),
+        PgDatabase::connect_with(&missing, 2),
+    )
+    .await;
+    let err = opened.expect_err("no such database").to_string();
+    assert!(err.contains("3D000"), "{err}");
+    assert!(took < Duration::from_secs(2), "not retried: {took:?}");
+}

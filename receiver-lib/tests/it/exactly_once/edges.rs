@@ -834,3 +834,69 @@ async fn sqlite_a_dead_letter_older_than_the_retention_keeps_its_record_with_the
         "its effect is not repeated"
     );
 }
+
+/// Direct mode on two replicas of one database, each with the in-memory dedup store the README
+/// recommends: a delivery, its signature replayed under another webhook id to the other
+/// replica (the id is not signed), and the sender's retry there: one effect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_under_another_id_to_another_replica_is_recorded_as_a_duplicate() {
+    use svc_receiver::axum::{WebhookReceiver, webhook_route};
+    use svc_receiver::dedup::{DedupPolicy, MemoryDedupStore};
+    let Some((url, _, client, recorder)) = tenant_recorder("eo_edge_replay", 2).await else {
+        return;
+    };
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let handler = Arc::new(tokio_postgres_handler(&url, &recorder, Ending::Clean));
+        let handler = move |received: Received| {
+            let handler = Arc::clone(&handler);
+            async move { handler.handle(received).await.map_err(|e| e.to_string()) }
+        };
+        let receiver = WebhookReceiver::new(
+            crate::helpers::verifier(),
+            MemoryDedupStore::new(DedupPolicy::default(), 1000),
+            handler,
+        )
+        .with_clock(ManualClock::new(T));
+        replicas.push(
+            crate::helpers::spawn(axum::Router::new().route("/webhooks", webhook_route(receiver)))
+                .await,
+        );
+    }
+    let http = crate::helpers::client();
+    let (header, body) = super::delivery("wh_replayed", T);
+    let (status, _) = crate::helpers::post(
+        &http,
+        replicas[0],
+        Some("wh_replayed"),
+        Some(&header),
+        body.clone(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = crate::helpers::post(
+        &http,
+        replicas[1],
+        Some("wh_forged_id"),
+        Some(&header),
+        body.clone(),
+    )
+    .await;
+    assert_eq!(status, 200, "answered as a duplicate: harmless");
+    assert_eq!(
+        effects(&client, "wh_forged_id").await,
+        0,
+        "the replay wrote nothing"
+    );
+    let (retry_header, _) = super::delivery("wh_replayed", T + 1);
+    let (status, _) = crate::helpers::post(
+        &http,
+        replicas[1],
+        Some("wh_replayed"),
+        Some(&retry_header),
+        body,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(effects(&client, "wh_replayed").await, 1, "one effect");
+}
