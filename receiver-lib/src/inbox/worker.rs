@@ -42,7 +42,10 @@ pub enum Step {
     Settled(Settled),
 }
 
-/// Hands the oldest due entry to `handler` and records the outcome.
+/// Hands the entry that is due first at `clock`'s now to `handler` and records the outcome. A
+/// failed entry is due again a backoff after the attempt *ended* (read from `clock` again once
+/// the handler returned), so that the backoff protects a slow downstream however long the
+/// handler ran.
 ///
 /// Besides an `Err` (logged and stored with `{:#}`, so an `anyhow` error keeps its whole chain),
 /// two more outcomes count as a failure of the entry, retried after a backoff and dead after
@@ -59,24 +62,24 @@ pub enum Step {
 pub async fn process_next<I: Inbox, H: EventHandler>(
     inbox: &I,
     handler: &H,
-    now: i64,
+    clock: &impl Clock,
 ) -> Result<Step, StoreError> {
-    let Some(entry) = inbox.next_due(now).await? else {
+    let Some(entry) = inbox.next_due(clock.now()).await? else {
         return Ok(Step::Empty);
     };
     // The entry's log events, user code's included, carry its webhook id.
     let span = delivery_span(Some(&entry.webhook_id));
-    settle_next(inbox, handler, entry, now)
+    settle_next(inbox, handler, entry, clock)
         .instrument(span)
         .await
 }
 
-/// Hands one reserved entry to `handler` and records the outcome.
+/// Hands one reserved entry to `handler` and records the outcome, timed when the attempt ended.
 async fn settle_next<I: Inbox, H: EventHandler>(
     inbox: &I,
     handler: &H,
     entry: InboxEntry,
-    now: i64,
+    clock: &impl Clock,
 ) -> Result<Step, StoreError> {
     // The body was verified and decoded before it was stored; a failure here would mean the
     // file was edited, so it is recorded like a handler failure rather than lost.
@@ -105,7 +108,8 @@ async fn settle_next<I: Inbox, H: EventHandler>(
     if let Err(err) = &outcome {
         tracing::warn!(attempt = entry.attempt, error = %err, "webhook handler failed");
     }
-    Ok(Step::Settled(inbox.settle(&entry, outcome, now).await?))
+    let ended = clock.now();
+    Ok(Step::Settled(inbox.settle(&entry, outcome, ended).await?))
 }
 
 /// Runs [`process_next`] until `shutdown` resolves, sleeping while nothing is due. A handler
@@ -265,7 +269,7 @@ async fn worker_loop<I: Inbox, H: EventHandler>(
         if *phases.borrow_and_update() == Phase::Stop {
             return;
         }
-        let step = process_next(inbox, handler, clock.now()).await;
+        let step = process_next(inbox, handler, clock).await;
         if step.is_ok() && unavailable.succeeded() {
             tracing::info!("webhook inbox available again");
         }

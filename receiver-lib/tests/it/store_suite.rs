@@ -333,11 +333,15 @@ pub(crate) async fn entries_are_leased_retried_and_set_aside<I: Inbox>(inbox: I)
         Settled::Retrying
     );
     assert_eq!(
-        process_next(&inbox, &fails, T + 1).await.expect("s"),
+        process_next(&inbox, &fails, &svc_contract::ManualClock::new(T + 1))
+            .await
+            .expect("s"),
         Step::Empty
     );
     assert_eq!(
-        process_next(&inbox, &fails, T + 5).await.expect("s"),
+        process_next(&inbox, &fails, &svc_contract::ManualClock::new(T + 5))
+            .await
+            .expect("s"),
         Step::Settled(Settled::Dead)
     );
     assert_eq!(inbox.counts().await.expect("counts"), (0, 1, 1));
@@ -366,25 +370,33 @@ pub(crate) async fn entries_are_leased_retried_and_set_aside<I: Inbox>(inbox: I)
             .expect("r")
     );
     assert_eq!(
-        process_next(&inbox, &fails, T + 10).await.expect("s"),
+        process_next(&inbox, &fails, &svc_contract::ManualClock::new(T + 10))
+            .await
+            .expect("s"),
         Step::Settled(Settled::Retrying)
     );
     assert_eq!(
-        process_next(&inbox, &fails, T + 20).await.expect("s"),
+        process_next(&inbox, &fails, &svc_contract::ManualClock::new(T + 20))
+            .await
+            .expect("s"),
         Step::Settled(Settled::Dead)
     );
     assert!(inbox.discard_dead_letter(&id("wh_2")).await.expect("d"));
     assert!(!inbox.discard_dead_letter(&id("wh_2")).await.expect("d"));
     assert_eq!(accept(&inbox, "wh_2", 9, T + 21).await, Accepted::Duplicate);
     assert_eq!(
-        process_next(&inbox, &ok, T + 99).await.expect("s"),
+        process_next(&inbox, &ok, &svc_contract::ManualClock::new(T + 99))
+            .await
+            .expect("s"),
         Step::Empty
     );
     // Every dead letter goes back to the queue at once.
     assert_eq!(accept(&inbox, "wh_3", 3, T + 30).await, Accepted::Stored);
     assert_eq!(accept(&inbox, "wh_4", 4, T + 30).await, Accepted::Stored);
     for at in [T + 30, T + 30, T + 40, T + 40] {
-        process_next(&inbox, &fails, at).await.expect("s");
+        process_next(&inbox, &fails, &svc_contract::ManualClock::new(at))
+            .await
+            .expect("s");
     }
     assert_eq!(inbox.counts().await.expect("counts"), (0, 2, 2));
     assert_eq!(inbox.requeue_all_dead_letters(T + 50).await.expect("r"), 2);

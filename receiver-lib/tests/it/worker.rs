@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use svc_contract::ManualClock;
+use svc_contract::{Clock, ManualClock};
 use svc_contract::WebhookId;
 use svc_receiver::Received;
 use svc_receiver::inbox::{InboxPolicy, Settled, Step, process_next, run_inbox_workers};
@@ -54,7 +54,9 @@ async fn a_failed_entry_keeps_the_whole_error_chain_as_its_last_error() {
         Err::<(), _>(anyhow::anyhow!("connection refused").context("saving the score"))
     };
     assert_eq!(
-        process_next(&inbox, &handler, T).await.expect("step"),
+        process_next(&inbox, &handler, &ManualClock::new(T))
+            .await
+            .expect("step"),
         Step::Settled(Settled::Dead)
     );
     assert_eq!(
@@ -79,11 +81,15 @@ async fn a_panicking_handler_fails_its_entry_which_is_retried_then_dead() {
     let (_dir, inbox) = inbox_with(policy, &["panics"]).await;
     let handler = panics;
     assert_eq!(
-        process_next(&inbox, &handler, T).await.expect("step"),
+        process_next(&inbox, &handler, &ManualClock::new(T))
+            .await
+            .expect("step"),
         Step::Settled(Settled::Retrying)
     );
     assert_eq!(
-        process_next(&inbox, &handler, T + 5).await.expect("step"),
+        process_next(&inbox, &handler, &ManualClock::new(T + 5))
+            .await
+            .expect("step"),
         Step::Settled(Settled::Dead)
     );
     assert_eq!(
@@ -199,7 +205,9 @@ async fn an_inbox_entry_reaches_user_code_with_its_raw_body_and_arrival_time() {
             Ok::<(), String>(())
         }
     };
-    process_next(&inbox, &handler, T + 60).await.expect("step");
+    process_next(&inbox, &handler, &ManualClock::new(T + 60))
+        .await
+        .expect("step");
     let received = rx.try_recv().expect("handed to user code");
     assert_eq!(&received.body[..], event_body("raw").as_slice());
     assert_eq!(
@@ -259,4 +267,44 @@ async fn an_inbox_on_a_full_disk_is_said_unavailable_once_not_by_every_loop_ever
     assert_eq!(logs.lines_with("webhook inbox available again").len(), 1);
     assert_eq!(logs.lines_with("webhook inbox unavailable").len(), 1);
     assert_eq!(inbox.counts().await.expect("counts"), (0, 1, 0));
+}
+
+#[tokio::test]
+async fn a_failed_entrys_backoff_runs_from_when_its_attempt_ended_not_when_it_was_handed_out() {
+    let policy = InboxPolicy {
+        first_backoff: Duration::from_secs(5),
+        ..InboxPolicy::default()
+    };
+    let (_dir, inbox) = inbox_with(policy, &["slow"]).await;
+    let clock = Arc::new(ManualClock::new(T));
+    // A slow downstream: the attempt takes 270 s, then fails.
+    let handler = {
+        let clock = Arc::clone(&clock);
+        move |_: Received| {
+            clock.set(clock.now() + 270);
+            async { Err::<(), _>("the downstream timed out".to_owned()) }
+        }
+    };
+    assert_eq!(
+        process_next(&inbox, &handler, &clock).await.expect("step"),
+        Step::Settled(Settled::Retrying)
+    );
+    assert_eq!(clock.now(), T + 270);
+    let ok = |_: Received| async { Ok::<(), String>(()) };
+    assert_eq!(
+        process_next(&inbox, &ok, &clock).await.expect("step"),
+        Step::Empty,
+        "not due at the end of the attempt: the backoff starts there"
+    );
+    clock.set(T + 274);
+    assert_eq!(
+        process_next(&inbox, &ok, &clock).await.expect("step"),
+        Step::Empty
+    );
+    clock.set(T + 275);
+    assert_eq!(
+        process_next(&inbox, &ok, &clock).await.expect("step"),
+        Step::Settled(Settled::Done),
+        "due 5 s after the attempt ended"
+    );
 }

@@ -42,7 +42,9 @@ async fn store_with_dead_letters(path: &Path, call_ids: &[&str]) -> SqliteInbox 
     }
     let failing = |_: Received| async { Err::<(), _>("ledger unavailable") };
     for _ in call_ids {
-        process_next(&inbox, &failing, T).await.expect("step");
+        process_next(&inbox, &failing, &svc_contract::ManualClock::new(T))
+            .await
+            .expect("step");
     }
     inbox
 }

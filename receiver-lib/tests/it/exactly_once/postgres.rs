@@ -454,7 +454,9 @@ async fn replicas_starting_at_once_all_start_and_hand_out_under_any_default_isol
                         }
                     };
                     loop {
-                        match process_next(&inbox, &handler, T).await {
+                        match process_next(&inbox, &handler, &svc_contract::ManualClock::new(T))
+                            .await
+                        {
                             Ok(Step::Empty) => return Ok(()),
                             Ok(_) => {}
                             Err(err) => return Err(err.to_string()),
