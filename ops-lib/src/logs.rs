@@ -1,6 +1,8 @@
-//! One JSON object per log line, for a log pipeline: `time` (RFC 3339, UTC, ms), `level`,
-//! `target`, `message` and `fields` (the event's own and those of the spans it is in, such as
-//! the `webhook_id` of a delivery; the event's win on a clash).
+//! The log set-up of the workspace's processes, written once: `--log-format text|json` and the
+//! subscriber it installs. Text is human-readable (colour only on a terminal, never with
+//! `NO_COLOR`); JSON is one object per line for a log pipeline: `time` (RFC 3339, UTC, ms),
+//! `level`, `target`, `message` and `fields` (the event's own and those of the spans it is in,
+//! such as the `webhook_id` of a delivery; the event's win on a clash).
 
 use std::fmt;
 
@@ -13,9 +15,40 @@ use tracing_subscriber::fmt::format::{JsonFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
 use tracing_subscriber::registry::LookupSpan;
 
+/// How log lines are written on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (colour only on a terminal, never with `NO_COLOR`).
+    #[default]
+    Text,
+    /// One JSON object per line: time, level, target, message, fields.
+    Json,
+}
+
+/// Installs the process's log subscriber on stderr in `format`, filtered by `RUST_LOG`, else by
+/// `default_filter` (such as `info`). A second call does nothing.
+pub fn init(format: LogFormat, default_filter: &str) {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+    match format {
+        LogFormat::Text => {
+            // Colour only on a terminal, and never with NO_COLOR: a log sent to a file or a
+            // journal stays plain text.
+            let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none();
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .with_ansi(ansi)
+                .try_init();
+        }
+        LogFormat::Json => init_json(filter),
+    }
+}
+
 /// Installs the process's log subscriber on stderr writing [`JsonLines`], filtered by
 /// `filter`. A second call does nothing.
-pub fn init_json(filter: EnvFilter) {
+fn init_json(filter: EnvFilter) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -67,6 +67,57 @@ pub fn describe_error(err: &tokio_postgres::Error) -> String {
     }
 }
 
+/// A `tokio-postgres` error whose text says what the server said (severity, SQLSTATE, message,
+/// detail: [`describe_error`]) where the driver's own says only "db error". What
+/// `svc_receiver`'s `PgRecorder::record` and `commit` return; a handler may use it as its own
+/// error type, so that `?` on any statement logs the server's words. The driver's error is its
+/// source, when there is one.
+#[cfg(feature = "pool")]
+#[derive(Debug, thiserror::Error)]
+#[error("{text}")]
+pub struct PgError {
+    text: String,
+    #[source]
+    source: Option<tokio_postgres::Error>,
+}
+
+#[cfg(feature = "pool")]
+impl From<tokio_postgres::Error> for PgError {
+    fn from(source: tokio_postgres::Error) -> Self {
+        Self {
+            text: describe_error(&source),
+            source: Some(source),
+        }
+    }
+}
+
+#[cfg(feature = "pool")]
+impl PgError {
+    /// An error the driver did not raise (a check of the caller's failed), with its text.
+    pub fn other(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            source: None,
+        }
+    }
+
+    /// The server's SQLSTATE, when the server answered with an error.
+    pub fn code(&self) -> Option<&tokio_postgres::error::SqlState> {
+        self.source.as_ref()?.code()
+    }
+
+    /// Whether it is a serialization failure (40001) or a deadlock (40P01): the transaction
+    /// can be run again as it was.
+    pub fn is_serialization_failure(&self) -> bool {
+        self.source.as_ref().is_some_and(is_serialization_failure)
+    }
+
+    /// The driver's error, when the driver raised it.
+    pub fn into_inner(self) -> Option<tokio_postgres::Error> {
+        self.source
+    }
+}
+
 /// Whether `err` says the database cannot take the work for now rather than that a statement
 /// failed: the connection is closed or cannot be made (refused, timed out, reset), the server
 /// is shutting down or starting (`57P01`, `57P02`, `57P03`), has no connection slot left

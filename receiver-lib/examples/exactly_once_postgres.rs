@@ -14,11 +14,12 @@
 use axum::Router;
 use deadpool_postgres::{Manager, Pool};
 use svc_contract::{Keyring, SigningSecret, SystemClock, Verifier};
+use svc_postgres::PgError;
 use svc_receiver::Received;
 use svc_receiver::axum::{InboxReceiver, WebhookReceiver, inbox_route, webhook_route};
 use svc_receiver::dedup::{DedupPolicy, MemoryDedupStore};
 use svc_receiver::inbox::{InboxPolicy, run_inbox_workers_until_drained};
-use svc_receiver::postgres::{PgDatabase, PgError, PgInbox, PgRecorder};
+use svc_receiver::postgres::{PgDatabase, PgInbox, PgRecorder};
 use svc_server::{Server, shutdown_signal};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -109,7 +110,7 @@ async fn main() -> Result<(), Error> {
         let store = MemoryDedupStore::new(DedupPolicy::default(), 100_000);
         let route = webhook_route(WebhookReceiver::new(verifier, store, handler));
         let app = Router::new().route("/webhooks/svc", route);
-        Server::new(app).run(listener, shutdown_signal()).await?;
+        Server::new(app).run(listener, shutdown_signal()?).await?;
     } else {
         let inbox = PgInbox::new(database, InboxPolicy::default());
         let route = inbox_route(InboxReceiver::new(verifier, inbox.clone()));
@@ -118,7 +119,7 @@ async fn main() -> Result<(), Error> {
             .with_background(move |draining| {
                 run_inbox_workers_until_drained(inbox, handler, SystemClock, 4, draining)
             })
-            .run(listener, shutdown_signal())
+            .run(listener, shutdown_signal()?)
             .await?;
     }
     Ok(())

@@ -98,7 +98,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let store = MemoryDedupStore::new(DedupPolicy::default(), 100_000);
             let route = webhook_route(WebhookReceiver::new(verifier, store, handler));
             let app = Router::new().route("/webhooks/svc", route);
-            Server::new(app).run(listener, shutdown_signal()).await?;
+            Server::new(app).run(listener, shutdown_signal()?).await?;
         }
         Some(inbox) => {
             let route = inbox_route(InboxReceiver::new(verifier, inbox.clone()));
@@ -107,7 +107,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .with_background(move |draining| {
                     run_inbox_workers_until_drained(inbox, handler, SystemClock, 4, draining)
                 })
-                .run(listener, shutdown_signal())
+                .run(listener, shutdown_signal()?)
                 .await?;
         }
     }

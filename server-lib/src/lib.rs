@@ -109,7 +109,7 @@ impl Server {
     ///         draining.await;
     ///         println!("the last request is answered; flushing");
     ///     })
-    ///     .run(listener, shutdown_signal())
+    ///     .run(listener, shutdown_signal()?)
     ///     .await
     /// # }
     /// ```
@@ -258,27 +258,31 @@ fn is_per_connection(err: &io::Error) -> bool {
     )
 }
 
-/// Resolves on Ctrl-C, or on SIGTERM on Unix (what `systemd stop` and `docker stop` send): the
-/// usual signal to hand to [`Server::run`].
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
+/// A future that resolves on Ctrl-C (SIGINT), or on SIGTERM on Unix (what `systemd stop` and
+/// `docker stop` send): the usual signal to hand to [`Server::run`]. The handlers are installed
+/// when this is called, not when the future is first polled, so a signal that arrives right
+/// after (while the caller still prints its start-up lines, say) stops the server cleanly
+/// instead of killing the process.
+///
+/// # Errors
+/// The signal handlers cannot be installed.
+pub fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
             }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
+        })
+    }
     #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
     }
 }

@@ -303,3 +303,17 @@ async fn dropping_the_server_cancels_its_background_work() {
             .is_err()
     );
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_sigterm_right_after_shutdown_signal_is_called_resolves_it() {
+    let stopped = svc_server::shutdown_signal().expect("handlers");
+    // Sent before the future is polled: the handlers are already there.
+    std::process::Command::new("kill")
+        .args(["-TERM", &std::process::id().to_string()])
+        .status()
+        .expect("kill");
+    tokio::time::timeout(std::time::Duration::from_secs(5), stopped)
+        .await
+        .expect("the signal resolves");
+}

@@ -84,7 +84,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
-    let stop = svc_ops::shutdown::signal().context("cannot install the signal handlers")?;
+    let stop = svc_server::shutdown_signal().context("cannot install the signal handlers")?;
     let stop = async {
         stop.await;
         tracing::info!("shutting down");

@@ -166,7 +166,7 @@ pub async fn run_inbox_workers<I: Inbox, H: EventHandler>(
 ///     .with_background(move |draining| {
 ///         run_inbox_workers_until_drained(inbox, handler, svc_contract::SystemClock, 4, draining)
 ///     })
-///     .run(listener, svc_server::shutdown_signal())
+///     .run(listener, svc_server::shutdown_signal()?)
 ///     .await
 /// # }
 /// ```

@@ -24,7 +24,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
-use tokio_postgres::error::SqlState;
 
 use svc_postgres::describe_error;
 
@@ -201,7 +200,7 @@ async fn run_with_retries<S: BatchStatement>(
             .map_err(|err| err.to_string())?;
         match ran {
             Ok(answers) => return Ok(answers),
-            Err(err) if attempt < ATTEMPTS && is_transient(&err) => {
+            Err(err) if attempt < ATTEMPTS && svc_postgres::is_serialization_failure(&err) => {
                 drop(client);
                 tracing::debug!(attempt, error = %describe_error(&err), "retrying a webhook store batch");
                 tokio::time::sleep(backoff(attempt)).await;
@@ -217,17 +216,6 @@ async fn run_with_retries<S: BatchStatement>(
             }
         }
     }
-}
-
-/// Whether the statement failed as a whole only because of concurrent transactions, so that
-/// running it again may succeed: a deadlock (two batches locking rows in opposite orders, as
-/// batches of two replicas can) or a serialization failure.
-pub(super) fn is_transient(err: &tokio_postgres::Error) -> bool {
-    matches!(
-        err.code(),
-        Some(code) if *code == SqlState::T_R_DEADLOCK_DETECTED
-            || *code == SqlState::T_R_SERIALIZATION_FAILURE
-    )
 }
 
 /// How long to wait before try `attempt + 1`: a few milliseconds, doubling, with jitter so

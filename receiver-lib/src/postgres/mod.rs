@@ -45,61 +45,9 @@ pub(crate) fn db_error(err: &tokio_postgres::Error) -> StoreError {
     StoreError::Database(describe_error(err))
 }
 
-/// A `tokio-postgres` error whose text says what the server said (severity, SQLSTATE, message,
-/// detail: [`describe_error`]) where the driver's own says only "db error". What
-/// [`PgRecorder::record`] and [`PgRecorder::commit`] return; a handler may use it as its own
-/// error type, so that `?` on any statement logs the server's words. The driver's error is
-/// its source (none when `PgRecorder::commit` found the transaction without its record).
-#[derive(Debug, thiserror::Error)]
-#[error("{text}")]
-pub struct PgError {
-    text: String,
-    #[source]
-    source: Option<tokio_postgres::Error>,
-}
-
-impl From<tokio_postgres::Error> for PgError {
-    fn from(source: tokio_postgres::Error) -> Self {
-        Self {
-            text: describe_error(&source),
-            source: Some(source),
-        }
-    }
-}
-
-impl PgError {
-    /// A transaction given to [`PgRecorder::commit`] without the record of `id`.
-    pub(crate) fn not_recorded(id: &svc_contract::WebhookId) -> Self {
-        Self {
-            text: format!(
-                "the transaction does not hold the record of {id}: record the delivery in it                  (PgRecorder::record) outside any savepoint rolled back on its own; rolled back"
-            ),
-            source: None,
-        }
-    }
-
-    /// The server's SQLSTATE, when the server answered with an error.
-    pub fn code(&self) -> Option<&tokio_postgres::error::SqlState> {
-        self.source.as_ref()?.code()
-    }
-
-    /// Whether it is a serialization failure (40001) or a deadlock (40P01): the transaction
-    /// can be run again as it was.
-    pub fn is_serialization_failure(&self) -> bool {
-        self.source
-            .as_ref()
-            .is_some_and(svc_postgres::is_serialization_failure)
-    }
-
-    /// The driver's error, when the driver failed.
-    pub fn into_inner(self) -> Option<tokio_postgres::Error> {
-        self.source
-    }
-}
-
 /// Whether a `sqlx` error is a serialization failure (40001) or a deadlock (40P01): the
 /// transaction was rolled back whole and can be run again as it was (feature
-/// `sqlx-postgres`). [`PgError::is_serialization_failure`] for `tokio-postgres`.
+/// `sqlx-postgres`). `svc_postgres::PgError::is_serialization_failure` for `tokio-postgres`.
 #[cfg(feature = "sqlx-postgres")]
 pub fn is_serialization_failure_sqlx(err: &sqlx::Error) -> bool {
     err.as_database_error()

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use tokio_postgres::types::Type;
 
+use super::PgDatabase;
 use super::batch::{BatchStatement, Batcher};
-use super::{PgDatabase, PgError};
 use crate::StoreError;
+use svc_postgres::PgError;
 
 use crate::exactly_once::{Recorded, Retention};
 use crate::handler::Received;
@@ -116,7 +117,7 @@ impl PgRecorder {
     ///
     /// # Errors
     /// The driver's error, its text with the server's SQLSTATE and message: a serialization
-    /// failure (SQLSTATE 40001, [`PgError::is_serialization_failure`]) under `REPEATABLE READ`
+    /// failure (SQLSTATE 40001, `PgError::is_serialization_failure`) under `REPEATABLE READ`
     /// or `SERIALIZABLE` when another transaction recorded the id after `tx`'s snapshot; the
     /// crate's table missing when the database was not opened through [`PgDatabase`].
     pub async fn record<T: PgTransaction>(
@@ -150,7 +151,7 @@ impl PgRecorder {
             .run_typed(&self.holds, received.webhook_id.as_str(), signature)
             .await?
         {
-            return Err(PgError::not_recorded(&received.webhook_id));
+            return Err(not_recorded(&received.webhook_id));
         }
         tx.commit_now().await?;
         received.check.committed();
@@ -199,7 +200,7 @@ impl PgRecorder {
             .await?;
         if !holds {
             return Err(sqlx::Error::InvalidArgument(
-                PgError::not_recorded(&received.webhook_id).to_string(),
+                not_recorded(&received.webhook_id).to_string(),
             ));
         }
         tx.commit().await?;
@@ -232,6 +233,14 @@ impl PgRecorder {
             }
         });
     }
+}
+
+/// A transaction given to [`PgRecorder::commit`] without the record of `id`.
+fn not_recorded(id: &svc_contract::WebhookId) -> PgError {
+    PgError::other(format!(
+        "the transaction does not hold the record of {id}: record the delivery in it \
+         (PgRecorder::record) outside any savepoint rolled back on its own; rolled back"
+    ))
 }
 
 mod sealed {

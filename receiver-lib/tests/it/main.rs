@@ -6,7 +6,6 @@ mod direct;
 mod docs;
 mod exactly_once;
 mod helpers;
-mod hostile;
 mod inbox;
 mod logs;
 #[cfg(feature = "metrics")]
@@ -15,7 +14,6 @@ mod metrics;
 mod pg_batch;
 #[cfg(feature = "postgres")]
 mod pg_network;
-mod properties;
 mod reload;
 #[cfg(feature = "postgres")]
 mod replicas;
@@ -23,5 +21,4 @@ mod request;
 mod rotation;
 mod serve;
 mod store_suite;
-mod vectors;
 mod worker;

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use svc_contract::{Clock, ManualClock};
 use svc_contract::WebhookId;
+use svc_contract::{Clock, ManualClock};
 use svc_receiver::Received;
 use svc_receiver::inbox::{InboxPolicy, Settled, Step, process_next, run_inbox_workers};
 use svc_receiver::sqlite::SqliteInbox;

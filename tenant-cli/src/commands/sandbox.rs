@@ -362,7 +362,7 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
         Some(start_console(args.console_listen, backend, ctx).await?)
     };
     let console_url = console.as_ref().map(|c| c.url.clone());
-    let stop = svc_ops::shutdown::signal().context("installing the Ctrl-C handler")?;
+    let stop = svc_server::shutdown_signal().context("installing the Ctrl-C handler")?;
     let credentials = &sandbox.credentials;
     if ctx.out.json {
         ctx.out.json_data(&serde_json::json!({

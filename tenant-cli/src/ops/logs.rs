@@ -8,19 +8,10 @@
 //! the default level is `info` (`RUST_LOG` still decides). Nothing logged carries a credential.
 //! The lines are written by [`svc_ops::logs`], as the service's are.
 
-use clap::{Args, ValueEnum};
+use clap::Args;
+pub use svc_ops::logs::LogFormat;
 
 use crate::output::Output;
-
-/// How log lines are written on stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines (colour only on a terminal, never with `NO_COLOR`).
-    #[default]
-    Text,
-    /// One JSON object per line: time, level, target, message, fields.
-    Json,
-}
 
 /// The `--log-format` flag, flattened into each long-running command's flags.
 #[derive(Debug, Clone, Copy, Default, Args)]
@@ -66,20 +57,5 @@ pub fn init(format: LogFormat) {
         LogFormat::Text => "warn",
         LogFormat::Json => "info",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    match format {
-        LogFormat::Text => {
-            // Colour only on a terminal, and never with NO_COLOR: logs sent to a file stay
-            // plain text.
-            let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
-                && std::env::var_os("NO_COLOR").is_none();
-            let _ = tracing_subscriber::fmt()
-                .with_env_filter(filter)
-                .with_writer(std::io::stderr)
-                .with_ansi(ansi)
-                .try_init();
-        }
-        LogFormat::Json => svc_ops::logs::init_json(filter),
-    }
+    svc_ops::logs::init(format, default);
 }

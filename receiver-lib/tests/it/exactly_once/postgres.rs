@@ -5,10 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use svc_postgres::PgError;
 use svc_receiver::Received;
 use svc_receiver::exactly_once::Recorded;
 use svc_receiver::inbox::{Inbox, Step, process_next};
-use svc_receiver::postgres::{PgDatabase, PgError, PgInbox, PgRecorder};
+use svc_receiver::postgres::{PgDatabase, PgInbox, PgRecorder};
 use tokio::sync::oneshot;
 
 use super::{delivery, quick_policy, received, verified};

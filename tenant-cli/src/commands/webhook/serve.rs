@@ -192,16 +192,14 @@ pub async fn exec(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<()> {
     };
     // Built before the note below: with a secret file, this installs the SIGHUP handler, so
     // that a SIGHUP sent once the receiver says it runs reloads the file.
+    let stop = shutdown_signal().context("installing the signal handlers")?;
     let running: Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>> = match keys {
         Keys::Fixed(keyring) => {
             config.keyring = keyring;
-            Box::pin(receiver::run(config, listeners, shutdown_signal()))
+            Box::pin(receiver::run(config, listeners, stop))
         }
         Keys::File(file) => Box::pin(receiver::run_with_secret_file(
-            config,
-            *file,
-            listeners,
-            shutdown_signal(),
+            config, *file, listeners, stop,
         )),
     };
     args.log.note(
@@ -228,11 +226,18 @@ async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
         .with_context(|| format!("cannot listen on {addr}"))
 }
 
-/// Resolves on Ctrl-C or SIGTERM, and then gives the drain a deadline.
-async fn shutdown_signal() {
-    svc_server::shutdown_signal().await;
-    // A deadline for the drain: the server bounds each request and the inbox drain, but a
-    // stuck store could still hold the process.
+/// Resolves on Ctrl-C or SIGTERM (handlers installed now), and then gives the drain a deadline.
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    let signal = svc_server::shutdown_signal()?;
+    Ok(async move {
+        signal.await;
+        drain_deadline();
+    })
+}
+
+/// A deadline for the drain: the server bounds each request and the inbox drain, but a stuck
+/// store could still hold the process.
+fn drain_deadline() {
     tokio::spawn(async {
         tokio::time::sleep(Duration::from_secs(30)).await;
         tracing::warn!("in-flight requests did not finish within 30 s; exiting");
