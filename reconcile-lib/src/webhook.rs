@@ -20,10 +20,10 @@
 //! examples `examples/own_table.rs` and `examples/own_table_webhooks.rs` do exactly that with a
 //! `rep_scores` table.
 //!
-//! Why not `svc-receiver`'s exactly-once mode here: that mode marks the *webhook id* done in
-//! the tenant's transaction and runs the effect before any await; storing a call needs its
-//! detail first (an HTTP read), and a call reconcile stored has no webhook id at all. Use the
-//! exactly-once mode for effects of the event itself; use this handler for the call.
+//! Why not `svc-receiver`'s exactly once here (a recorder's `record` of the *webhook id* in the
+//! tenant's transaction): a call reconcile stored has no webhook id at all, so the key that
+//! both paths share must be the call's. Record the webhook id for effects of the delivery
+//! itself; use this handler for the call.
 //!
 //! A detail that cannot be read for now (the service unreachable, a 5xx or 429 still failing
 //! after the client's retries) is an error: the inbox retries the event with its backoff. One

@@ -220,9 +220,9 @@ impl Inbox for PgInbox {
         let (settled, due_at) = self.policy.settlement(entry, &outcome, now);
         let error = outcome.err();
         self.execute(
-            // A done entry stays done: its effect may have been committed with it (exactly-once
-            // mode) by a run whose outcome reached this worker as a failure (a lost answer to
-            // the commit, the handler's deadline), and it must not run again.
+            // A done entry stays done: another worker (of any replica) may have handed it out
+            // again after this one's lease ran out and settled it first; this late outcome
+            // must not bring it back.
             &self.database.sql(
                 "UPDATE {s}.webhook_inbox SET state = $2, due_at = $3, last_error = $4
              WHERE id = $1 AND state <> 'done'",

@@ -243,9 +243,10 @@ impl SqliteInbox {
                     (_, Ok(())) => ("done", None),
                 };
                 conn.prepare_cached(
-                    // A done entry stays done: its effect may have been committed with it
-                    // (exactly-once mode) by a run whose outcome reached this worker as a
-                    // failure (the handler's deadline), and it must not run again.
+                    // A done entry stays done: another worker may have handed it out again
+                    // after this one's lease ran out and settled it first; this late outcome
+                    // must not bring it back (its handler ran, and a record of it in the
+                    // tenant's transaction would answer Duplicate anyway).
                     "UPDATE webhook_inbox SET state = ?2, due_at = ?3, last_error = ?4
                      WHERE rowid = ?1 AND state <> 'done'",
                 )?
