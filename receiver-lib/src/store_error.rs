@@ -1,15 +1,26 @@
 //! [`StoreError`]: why a durable store of the crate (the dedup store, the inbox, the database
 //! they live in) could not answer. Integrations answer 503, so the sender retries.
 
+use std::sync::Arc;
+
 use thiserror::Error;
+
 
 /// A store failure. Integrations answer 503 so the sender retries.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The database reported an error.
-    #[error("webhook store database error: {0}")]
-    Database(String),
+    /// The database reported an error: what it said (on PostgreSQL with the server's SQLSTATE
+    /// and message), and the driver's error as the source when there is one.
+    #[error("webhook store database error: {message}")]
+    Database {
+        /// What failed, without any password.
+        message: String,
+        /// The driver's error (`rusqlite::Error`, `tokio_postgres::Error`), to tell causes
+        /// apart by their codes rather than by their words.
+        #[source]
+        source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+    },
     /// The store cannot be opened as configured (a database URL that does not parse, or asks
     /// for what this build does not support, such as TLS to PostgreSQL).
     #[error("webhook store configuration: {0}")]
@@ -23,6 +34,43 @@ pub enum StoreError {
     Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
+impl StoreError {
+    /// A database error with no driver error behind it.
+    pub(crate) fn database(message: impl Into<String>) -> Self {
+        Self::Database {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A database error raised by the driver.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn driver(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::Database {
+            message: message.into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    /// The same error again, for each caller of a batch that failed whole (its message once,
+    /// not wrapped in a second "webhook store database error").
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn again(&self) -> Self {
+        match self {
+            Self::Database { message, source } => Self::Database {
+                message: message.clone(),
+                source: source.clone(),
+            },
+            Self::Unavailable => Self::Unavailable,
+            Self::Config(message) => Self::Config(message.clone()),
+            other => Self::database(other.to_string()),
+        }
+    }
+}
+
 #[cfg(feature = "postgres")]
 impl From<svc_postgres::PgConfigError> for StoreError {
     fn from(err: svc_postgres::PgConfigError) -> Self {
@@ -33,6 +81,6 @@ impl From<svc_postgres::PgConfigError> for StoreError {
 #[cfg(feature = "postgres")]
 impl From<svc_postgres::PgPoolError> for StoreError {
     fn from(err: svc_postgres::PgPoolError) -> Self {
-        Self::Database(err.to_string())
+        Self::driver(err.to_string(), err)
     }
 }

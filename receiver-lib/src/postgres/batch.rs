@@ -160,11 +160,11 @@ async fn execute<S: BatchStatement>(database: &PgDatabase, mut batch: Vec<Job<S>
         if answers.len() == batch.len() {
             Ok(answers)
         } else {
-            Err(format!(
+            Err(StoreError::database(format!(
                 "a batch of {} rows was answered with {} answers",
                 batch.len(),
                 answers.len()
-            ))
+            )))
         }
     });
     match answers {
@@ -174,30 +174,24 @@ async fn execute<S: BatchStatement>(database: &PgDatabase, mut batch: Vec<Job<S>
                 let _ = job.answer.send(Ok(answer));
             }
         }
-        Err(message) => {
-            tracing::warn!(rows = batch.len(), error = %message, "webhook store batch failed");
+        Err(err) => {
+            tracing::warn!(rows = batch.len(), error = %err, "webhook store batch failed");
             for job in batch {
-                let _ = job.answer.send(Err(StoreError::Database(message.clone())));
+                let _ = job.answer.send(Err(err.again()));
             }
         }
     }
 }
 
-/// The batch's answers, or the error's text (without the password) once it failed for good.
+/// The batch's answers, or its error (its text without the password) once it failed for good.
 async fn run_with_retries<S: BatchStatement>(
     database: &PgDatabase,
     rows: &[&S::Row],
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, StoreError> {
     let mut attempt = 1;
     loop {
-        let client = database.client().await.map_err(|err| match err {
-            StoreError::Database(message) => message,
-            other => other.to_string(),
-        })?;
-        let ran = client
-            .answer_raw(S::run(database, &client, rows))
-            .await
-            .map_err(|err| err.to_string())?;
+        let client = database.client().await?;
+        let ran = client.answer_raw(S::run(database, &client, rows)).await?;
         match ran {
             Ok(answers) => return Ok(answers),
             Err(err) if attempt < ATTEMPTS && svc_postgres::is_serialization_failure(&err) => {
@@ -208,11 +202,12 @@ async fn run_with_retries<S: BatchStatement>(
             }
             Err(err) => {
                 let message = describe_error(&err);
-                return Err(if attempt > 1 {
+                let message = if attempt > 1 {
                     format!("{message} (after {attempt} tries)")
                 } else {
                     message
-                });
+                };
+                return Err(StoreError::driver(message, err));
             }
         }
     }

@@ -172,7 +172,7 @@ impl PgDatabase {
                 } else {
                     String::new()
                 };
-                return Err(StoreError::Database(format!(
+                return Err(StoreError::database(format!(
                     "migrating {}: {error}{waited}",
                     pool.url()
                 )));
@@ -302,8 +302,6 @@ impl Conn {
         &self,
         work: impl Future<Output = Result<T, tokio_postgres::Error>>,
     ) -> Result<T, StoreError> {
-        self.answer_raw(work)
-            .await?
-            .map_err(|err| super::db_error(&err))
+        self.answer_raw(work).await?.map_err(super::db_error)
     }
 }

@@ -203,7 +203,7 @@ impl DedupStore for PgDedupStore {
             "duplicate" => Ok(Claim::Duplicate),
             "in_flight" => Ok(Claim::InFlight),
             "replayed" => Ok(Claim::Replayed),
-            other => Err(StoreError::Database(format!(
+            other => Err(StoreError::database(format!(
                 "svc_receiver_claim answered {other:?}"
             ))),
         }

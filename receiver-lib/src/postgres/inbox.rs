@@ -170,7 +170,7 @@ impl Inbox for PgInbox {
             "duplicate" => Accepted::Duplicate,
             "replayed" => Accepted::Replayed,
             other => {
-                return Err(StoreError::Database(format!(
+                return Err(StoreError::database(format!(
                     "svc_receiver_inbox_accept_many answered {other:?}"
                 )));
             }

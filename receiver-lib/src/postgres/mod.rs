@@ -41,8 +41,8 @@ use crate::StoreError;
 
 /// A driver error as a [`StoreError`], with the server's SQLSTATE and message when there is
 /// one (the driver's own `Display` says only "db error").
-pub(crate) fn db_error(err: &tokio_postgres::Error) -> StoreError {
-    StoreError::Database(describe_error(err))
+pub(crate) fn db_error(err: tokio_postgres::Error) -> StoreError {
+    StoreError::driver(describe_error(&err), err)
 }
 
 /// Whether a `sqlx` error is a serialization failure (40001) or a deadlock (40P01): the

@@ -96,17 +96,7 @@ impl<I> Clone for Writer<I> {
 }
 
 fn db_error(err: rusqlite::Error) -> StoreError {
-    StoreError::Database(err.to_string())
-}
-
-/// The same error again, for each operation of a batch that failed whole (its message once,
-/// not wrapped in a second "webhook store database error").
-fn copy(err: &StoreError) -> StoreError {
-    match err {
-        StoreError::Database(message) => StoreError::Database(message.clone()),
-        StoreError::Unavailable => StoreError::Unavailable,
-        other => StoreError::Database(other.to_string()),
-    }
+    StoreError::driver(err.to_string(), err)
 }
 
 /// The file's change counter for changes committed by *other* connections.
@@ -154,8 +144,7 @@ impl<I: Index> State<I> {
     /// of its writes: the next job reloads it, inside the transaction, so it sees them all.
     fn execute(&mut self, job: Job<I>) -> Reply {
         if self.conn.is_autocommit() {
-            let rolled_back =
-                StoreError::Database("the batch's transaction was rolled back".into());
+            let rolled_back = StoreError::database("the batch's transaction was rolled back");
             return job(Err(rolled_back)).0;
         }
         if self.index.is_none() {
@@ -230,7 +219,7 @@ impl<I: Index> Writer<I> {
         std::thread::Builder::new()
             .name("svc-receiver-sqlite".into())
             .spawn(move || run(state, &queue))
-            .map_err(|err| StoreError::Database(format!("cannot start writer thread: {err}")))?;
+            .map_err(|err| StoreError::driver(format!("cannot start writer thread: {err}"), err))?;
         Ok(Self { jobs })
     }
 
@@ -322,7 +311,7 @@ impl Checkpointer {
                 }
             })
             .map_err(|err| {
-                StoreError::Database(format!("cannot start checkpoint thread: {err}"))
+                StoreError::driver(format!("cannot start checkpoint thread: {err}"), err)
             })?;
         Ok(Self {
             commits,
@@ -346,7 +335,7 @@ fn run<I: Index>(mut state: State<I>, queue: &mpsc::Receiver<Job<I>>) {
         while let Some(job) = next {
             replies.push(match &begin {
                 Ok(()) => state.execute(job),
-                Err(err) => job(Err(copy(err))).0,
+                Err(err) => job(Err(err.again())).0,
             });
             next = if replies.len() < MAX_BATCH {
                 queue.try_recv().ok()
@@ -361,7 +350,7 @@ fn run<I: Index>(mut state: State<I>, queue: &mpsc::Receiver<Job<I>>) {
         for reply in replies {
             let result = match &commit {
                 Ok(()) => Ok(()),
-                Err(err) => Err(copy(err)),
+                Err(err) => Err(err.again()),
             };
             reply(result);
         }

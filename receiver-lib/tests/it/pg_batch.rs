@@ -265,7 +265,7 @@ async fn a_failing_batch_fails_each_of_its_callers_and_the_store_goes_on() {
         let (accepted, claimed) = task.await.expect("no caller panics");
         for result in [accepted, claimed] {
             match result {
-                Err(StoreError::Database(message)) => {
+                Err(StoreError::Database { message, .. }) => {
                     assert!(message.contains("does not exist"), "{message}");
                 }
                 other => panic!("expected a database error, got {other:?}"),

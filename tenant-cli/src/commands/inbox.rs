@@ -213,10 +213,21 @@ fn inbox_error(err: StoreError) -> anyhow::Error {
     match err {
         StoreError::Unavailable => CliError::Temporary(text),
         StoreError::Config(_) => CliError::Usage(text),
-        StoreError::Database(detail) if detail.contains("locked") || detail.contains("busy") => {
+        StoreError::Database { ref source, .. } if is_busy(source.as_deref()) => {
             CliError::Temporary(text)
         }
         _ => CliError::Failed(text),
     }
     .into()
+}
+
+/// Whether the driver's error says another connection holds the database (SQLite's
+/// `SQLITE_BUSY` or `SQLITE_LOCKED`): worth trying again shortly.
+fn is_busy(source: Option<&(dyn std::error::Error + Send + Sync + 'static)>) -> bool {
+    use svc_receiver::sqlite::rusqlite::{Error, ErrorCode};
+    matches!(
+        source.and_then(|err| err.downcast_ref::<Error>()),
+        Some(Error::SqliteFailure(failure, _))
+            if matches!(failure.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
 }
