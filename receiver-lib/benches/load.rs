@@ -984,6 +984,9 @@ fn main() {
 
 /// The PostgreSQL rows' names.
 const PG_INBOX: &str = "inbox (PostgreSQL)";
+/// The same with no batching: one statement and one commit per accept.
+#[cfg(feature = "postgres")]
+const PG_INBOX_UNBATCHED: &str = "inbox (PostgreSQL), unbatched: a statement per accept";
 #[cfg(feature = "postgres")]
 const PG_DIRECT: &str = "direct + PostgreSQL dedup store";
 /// The exactly-once rows' names (direct mode: the effect commits before the 200).
@@ -1118,6 +1121,46 @@ fn transaction_ceiling_route(transaction: impl EventHandler) -> Router {
                     .with_signature(record.signature);
                 match transaction.handle(received).await {
                     Ok(()) => StatusCode::OK,
+                    Err(_) => StatusCode::SERVICE_UNAVAILABLE,
+                }
+            }
+        }),
+    )
+}
+
+/// The simplest PostgreSQL inbox route (see [`PG_INBOX_UNBATCHED`]): verify, then run `accept`
+/// (one call of the crate's per-row accept function) alone on a pooled connection, then answer.
+#[cfg(feature = "postgres")]
+fn unbatched_inbox(pool: deadpool_postgres::Pool, accept: String) -> Router {
+    let (verifier, accept) = (Arc::new(verifier()), Arc::<str>::from(accept));
+    Router::new().route(
+        "/webhooks",
+        post(move |headers: HeaderMap, body: Bytes| {
+            let (pool, verifier, accept) =
+                (pool.clone(), Arc::clone(&verifier), Arc::clone(&accept));
+            async move {
+                let record = match verified(&verifier, &headers, body) {
+                    Ok(record) => record,
+                    Err(status) => return status,
+                };
+                let Ok(client) = pool.get().await else {
+                    return StatusCode::SERVICE_UNAVAILABLE;
+                };
+                let Ok(statement) = client.prepare_cached(&accept).await else {
+                    return StatusCode::SERVICE_UNAVAILABLE;
+                };
+                let id = String::from_utf8_lossy(&record.id).into_owned();
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] = [
+                    &id,
+                    &&record.signature[..],
+                    &&record.body[..],
+                    &record.received_at,
+                ];
+                match client.query_one(&statement, &params).await {
+                    Ok(row) => match row.get::<_, &str>(0) {
+                        "stored" | "duplicate" => StatusCode::OK,
+                        _ => StatusCode::UNAUTHORIZED,
+                    },
                     Err(_) => StatusCode::SERVICE_UNAVAILABLE,
                 }
             }
@@ -1371,10 +1414,30 @@ async fn postgres_targets() -> Option<Postgres> {
         webhook_route(WebhookReceiver::new(verifier(), store.clone(), handler)),
     ))
     .await;
+    // The simplest PostgreSQL inbox, for what the batching earns: each accept one statement
+    // (the same function per delivery) on a pooled connection of its own, committed alone.
+    let unbatched_url =
+        svc_test_support::postgres::fresh_schema_url("load_bench_unbatched").await?;
+    let unbatched = PgDatabase::connect_with(&unbatched_url, connections)
+        .await
+        .expect("connect");
+    let accept_sql = format!(
+        "SELECT {}.svc_receiver_inbox_accept($1::TEXT, $2::BYTEA, $3::BYTEA, $4::BIGINT)",
+        unbatched.schema()
+    );
+    let unbatched_server = serve(unbatched_inbox(
+        tenant_pool(&unbatched_url, connections),
+        accept_sql,
+    ))
+    .await;
     #[cfg(feature = "sqlx-postgres")]
     let inbox_pool = sqlx_pool(&url, connections).await;
     let inbox_tenant_pool = tenant_pool(&url, connections);
-    let mut servers = vec![(PG_INBOX, inbox_server), (PG_DIRECT, direct_server)];
+    let mut servers = vec![
+        (PG_INBOX, inbox_server),
+        (PG_INBOX_UNBATCHED, unbatched_server),
+        (PG_DIRECT, direct_server),
+    ];
     let mut effects = Vec::new();
 
     let (url, schema, tenant) = pg_tenant("load_bench_eo_pg").await?;
