@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-
 /// A store failure. Integrations answer 503 so the sender retries.
 #[derive(Debug, Error)]
 #[non_exhaustive]
