@@ -10,15 +10,15 @@ use thiserror::Error;
 #[non_exhaustive]
 pub enum StoreError {
     /// The database reported an error: what it said (on PostgreSQL with the server's SQLSTATE
-    /// and message), and the driver's error as the source when there is one.
+    /// and message), and the driver's error when there is one.
     #[error("webhook store database error: {message}")]
     Database {
-        /// What failed, without any password.
+        /// What failed, without any password: the driver's error in full, so it is not also
+        /// a `source` (a log of the chain would say it twice).
         message: String,
         /// The driver's error (`rusqlite::Error`, `tokio_postgres::Error`), to tell causes
-        /// apart by their codes rather than by their words.
-        #[source]
-        source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+        /// apart by their codes rather than by their words ([`StoreError::driver_error`]).
+        driver: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
     },
     /// The store cannot be opened as configured (a database URL that does not parse, or asks
     /// for what this build does not support, such as TLS to PostgreSQL).
@@ -34,11 +34,21 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// The driver's error behind a [`StoreError::Database`], when there is one: downcast it
+    /// (to `rusqlite::Error`, `tokio_postgres::Error`, `svc_postgres::PgPoolError`) to tell
+    /// causes apart by their codes.
+    pub fn driver_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        match self {
+            Self::Database { driver, .. } => driver.as_deref(),
+            _ => None,
+        }
+    }
+
     /// A database error with no driver error behind it.
     pub(crate) fn database(message: impl Into<String>) -> Self {
         Self::Database {
             message: message.into(),
-            source: None,
+            driver: None,
         }
     }
 
@@ -50,7 +60,7 @@ impl StoreError {
     ) -> Self {
         Self::Database {
             message: message.into(),
-            source: Some(Arc::new(source)),
+            driver: Some(Arc::new(source)),
         }
     }
 
@@ -59,9 +69,9 @@ impl StoreError {
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub(crate) fn again(&self) -> Self {
         match self {
-            Self::Database { message, source } => Self::Database {
+            Self::Database { message, driver } => Self::Database {
                 message: message.clone(),
-                source: source.clone(),
+                driver: driver.clone(),
             },
             Self::Unavailable => Self::Unavailable,
             Self::Config(message) => Self::Config(message.clone()),

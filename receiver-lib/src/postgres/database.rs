@@ -141,7 +141,8 @@ impl PgDatabase {
             let failure = match pool.get().await {
                 Ok(conn) => {
                     let mut client = Conn(conn);
-                    match migrate::run(&mut client, schema).await {
+                    let session: &mut tokio_postgres::Client = &mut client;
+                    match migrate::run(session, schema).await {
                         Ok(schema) => {
                             return Ok(Self {
                                 pool,
@@ -149,7 +150,13 @@ impl PgDatabase {
                             });
                         }
                         Err(err) => {
-                            let unavailable = err.driver().is_some_and(unavailable_for_now);
+                            let unavailable = matches!(
+                                err,
+                                migrate::MigrateError::Driver {
+                                    unavailable: true,
+                                    ..
+                                }
+                            );
                             (err.to_string(), unavailable)
                         }
                     }

@@ -20,7 +20,7 @@
 //!   owner. Another role's object (a version table saying "up to date", a function every
 //!   accept would run as the receiver's role) is refused with an error naming it and its owner.
 
-use tokio_postgres::{Client, IsolationLevel};
+use std::future::Future;
 
 /// The advisory lock key migrations are applied under ("svc_rcv1").
 const MIGRATION_LOCK: i64 = 0x7376_635f_7263_7631;
@@ -268,68 +268,187 @@ pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 /// Why the crate's tables could not be brought up to date.
 #[derive(Debug)]
 pub(super) enum MigrateError {
-    /// The server failed a statement, or the connection did: maybe transient (a server
-    /// starting or shutting down), see [`MigrateError::driver`].
-    Driver(tokio_postgres::Error),
+    /// The server failed a statement, or the connection did: its text, and whether the
+    /// database could not be had for now (a server starting or shutting down, refused
+    /// connections), so that trying again later may succeed.
+    Driver {
+        /// What the driver said, with the server's SQLSTATE.
+        text: String,
+        /// Whether it is worth trying again.
+        unavailable: bool,
+    },
     /// The database is not one the crate may use as it is: the text says why.
     Refused(String),
-}
-
-impl MigrateError {
-    /// The driver's error, when it is one.
-    pub(super) fn driver(&self) -> Option<&tokio_postgres::Error> {
-        match self {
-            Self::Driver(err) => Some(err),
-            Self::Refused(_) => None,
-        }
-    }
 }
 
 impl std::fmt::Display for MigrateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Driver(err) => f.write_str(&svc_postgres::describe_error(err)),
-            Self::Refused(text) => f.write_str(text),
+            Self::Driver { text, .. } | Self::Refused(text) => f.write_str(text),
         }
     }
 }
 
 impl From<tokio_postgres::Error> for MigrateError {
     fn from(err: tokio_postgres::Error) -> Self {
-        Self::Driver(err)
+        Self::Driver {
+            text: svc_postgres::describe_error(&err),
+            unavailable: svc_postgres::is_unavailable(&err)
+                && !err.code().is_some_and(|code| code.code().starts_with("28")),
+        }
     }
+}
+
+#[cfg(feature = "sqlx-postgres")]
+impl From<sqlx::Error> for MigrateError {
+    fn from(err: sqlx::Error) -> Self {
+        let code = err
+            .as_database_error()
+            .and_then(sqlx::error::DatabaseError::code)
+            .map(|code| code.into_owned());
+        let unavailable = match &code {
+            Some(code) => {
+                code.starts_with("08")
+                    || matches!(code.as_str(), "57P01" | "57P02" | "57P03" | "53300")
+            }
+            None => matches!(err, sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut),
+        };
+        Self::Driver {
+            text: err.to_string(),
+            unavailable,
+        }
+    }
+}
+
+/// A connection the migration runs on, through either driver: statements sent as text (the
+/// simple query protocol), and rows read as text.
+pub(super) trait Session: Send {
+    /// Runs `sql` (one or more statements).
+    fn batch(&mut self, sql: &str) -> impl Future<Output = Result<(), MigrateError>> + Send;
+
+    /// Runs one query whose columns are all text, answering its rows.
+    fn texts(
+        &mut self,
+        sql: &str,
+    ) -> impl Future<Output = Result<Vec<Vec<Option<String>>>, MigrateError>> + Send;
+}
+
+impl Session for tokio_postgres::Client {
+    async fn batch(&mut self, sql: &str) -> Result<(), MigrateError> {
+        Ok(self.batch_execute(sql).await?)
+    }
+
+    async fn texts(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, MigrateError> {
+        use tokio_postgres::SimpleQueryMessage;
+        Ok(self
+            .simple_query(sql)
+            .await?
+            .iter()
+            .filter_map(|message| match message {
+                SimpleQueryMessage::Row(row) => Some(
+                    (0..row.len())
+                        .map(|i| row.get(i).map(str::to_owned))
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .collect())
+    }
+}
+
+#[cfg(feature = "sqlx-postgres")]
+impl Session for sqlx::PgConnection {
+    async fn batch(&mut self, sql: &str) -> Result<(), MigrateError> {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(&mut *self)
+            .await?;
+        Ok(())
+    }
+
+    async fn texts(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, MigrateError> {
+        use sqlx::Row;
+        let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+            .fetch_all(&mut *self)
+            .await?;
+        let mut texts = Vec::with_capacity(rows.len());
+        for row in rows {
+            let mut values = Vec::with_capacity(row.len());
+            for i in 0..row.len() {
+                values.push(row.try_get::<Option<String>, _>(i)?);
+            }
+            texts.push(values);
+        }
+        Ok(texts)
+    }
+}
+
+/// `text` as a SQL string literal, dollar-quoted: whatever it holds (quotes, backslashes), it is
+/// read back as it is, with any `standard_conforming_strings`.
+fn literal(text: &str) -> Result<String, MigrateError> {
+    if text.contains("$svc$") {
+        return Err(MigrateError::Refused(format!(
+            "{text:?} is not a name this crate uses"
+        )));
+    }
+    Ok(format!("$svc${text}$svc$"))
+}
+
+/// The first column of the first row of `sql`'s answer.
+async fn one_text(session: &mut impl Session, sql: &str) -> Result<Option<String>, MigrateError> {
+    Ok(session
+        .texts(sql)
+        .await?
+        .into_iter()
+        .next()
+        .and_then(|row| row.into_iter().next())
+        .flatten())
 }
 
 /// Brings the database up to [`SCHEMA_VERSION`] and answers the schema the crate's tables are
 /// in, quoted as an identifier. With a `schema` (a validated identifier, the only schema in
 /// the connection's `search_path`), creates it first when missing; without, the schema is the
-/// `search_path`'s first that exists (`public`, usually).
+/// `search_path`'s first that exists (`public`, usually). One transaction, rolled back on any
+/// error.
 ///
 /// The transaction is `READ COMMITTED` whatever the database's default: each statement after
 /// the lock then sees what a replica that migrated first committed while this one waited for
 /// the lock (under `REPEATABLE READ` the snapshot would be the lock statement's own, taken
 /// before the wait, and the tables created meanwhile would be created again).
-pub(super) async fn run(client: &mut Client, schema: Option<&str>) -> Result<String, MigrateError> {
-    let tx = client
-        .build_transaction()
-        .isolation_level(IsolationLevel::ReadCommitted)
-        .start()
+pub(super) async fn run(
+    session: &mut impl Session,
+    schema: Option<&str>,
+) -> Result<String, MigrateError> {
+    session
+        .batch("BEGIN ISOLATION LEVEL READ COMMITTED")
         .await?;
-    tx.execute(
-        "SELECT pg_catalog.pg_advisory_xact_lock($1)",
-        &[&MIGRATION_LOCK],
-    )
-    .await?;
+    match migrate(session, schema).await {
+        Ok(quoted) => {
+            session.batch("COMMIT").await?;
+            Ok(quoted)
+        }
+        Err(err) => {
+            // The connection goes back to its pool: leave no transaction open on it.
+            let _ = session.batch("ROLLBACK").await;
+            Err(err)
+        }
+    }
+}
+
+/// [`run`]'s work, inside its transaction.
+async fn migrate(session: &mut impl Session, schema: Option<&str>) -> Result<String, MigrateError> {
+    session
+        .batch(&format!(
+            "SELECT pg_catalog.pg_advisory_xact_lock({MIGRATION_LOCK})"
+        ))
+        .await?;
     let current = match schema {
         Some(schema) => {
-            tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+            session
+                .batch(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
                 .await?;
             Some(schema.to_owned())
         }
-        None => tx
-            .query_one("SELECT pg_catalog.current_schema()::TEXT", &[])
-            .await?
-            .get(0),
+        None => one_text(session, "SELECT pg_catalog.current_schema()::TEXT").await?,
     };
     let Some(current) = current else {
         return Err(MigrateError::Refused(
@@ -338,23 +457,25 @@ pub(super) async fn run(client: &mut Client, schema: Option<&str>) -> Result<Str
                 .to_owned(),
         ));
     };
-    refuse_untrusted_owners(&tx, &current).await?;
-    let quoted: String = tx
-        .query_one("SELECT pg_catalog.quote_ident($1)", &[&current])
-        .await?
-        .get(0);
-    tx.batch_execute(&format!(
-        "CREATE TABLE IF NOT EXISTS {quoted}.svc_receiver_schema (version INTEGER NOT NULL)"
-    ))
-    .await?;
-    let applied: Option<i32> = tx
-        .query_one(
-            &format!("SELECT pg_catalog.max(version) FROM {quoted}.svc_receiver_schema"),
-            &[],
-        )
-        .await?
-        .get(0);
-    let applied = u32::try_from(applied.unwrap_or(0)).unwrap_or(0);
+    refuse_untrusted_owners(session, &current).await?;
+    let quoted = one_text(
+        session,
+        &format!("SELECT pg_catalog.quote_ident({})", literal(&current)?),
+    )
+    .await?
+    .unwrap_or_default();
+    session
+        .batch(&format!(
+            "CREATE TABLE IF NOT EXISTS {quoted}.svc_receiver_schema (version INTEGER NOT NULL)"
+        ))
+        .await?;
+    let applied = one_text(
+        session,
+        &format!("SELECT pg_catalog.max(version)::TEXT FROM {quoted}.svc_receiver_schema"),
+    )
+    .await?
+    .and_then(|version| version.parse::<u32>().ok())
+    .unwrap_or(0);
     if applied > SCHEMA_VERSION {
         return Err(MigrateError::Refused(format!(
             "the database has svc-receiver schema version {applied} in schema {quoted}, \
@@ -363,15 +484,14 @@ pub(super) async fn run(client: &mut Client, schema: Option<&str>) -> Result<Str
              (drop the crate's tables and let it create them)"
         )));
     }
-    for (version, migration) in (1_i32..).zip(MIGRATIONS).skip(applied as usize) {
-        tx.batch_execute(&migration.replace("{s}", &quoted)).await?;
-        tx.execute(
-            &format!("INSERT INTO {quoted}.svc_receiver_schema (version) VALUES ($1)"),
-            &[&version],
-        )
-        .await?;
+    for (version, migration) in (1_u32..).zip(MIGRATIONS).skip(applied as usize) {
+        session.batch(&migration.replace("{s}", &quoted)).await?;
+        session
+            .batch(&format!(
+                "INSERT INTO {quoted}.svc_receiver_schema (version) VALUES ({version})"
+            ))
+            .await?;
     }
-    tx.commit().await?;
     Ok(quoted)
 }
 
@@ -379,41 +499,46 @@ pub(super) async fn run(client: &mut Client, schema: Option<&str>) -> Result<Str
 /// that belongs to a role the crate does not trust: not one the connecting role is a member
 /// of, not a superuser, not the database's owner. The error names the object and its owner.
 async fn refuse_untrusted_owners(
-    tx: &tokio_postgres::Transaction<'_>,
+    session: &mut impl Session,
     schema: &str,
 ) -> Result<(), MigrateError> {
-    let rows = tx
-        .query(
+    let name = literal(schema)?;
+    let tables = TABLES
+        .iter()
+        .map(|table| format!("'{table}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let rows = session
+        .texts(&format!(
             "WITH objects (kind, name, owner) AS (
                  SELECT 'schema', n.nspname::TEXT, n.nspowner
-                 FROM pg_catalog.pg_namespace n WHERE n.nspname = $1
+                 FROM pg_catalog.pg_namespace n WHERE n.nspname = {name}
                  UNION ALL
                  SELECT 'table', c.relname::TEXT, c.relowner
                  FROM pg_catalog.pg_class c
                  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-                 WHERE n.nspname = $1 AND c.relname = ANY ($2)
+                 WHERE n.nspname = {name} AND c.relname::TEXT IN ({tables})
                  UNION ALL
                  SELECT 'function', p.oid::pg_catalog.regprocedure::TEXT, p.proowner
                  FROM pg_catalog.pg_proc p
                  JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-                 WHERE n.nspname = $1 AND p.proname::TEXT LIKE 'svc\\_receiver\\_%'
+                 WHERE n.nspname = {name} AND p.proname::TEXT LIKE 'svc\\_receiver\\_%'
              )
-             SELECT o.kind, o.name, r.rolname::TEXT
+             SELECT o.kind::TEXT, o.name::TEXT, r.rolname::TEXT, CURRENT_USER::TEXT
              FROM objects o JOIN pg_catalog.pg_roles r ON r.oid = o.owner
              WHERE NOT (pg_catalog.pg_has_role(o.owner, 'MEMBER')
                         OR r.rolsuper
                         OR r.rolname = 'pg_database_owner'
                         OR o.owner = (SELECT d.datdba FROM pg_catalog.pg_database d
                                       WHERE d.datname = pg_catalog.current_database()))
-             ORDER BY o.kind <> 'schema', o.name",
-            &[&schema, &TABLES],
-        )
+             ORDER BY o.kind <> 'schema', o.name"
+        ))
         .await?;
     let Some(row) = rows.first() else {
         return Ok(());
     };
-    let (kind, name, owner): (&str, &str, &str) = (row.get(0), row.get(1), row.get(2));
-    let user: String = tx.query_one("SELECT CURRENT_USER::TEXT", &[]).await?.get(0);
+    let field = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
+    let (kind, name, owner, user) = (field(0), field(1), field(2), field(3));
     let what = if kind == "schema" {
         format!("the schema {name:?}")
     } else {

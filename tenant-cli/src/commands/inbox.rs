@@ -213,9 +213,7 @@ fn inbox_error(err: StoreError) -> anyhow::Error {
     match err {
         StoreError::Unavailable => CliError::Temporary(text),
         StoreError::Config(_) => CliError::Usage(text),
-        StoreError::Database { ref source, .. } if is_busy(source.as_deref()) => {
-            CliError::Temporary(text)
-        }
+        StoreError::Database { .. } if is_busy(err.driver_error()) => CliError::Temporary(text),
         _ => CliError::Failed(text),
     }
     .into()
