@@ -6,9 +6,9 @@
 //!     cargo run -p svc-receiver --features sqlx-postgres --example exactly_once_sqlx [direct]
 //! ```
 //!
-//! The crate's own tables (the inbox, the dedup store, the recorded ids) are in the schema
-//! `svc_receiver` of the same database, on the crate's `tokio-postgres` pool; your
-//! transactions are your sqlx pool's.
+//! The crate's tables are in the schema `svc_receiver` of the same database. In direct mode
+//! your sqlx pool is the only one: the recorder creates its tables, prunes and checks through
+//! it (`PgRecorder::on_sqlx`). Inbox mode adds the inbox's own `tokio-postgres` pool.
 
 use axum::Router;
 use svc_contract::{Keyring, SigningSecret, SystemClock, Verifier};
@@ -59,8 +59,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .execute(&pool)
     .await?;
 
-    let database = PgDatabase::connect_in_schema(&url, "svc_receiver", 8).await?;
-    let recorder = database.recorder();
+    // The crate's tables created (or checked) through your pool.
+    let recorder = PgRecorder::on_sqlx(pool.clone(), "svc_receiver").await?;
     let handler = move |received: Received| {
         let (pool, recorder) = (pool.clone(), recorder.clone());
         async move { write_score(&pool, &recorder, &received).await }
@@ -75,6 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let app = Router::new().route("/webhooks/svc", route);
         Server::new(app).run(listener, shutdown_signal()?).await?;
     } else {
+        let database = PgDatabase::connect_in_schema(&url, "svc_receiver", 8).await?;
         let inbox = PgInbox::new(database, InboxPolicy::default());
         let route = inbox_route(InboxReceiver::new(verifier, inbox.clone()));
         let app = Router::new().route("/webhooks/svc", route);

@@ -37,6 +37,9 @@ pub(crate) enum Probe {
     /// In the crate's table on PostgreSQL, through the crate's pool.
     #[cfg(feature = "postgres")]
     Postgres(crate::postgres::RecordProbe),
+    /// In the crate's table on PostgreSQL, through your `sqlx` pool (the lookup's statement).
+    #[cfg(feature = "sqlx-postgres")]
+    Sqlx(sqlx::PgPool, Arc<str>),
     /// In the tenant's SQLite file, on the recorder's read connection.
     #[cfg(feature = "sqlite")]
     Sqlite(crate::sqlite::RecordProbe, std::sync::Arc<std::path::Path>),
@@ -113,6 +116,12 @@ impl Probe {
             #[cfg(feature = "postgres")]
             Self::Postgres(probe) => probe
                 .is_recorded(id.as_str())
+                .await
+                .map_err(|err| err.to_string()),
+            #[cfg(feature = "sqlx-postgres")]
+            Self::Sqlx(pool, sql) => sqlx::query_scalar::<_, bool>(sqlx::AssertSqlSafe(&*sql))
+                .bind(id.as_str())
+                .fetch_one(&pool)
                 .await
                 .map_err(|err| err.to_string()),
             #[cfg(feature = "sqlite")]

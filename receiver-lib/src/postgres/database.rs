@@ -112,18 +112,7 @@ impl PgDatabase {
         schema: &str,
         max_connections: usize,
     ) -> Result<Self, StoreError> {
-        let valid = !schema.is_empty()
-            && schema.len() <= 63
-            && !schema.starts_with(|c: char| c.is_ascii_digit())
-            && schema
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-        if !valid {
-            return Err(StoreError::Config(format!(
-                "{schema:?} is not a schema name this crate accepts: lowercase ASCII letters, \
-                 digits and _, not starting with a digit, at most 63 bytes"
-            )));
-        }
+        check_schema_name(schema)?;
         let mut config = connect_config(url)?;
         append_options(&mut config, &format!("-c search_path={schema}"));
         let pool = PgPool::with_config(config, url, max_connections)?;
@@ -203,13 +192,7 @@ impl PgDatabase {
     /// still in the inbox to be handed out: pending, or a dead letter that may be requeued.
     pub(super) async fn forget_recorded(&self, retention: Duration) -> Result<u64, StoreError> {
         let client = self.client().await?;
-        let sql = format!(
-            "DELETE FROM {s}.webhook_recorded r
-             WHERE r.recorded_at < pg_catalog.now() - pg_catalog.make_interval(secs => $1)
-               AND NOT EXISTS (SELECT 1 FROM {s}.webhook_inbox i
-                               WHERE i.id = r.id AND i.state <> 'done')",
-            s = self.schema
-        );
+        let sql = forget_recorded_sql(&self.schema);
         client
             .answer(client.execute(&sql, &[&retention.as_secs_f64()]))
             .await
@@ -311,4 +294,34 @@ impl Conn {
     ) -> Result<T, StoreError> {
         self.answer_raw(work).await?.map_err(super::db_error)
     }
+}
+
+/// Refuses a schema name outside the form the crate accepts: a plain lowercase identifier.
+pub(super) fn check_schema_name(schema: &str) -> Result<(), StoreError> {
+    let valid = !schema.is_empty()
+        && schema.len() <= 63
+        && !schema.starts_with(|c: char| c.is_ascii_digit())
+        && schema
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if valid {
+        Ok(())
+    } else {
+        Err(StoreError::Config(format!(
+            "{schema:?} is not a schema name this crate accepts: lowercase ASCII letters, \
+             digits and _, not starting with a digit, at most 63 bytes"
+        )))
+    }
+}
+
+/// Forgets the ids a recorder recorded more than `$1` seconds ago by the database's clock,
+/// but none whose delivery the inbox still holds (pending, or dead): see
+/// [`PgDatabase::forget_recorded`]. `schema` is quoted.
+pub(super) fn forget_recorded_sql(schema: &str) -> String {
+    format!(
+        "DELETE FROM {schema}.webhook_recorded r
+         WHERE r.recorded_at < pg_catalog.now() - pg_catalog.make_interval(secs => $1)
+           AND NOT EXISTS (SELECT 1 FROM {schema}.webhook_inbox i
+                           WHERE i.id = r.id AND i.state <> 'done')"
+    )
 }

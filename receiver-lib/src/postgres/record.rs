@@ -49,25 +49,81 @@ pub struct PgRecorder {
     insert: Arc<str>,
     /// Whether the transaction holds the record, its table named with the crate's schema.
     holds: Arc<str>,
-    database: PgDatabase,
+    /// Where its own statements run: the pruning, and the lookups of records handlers
+    /// committed themselves, before their deliveries are acknowledged.
+    home: Home,
     retention: Retention,
-    /// Looks up the records handlers committed themselves, before their deliveries are
-    /// acknowledged.
-    probe: RecordProbe,
+}
+
+/// Where a recorder's own statements run.
+#[derive(Clone)]
+enum Home {
+    /// The crate's pool, the lookups batched.
+    Crate {
+        database: PgDatabase,
+        probe: RecordProbe,
+    },
+    /// Your `sqlx` pool, for the crate's tables in `schema` (quoted).
+    #[cfg(feature = "sqlx-postgres")]
+    Sqlx {
+        pool: sqlx::PgPool,
+        schema: Arc<str>,
+    },
 }
 
 impl std::fmt::Debug for PgRecorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgRecorder")
-            .field("database", &self.database)
-            .field("retention", &self.retention.period())
+        let mut out = f.debug_struct("PgRecorder");
+        match &self.home {
+            Home::Crate { database, .. } => out.field("database", database),
+            #[cfg(feature = "sqlx-postgres")]
+            Home::Sqlx { schema, .. } => out.field("sqlx_pool_schema", schema),
+        };
+        out.field("retention", &self.retention.period())
             .finish_non_exhaustive()
     }
 }
 
 impl PgRecorder {
     pub(super) fn new(database: PgDatabase) -> Self {
-        let table = format!("{}.webhook_recorded", database.schema());
+        let schema = database.schema().to_owned();
+        let probe = RecordProbe(Arc::new(Batcher::new(database.clone())));
+        Self::at_home(&schema, Home::Crate { database, probe })
+    }
+
+    /// A recorder for a tenant whose only pool is `sqlx`'s: the crate's tables are created (or
+    /// checked, and refused when another role owns them, as [`PgDatabase`] does) in `schema`
+    /// through a connection of `pool`, and the recorder's own statements (the pruning, the
+    /// integrations' lookups of records) run on `pool` too. No pool of the crate's is opened:
+    /// for direct mode with the in-memory dedup store, the whole receiver then holds no
+    /// connection but yours (feature `sqlx-postgres`). `schema` is a plain lowercase
+    /// identifier, as for [`PgDatabase::connect_in_schema`]; your connections need not have it
+    /// in their `search_path`.
+    ///
+    /// # Errors
+    /// [`StoreError::Config`] for a schema name outside that form; [`StoreError::Database`]
+    /// when the tables cannot be created or checked (another role's objects among them).
+    #[cfg(feature = "sqlx-postgres")]
+    pub async fn on_sqlx(pool: sqlx::PgPool, schema: &str) -> Result<Self, StoreError> {
+        super::database::check_schema_name(schema)?;
+        let mut conn = pool
+            .acquire()
+            .await
+            .map_err(|err| StoreError::driver(format!("migrating through sqlx: {err}"), err))?;
+        let quoted = super::migrate::run(&mut *conn, Some(schema))
+            .await
+            .map_err(|err| StoreError::database(format!("migrating through sqlx: {err}")))?;
+        drop(conn);
+        let home = Home::Sqlx {
+            pool,
+            schema: Arc::from(quoted.as_str()),
+        };
+        Ok(Self::at_home(&quoted, home))
+    }
+
+    /// The recorder of the crate's tables in `schema` (quoted), its own statements at `home`.
+    fn at_home(schema: &str, home: Home) -> Self {
+        let table = format!("{schema}.webhook_recorded");
         Self {
             // No conflict target: a row of the same id or of the same signature (a replay under
             // another id) makes it a duplicate.
@@ -82,8 +138,7 @@ impl PgRecorder {
                  OR EXISTS (SELECT 1 FROM {table} WHERE signature = $2::BYTEA)"
             )
             .into(),
-            probe: RecordProbe(Arc::new(Batcher::new(database.clone()))),
-            database,
+            home,
             retention: Retention::default(),
         }
     }
@@ -213,22 +268,45 @@ impl PgRecorder {
     fn recorded(&self, inserted: bool, received: &Received) -> Recorded {
         self.prune_if_due();
         if inserted {
-            received.check.recorded(Probe::Postgres(self.probe.clone()));
+            let probe = match &self.home {
+                Home::Crate { probe, .. } => Probe::Postgres(probe.clone()),
+                #[cfg(feature = "sqlx-postgres")]
+                Home::Sqlx { pool, schema } => Probe::Sqlx(
+                    pool.clone(),
+                    format!(
+                        "SELECT EXISTS (SELECT 1 FROM {schema}.webhook_recorded WHERE id = $1)"
+                    )
+                    .into(),
+                ),
+            };
+            received.check.recorded(probe);
             Recorded::Fresh
         } else {
             Recorded::Duplicate
         }
     }
 
-    /// Forgets ids recorded before the retention, on the crate's pool (outside any
-    /// transaction of yours), at most once a minute.
+    /// Forgets ids recorded before the retention, on the crate's pool (or your `sqlx` pool,
+    /// outside any transaction of yours), at most once a minute.
     fn prune_if_due(&self) {
         if !self.retention.prune_due() {
             return;
         }
-        let (database, period) = (self.database.clone(), self.retention.period());
+        let (home, period) = (self.home.clone(), self.retention.period());
         tokio::spawn(async move {
-            if let Err(err) = database.forget_recorded(period).await {
+            let forgotten = match home {
+                Home::Crate { database, .. } => database.forget_recorded(period).await.map(drop),
+                #[cfg(feature = "sqlx-postgres")]
+                Home::Sqlx { pool, schema } => sqlx::query(sqlx::AssertSqlSafe(
+                    super::database::forget_recorded_sql(&schema),
+                ))
+                .bind(period.as_secs_f64())
+                .execute(&pool)
+                .await
+                .map(drop)
+                .map_err(|err| StoreError::driver(err.to_string(), err)),
+            };
+            if let Err(err) = forgotten {
                 tracing::warn!(error = %err, "pruning recorded webhook ids failed; tried again in a minute");
             }
         });

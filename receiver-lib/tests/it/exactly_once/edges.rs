@@ -938,3 +938,105 @@ async fn a_replay_under_another_id_to_another_replica_is_recorded_as_a_duplicate
     assert_eq!(status, 200);
     assert_eq!(effects(&client, "wh_replayed").await, 1, "one effect");
 }
+
+/// A tenant whose only pool is sqlx's: the recorder made on it (no pool of the crate's), in
+/// direct mode with the in-memory dedup store. A swallowed failure is not acknowledged (the
+/// lookup runs on the tenant's pool), the retry writes once, and old records are pruned there.
+#[cfg(feature = "sqlx-postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlx_tenant_with_no_other_pool_gets_exactly_once_and_its_checks() {
+    use super::postgres::{insert_effect_sqlx, sqlx_pool, tenant};
+    use svc_receiver::axum::{WebhookReceiver, webhook_route};
+    use svc_receiver::dedup::{DedupPolicy, MemoryDedupStore};
+    let Some((url, schema, client)) = tenant("eo_edge_sqlx_only").await else {
+        return;
+    };
+    let pool = sqlx_pool(&url, 4).await;
+    let recorder = PgRecorder::on_sqlx(pool.clone(), &schema)
+        .await
+        .expect("the crate's tables through sqlx")
+        .with_retention(Duration::from_secs(3600));
+    let swallow = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let handler = {
+        let (pool, recorder, swallow) = (pool.clone(), recorder.clone(), Arc::clone(&swallow));
+        move |received: Received| {
+            let (pool, recorder) = (pool.clone(), recorder.clone());
+            let swallowing = swallow.load(std::sync::atomic::Ordering::SeqCst);
+            async move {
+                let mut tx = pool.begin().await?;
+                if recorder.record_sqlx(&mut tx, &received).await?.is_fresh() {
+                    insert_effect_sqlx(&mut tx, &received).await?;
+                }
+                if swallowing {
+                    let _ = sqlx::query("SELECT 1 / 0").execute(&mut *tx).await;
+                }
+                tx.commit().await
+            }
+        }
+    };
+    let receiver = WebhookReceiver::new(
+        crate::helpers::verifier(),
+        MemoryDedupStore::new(DedupPolicy::default(), 1000),
+        handler,
+    )
+    .with_clock(ManualClock::new(T));
+    let addr =
+        crate::helpers::spawn(axum::Router::new().route("/webhooks", webhook_route(receiver)))
+            .await;
+    let http = crate::helpers::client();
+    let (header, body) = super::delivery("wh_sqlx_only", T);
+    let send = || {
+        crate::helpers::post(
+            &http,
+            addr,
+            Some("wh_sqlx_only"),
+            Some(&header),
+            body.clone(),
+        )
+    };
+    assert_eq!(send().await.0, 500, "not acknowledged");
+    assert_eq!(effects(&client, "wh_sqlx_only").await, 0);
+    swallow.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(send().await.0, 200);
+    assert_eq!(send().await.0, 200);
+    assert_eq!(effects(&client, "wh_sqlx_only").await, 1, "one effect");
+
+    // Records past the retention (by the database's clock) are pruned on the tenant's pool.
+    client
+        .batch_execute(&format!(
+            "UPDATE {schema}.webhook_recorded SET recorded_at = recorded_at - INTERVAL '2 days'"
+        ))
+        .await
+        .expect("backdate");
+    let fresh_pace = PgRecorder::on_sqlx(pool.clone(), &schema)
+        .await
+        .expect("again")
+        .with_retention(Duration::from_secs(3600));
+    let mut tx = pool.begin().await.expect("begin");
+    let next = received("wh_sqlx_next", T);
+    assert!(
+        fresh_pace
+            .record_sqlx(&mut tx, &next)
+            .await
+            .expect("record")
+            .is_fresh()
+    );
+    fresh_pace.commit_sqlx(tx, &next).await.expect("commit");
+    let count = async || -> i64 {
+        client
+            .query_one(
+                &format!(
+                    "SELECT COUNT(*) FROM {schema}.webhook_recorded WHERE id = 'wh_sqlx_only'"
+                ),
+                &[],
+            )
+            .await
+            .expect("count")
+            .get(0)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while count().await > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(count().await, 0, "pruned through the tenant's pool");
+}

@@ -17,7 +17,7 @@ use crate::helpers::{T, webhook_id};
 
 /// A fresh schema for the tenant (its URL's search_path) with the effect table, and the name
 /// of a schema for the crate's tables beside it; `None` without a server.
-async fn tenant(test: &str) -> Option<(String, String, tokio_postgres::Client)> {
+pub(super) async fn tenant(test: &str) -> Option<(String, String, tokio_postgres::Client)> {
     let url = svc_test_support::postgres::fresh_schema_url(test).await?;
     let tenant_schema = url
         .rsplit("search_path%3D")
