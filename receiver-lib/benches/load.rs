@@ -97,7 +97,7 @@ use svc_contract::WebhookId;
 use svc_contract::{Clock, Keyring, SigningSecret, SystemClock, Verifier, sign};
 use svc_receiver::axum::{InboxReceiver, WebhookReceiver, inbox_route, webhook_route};
 use svc_receiver::dedup::DedupPolicy;
-use svc_receiver::inbox::{Inbox, InboxPolicy, run_inbox_workers};
+use svc_receiver::inbox::{Inbox, InboxAdmin, InboxPolicy, run_inbox_workers};
 use svc_receiver::sqlite::{SqliteDedupStore, SqliteInbox, SqliteRecorder};
 use svc_receiver::{EventHandler, Received};
 
@@ -434,7 +434,7 @@ async fn store_only(inbox: &SqliteInbox, run: &str, duration: Duration) -> RunRe
 /// Runs `workers` inbox workers on `inbox`'s stored entries with `handler` (`label` names
 /// it) for 2 s, prints how many entries they settled per second, and returns how many. Where
 /// the backlog ran out meanwhile, the rate is a lower bound, and the line says so.
-async fn settle<I: Inbox, H: EventHandler>(
+async fn settle<I: InboxAdmin, H: EventHandler>(
     label: &str,
     inbox: &I,
     handler: H,

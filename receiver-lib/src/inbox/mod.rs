@@ -205,7 +205,8 @@ impl DeadLetter {
 }
 
 /// A durable inbox: what the inbox route stores into and the workers hand out from. Cheap to
-/// clone (a handle on the database); every clone is the same inbox.
+/// clone (a handle on the database); every clone is the same inbox. What tools and operators
+/// do besides (counting, dead letters) is [`InboxAdmin`].
 ///
 /// Implementations keep these guarantees: `accept` answers only once the entry is durable; of
 /// any number of concurrent `accept`s of one id exactly one is [`Accepted::Stored`]; a
@@ -251,18 +252,6 @@ pub trait Inbox: Clone + Send + Sync + 'static {
     /// passes; workers use it between polls.
     fn wait_for_arrival(&self, max_wait: Duration) -> impl Future<Output = ()> + Send;
 
-    /// Whether a delivery with this id is stored (in any state).
-    ///
-    /// # Errors
-    /// [`StoreError`] when the database fails.
-    fn contains(&self, id: &WebhookId) -> impl Future<Output = Result<bool, StoreError>> + Send;
-
-    /// Counts entries by state: (pending, done, dead).
-    ///
-    /// # Errors
-    /// [`StoreError`] when the database fails.
-    fn counts(&self) -> impl Future<Output = Result<(u64, u64, u64), StoreError>> + Send;
-
     /// A readiness probe: whether the inbox can store a delivery now (it waits as a delivery
     /// would; bound the wait with a timeout of your own).
     ///
@@ -300,6 +289,22 @@ pub trait Inbox: Clone + Send + Sync + 'static {
             Ok(stats)
         }
     }
+}
+
+/// What tools, tests and operators do with a durable inbox besides storing and handing out:
+/// look an id up, count entries by state, and handle dead letters. The workers need none of it.
+pub trait InboxAdmin: Inbox {
+    /// Whether a delivery with this id is stored (in any state).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails.
+    fn contains(&self, id: &WebhookId) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Counts entries by state: (pending, done, dead).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails.
+    fn counts(&self) -> impl Future<Output = Result<(u64, u64, u64), StoreError>> + Send;
 
     /// The dead entries (failed on their last attempt), oldest first.
     ///
@@ -318,7 +323,7 @@ pub trait Inbox: Clone + Send + Sync + 'static {
         now: i64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
-    /// Hands every dead entry out again (see [`Inbox::requeue_dead_letter`]); returns how
+    /// Hands every dead entry out again (see [`InboxAdmin::requeue_dead_letter`]); returns how
     /// many.
     ///
     /// # Errors

@@ -18,7 +18,9 @@ use tokio::sync::Notify;
 use super::PgDatabase;
 use super::batch::{BatchStatement, Batcher};
 use crate::StoreError;
-use crate::inbox::{Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, InboxStats, Settled};
+use crate::inbox::{
+    Accepted, DeadLetter, Inbox, InboxAdmin, InboxEntry, InboxPolicy, InboxStats, Settled,
+};
 use crate::pruner::Pruner;
 use svc_contract::WebhookId;
 
@@ -245,38 +247,6 @@ impl Inbox for PgInbox {
         }
     }
 
-    async fn contains(&self, id: &WebhookId) -> Result<bool, StoreError> {
-        let client = self.database.client().await?;
-        let row = client
-            .answer(
-                client.query_one(
-                    &self
-                        .database
-                        .sql("SELECT EXISTS (SELECT 1 FROM {s}.webhook_inbox WHERE id = $1)"),
-                    &[&id.as_str()],
-                ),
-            )
-            .await?;
-        Ok(row.get(0))
-    }
-
-    async fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
-        let client = self.database.client().await?;
-        let row = client
-            .answer(client.query_one(
-                &self.database.sql(
-                    "SELECT COUNT(*) FILTER (WHERE state = 'pending'),
-                        COUNT(*) FILTER (WHERE state = 'done'),
-                        COUNT(*) FILTER (WHERE state = 'dead')
-                 FROM {s}.webhook_inbox",
-                ),
-                &[],
-            ))
-            .await?;
-        let n = |i: usize| u64::try_from(row.get::<_, i64>(i)).unwrap_or(0);
-        Ok((n(0), n(1), n(2)))
-    }
-
     /// A committed write on a connection of the pool, as an accept would take: a connection
     /// is free, and the database answers and takes a write (the schema's version row set to
     /// what it holds: a new row version and its WAL record). A read would pass where every
@@ -320,6 +290,40 @@ impl Inbox for PgInbox {
             dead: count(row.get(2)),
             oldest_pending_received_at: row.get(1),
         })
+    }
+}
+
+impl InboxAdmin for PgInbox {
+    async fn contains(&self, id: &WebhookId) -> Result<bool, StoreError> {
+        let client = self.database.client().await?;
+        let row = client
+            .answer(
+                client.query_one(
+                    &self
+                        .database
+                        .sql("SELECT EXISTS (SELECT 1 FROM {s}.webhook_inbox WHERE id = $1)"),
+                    &[&id.as_str()],
+                ),
+            )
+            .await?;
+        Ok(row.get(0))
+    }
+
+    async fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
+        let client = self.database.client().await?;
+        let row = client
+            .answer(client.query_one(
+                &self.database.sql(
+                    "SELECT COUNT(*) FILTER (WHERE state = 'pending'),
+                        COUNT(*) FILTER (WHERE state = 'done'),
+                        COUNT(*) FILTER (WHERE state = 'dead')
+                 FROM {s}.webhook_inbox",
+                ),
+                &[],
+            ))
+            .await?;
+        let n = |i: usize| u64::try_from(row.get::<_, i64>(i)).unwrap_or(0);
+        Ok((n(0), n(1), n(2)))
     }
 
     async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {

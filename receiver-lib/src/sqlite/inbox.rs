@@ -3,7 +3,6 @@
 //! backoff, so nothing acknowledged is lost even if user code is slow, fails or the process
 //! dies. The inbox is also the dedup and replay record for the deliveries it stores.
 
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +14,9 @@ use tokio::sync::Notify;
 
 use super::writer::{Index, Writer};
 use crate::StoreError;
-use crate::inbox::{Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, InboxStats, Settled};
+use crate::inbox::{
+    Accepted, DeadLetter, Inbox, InboxAdmin, InboxEntry, InboxPolicy, InboxStats, Settled,
+};
 use crate::pruner::Pruner;
 use svc_contract::WebhookId;
 
@@ -140,23 +141,20 @@ impl SqliteInbox {
         &self.path
     }
 
-    /// The policy in force.
-    pub fn policy(&self) -> InboxPolicy {
-        self.policy
-    }
-
     /// The retention's cutoff when pruning is due at `now` (at most once a minute).
     pub(super) fn prune_cutoff(&self, now: i64) -> Option<i64> {
         self.pruner
             .due(now)
             .then(|| now.saturating_sub(self.policy.retention_secs()))
     }
+}
 
-    /// Stores a verified delivery durably, answering once it is committed.
-    ///
-    /// # Errors
-    /// [`StoreError`] when it could not be stored; answer non-2xx so the sender retries.
-    pub async fn accept(
+impl Inbox for SqliteInbox {
+    fn policy(&self) -> InboxPolicy {
+        self.policy
+    }
+
+    async fn accept(
         &self,
         id: &WebhookId,
         signature: &[u8; 32],
@@ -175,11 +173,7 @@ impl SqliteInbox {
         Ok(accepted)
     }
 
-    /// Hands out the oldest due entry, reserving it for the lease; `None` when nothing is due.
-    ///
-    /// # Errors
-    /// [`StoreError`] when the database fails.
-    pub async fn next_due(&self, now: i64) -> Result<Option<InboxEntry>, StoreError> {
+    async fn next_due(&self, now: i64) -> Result<Option<InboxEntry>, StoreError> {
         let lease_until = now.saturating_add(self.policy.lease_secs());
         let row = self
             .writer
@@ -217,11 +211,7 @@ impl SqliteInbox {
         }))
     }
 
-    /// Records the outcome of an entry's handler.
-    ///
-    /// # Errors
-    /// [`StoreError`] when the database fails (the entry then comes back after its lease).
-    pub async fn settle(
+    async fn settle(
         &self,
         entry: &InboxEntry,
         outcome: Result<(), String>,
@@ -263,28 +253,11 @@ impl SqliteInbox {
         Ok(settled)
     }
 
-    /// Waits until a delivery is stored or `max_wait` passes (workers use it between polls).
-    pub async fn wait_for_arrival(&self, max_wait: Duration) {
+    async fn wait_for_arrival(&self, max_wait: Duration) {
         let _ = tokio::time::timeout(max_wait, self.arrived.notified()).await;
     }
 
-    /// Whether a delivery with this id is stored (in any state).
-    ///
-    /// # Errors
-    /// [`StoreError`] when the database fails.
-    pub async fn contains(&self, id: &WebhookId) -> Result<bool, StoreError> {
-        let id = id.as_str().to_owned();
-        self.writer
-            .run(move |_, index| Ok(index.rows.contains_key(id.as_str())))
-            .await
-    }
-
-    /// How many entries wait, are in hand and are dead, and the oldest not yet processed.
-    /// Reads the file (two counts over the `(state, due_at)` index), through the writer.
-    ///
-    /// # Errors
-    /// [`StoreError`] when the database fails.
-    pub async fn stats(&self) -> Result<InboxStats, StoreError> {
+    async fn stats(&self) -> Result<InboxStats, StoreError> {
         let (pending_rows, oldest, dead) = self
             .writer
             .run(|conn, _| {
@@ -313,30 +286,7 @@ impl SqliteInbox {
         })
     }
 
-    /// Reads [`SqliteInbox::stats`] and sets the inbox gauges of [`crate::metrics`] from it
-    /// (feature `metrics`), the age of the oldest pending entry counted at `now` (unix
-    /// seconds). The inbox workers call it every few seconds; call it before rendering a scrape
-    /// to serve figures of that moment.
-    ///
-    /// # Errors
-    /// [`StoreError`] when the database fails (the gauges keep their last values).
-    #[cfg(feature = "metrics")]
-    pub async fn publish_metrics(&self, now: i64) -> Result<InboxStats, StoreError> {
-        Inbox::publish_metrics(self, now).await
-    }
-
-    /// Writes to the file and commits, through the writer every delivery goes through: a
-    /// readiness probe. It waits behind the operations queued before it, and for another
-    /// connection holding the file's write lock, as a delivery would (up to the busy timeout,
-    /// 5 s, then it fails); bound the wait with a timeout of your own. The write changes a
-    /// row (the count of probes in `webhook_inbox_probe`): SQLite commits an empty
-    /// transaction without writing, which would pass on a full disk where every delivery
-    /// fails.
-    ///
-    /// # Errors
-    /// [`StoreError`] when the lock cannot be taken, the write or the commit fails (a full
-    /// disk).
-    pub async fn check_writable(&self) -> Result<(), StoreError> {
+    async fn check_writable(&self) -> Result<(), StoreError> {
         self.writer
             .run(|conn, _| {
                 conn.prepare_cached(
@@ -348,12 +298,17 @@ impl SqliteInbox {
             })
             .await
     }
+}
 
-    /// Counts entries by state: (pending, done, dead).
-    ///
-    /// # Errors
-    /// [`StoreError`] when the database fails.
-    pub async fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
+impl InboxAdmin for SqliteInbox {
+    async fn contains(&self, id: &WebhookId) -> Result<bool, StoreError> {
+        let id = id.as_str().to_owned();
+        self.writer
+            .run(move |_, index| Ok(index.rows.contains_key(id.as_str())))
+            .await
+    }
+
+    async fn counts(&self) -> Result<(u64, u64, u64), StoreError> {
         self.writer
             .run(|conn, _| {
                 let count = |state: &str| -> rusqlite::Result<u64> {
@@ -369,11 +324,7 @@ impl SqliteInbox {
             .await
     }
 
-    /// The dead entries (failed on their last attempt), oldest first.
-    ///
-    /// # Errors
-    /// [`StoreError`] when the database fails.
-    pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
+    async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
         type Row = (String, i64, String, i64, Vec<u8>);
         let rows: Vec<Row> = self
             .writer
@@ -397,12 +348,7 @@ impl SqliteInbox {
             .collect())
     }
 
-    /// Hands a dead entry out again, as a new entry due at `now` with its attempts reset (after
-    /// the cause of its failures was fixed). Returns false when `id` is not a dead entry.
-    ///
-    /// # Errors
-    /// [`StoreError`] when the database fails.
-    pub async fn requeue_dead_letter(&self, id: &WebhookId, now: i64) -> Result<bool, StoreError> {
+    async fn requeue_dead_letter(&self, id: &WebhookId, now: i64) -> Result<bool, StoreError> {
         let id = id.as_str().to_owned();
         let requeued = self
             .writer
@@ -423,12 +369,7 @@ impl SqliteInbox {
         Ok(requeued > 0)
     }
 
-    /// Hands every dead entry out again (see [`Inbox::requeue_dead_letter`]); returns
-    /// how many.
-    ///
-    /// # Errors
-    /// [`StoreError`] when the database fails.
-    pub async fn requeue_all_dead_letters(&self, now: i64) -> Result<u64, StoreError> {
+    async fn requeue_all_dead_letters(&self, now: i64) -> Result<u64, StoreError> {
         let requeued = self
             .writer
             .run(move |conn, _| {
@@ -446,13 +387,7 @@ impl SqliteInbox {
         Ok(u64::try_from(requeued).unwrap_or(u64::MAX))
     }
 
-    /// Gives up on a dead entry: it counts as done from now on (kept, like any processed
-    /// entry, for the retention, so its id stays a duplicate). Returns false when `id` is not
-    /// a dead entry.
-    ///
-    /// # Errors
-    /// [`StoreError`] when the database fails.
-    pub async fn discard_dead_letter(&self, id: &WebhookId) -> Result<bool, StoreError> {
+    async fn discard_dead_letter(&self, id: &WebhookId) -> Result<bool, StoreError> {
         let id = id.as_str().to_owned();
         let discarded = self
             .writer
@@ -467,85 +402,6 @@ impl SqliteInbox {
             })
             .await?;
         Ok(discarded > 0)
-    }
-}
-
-/// The trait's methods are the inherent ones above (callable without importing [`Inbox`]).
-impl Inbox for SqliteInbox {
-    fn policy(&self) -> InboxPolicy {
-        self.policy
-    }
-
-    fn accept(
-        &self,
-        id: &WebhookId,
-        signature: &[u8; 32],
-        body: &[u8],
-        now: i64,
-    ) -> impl Future<Output = Result<Accepted, StoreError>> + Send {
-        SqliteInbox::accept(self, id, signature, body, now)
-    }
-
-    fn next_due(
-        &self,
-        now: i64,
-    ) -> impl Future<Output = Result<Option<InboxEntry>, StoreError>> + Send {
-        SqliteInbox::next_due(self, now)
-    }
-
-    fn settle(
-        &self,
-        entry: &InboxEntry,
-        outcome: Result<(), String>,
-        now: i64,
-    ) -> impl Future<Output = Result<Settled, StoreError>> + Send {
-        SqliteInbox::settle(self, entry, outcome, now)
-    }
-
-    fn wait_for_arrival(&self, max_wait: Duration) -> impl Future<Output = ()> + Send {
-        SqliteInbox::wait_for_arrival(self, max_wait)
-    }
-
-    fn contains(&self, id: &WebhookId) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        SqliteInbox::contains(self, id)
-    }
-
-    fn counts(&self) -> impl Future<Output = Result<(u64, u64, u64), StoreError>> + Send {
-        SqliteInbox::counts(self)
-    }
-
-    fn stats(&self) -> impl Future<Output = Result<InboxStats, StoreError>> + Send {
-        SqliteInbox::stats(self)
-    }
-
-    fn check_writable(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
-        SqliteInbox::check_writable(self)
-    }
-
-    fn dead_letters(&self) -> impl Future<Output = Result<Vec<DeadLetter>, StoreError>> + Send {
-        SqliteInbox::dead_letters(self)
-    }
-
-    fn requeue_dead_letter(
-        &self,
-        id: &WebhookId,
-        now: i64,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        SqliteInbox::requeue_dead_letter(self, id, now)
-    }
-
-    fn requeue_all_dead_letters(
-        &self,
-        now: i64,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        SqliteInbox::requeue_all_dead_letters(self, now)
-    }
-
-    fn discard_dead_letter(
-        &self,
-        id: &WebhookId,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        SqliteInbox::discard_dead_letter(self, id)
     }
 }
 

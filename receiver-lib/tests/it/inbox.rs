@@ -8,7 +8,7 @@ use axum::Router;
 use svc_contract::{ManualClock, sign};
 use svc_receiver::Received;
 use svc_receiver::axum::{InboxReceiver, inbox_route};
-use svc_receiver::inbox::{Accepted, InboxPolicy, Settled, Step, process_next};
+use svc_receiver::inbox::{Accepted, Inbox, InboxAdmin, InboxPolicy, Settled, Step, process_next};
 use svc_receiver::sqlite::SqliteInbox;
 
 use crate::helpers::{

@@ -9,7 +9,7 @@ use svc_contract::{ManualClock, sign};
 use svc_receiver::Received;
 use svc_receiver::axum::{InboxReceiver, WebhookReceiver, inbox_route, webhook_route};
 use svc_receiver::dedup::MemoryDedupStore;
-use svc_receiver::inbox::{InboxPolicy, process_next};
+use svc_receiver::inbox::{InboxAdmin, InboxPolicy, process_next};
 use svc_receiver::sqlite::SqliteInbox;
 
 use crate::helpers::{

@@ -12,7 +12,7 @@ use svc_contract::{ManualClock, sign};
 use svc_receiver::Received;
 use svc_receiver::axum::{InboxReceiver, WebhookReceiver, inbox_route, webhook_route};
 use svc_receiver::dedup::MemoryDedupStore;
-use svc_receiver::inbox::{InboxPolicy, process_next};
+use svc_receiver::inbox::{Inbox, InboxPolicy, process_next};
 use svc_receiver::metrics::{
     DELIVERIES, HANDLER_RUNS, INBOX_ENTRIES, INBOX_OLDEST_PENDING_AGE_SECONDS,
     STORE_COMMIT_SECONDS, VERIFY_SECONDS,

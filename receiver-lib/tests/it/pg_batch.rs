@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use svc_receiver::StoreError;
 use svc_receiver::dedup::{DedupPolicy, DedupStore};
-use svc_receiver::inbox::{Accepted, Inbox, InboxPolicy};
+use svc_receiver::inbox::{Accepted, Inbox, InboxAdmin, InboxPolicy};
 use svc_receiver::postgres::{PgDatabase, PgDedupStore, PgInbox};
 
 use crate::helpers::{T, event_body, webhook_id as id};

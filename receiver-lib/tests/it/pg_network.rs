@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use svc_receiver::inbox::{Accepted, Inbox, InboxPolicy};
+use svc_receiver::inbox::{Accepted, Inbox, InboxAdmin, InboxPolicy};
 use svc_receiver::postgres::{PgDatabase, PgInbox};
 use svc_test_support::proxy::{Fault, Proxy};
 

@@ -14,7 +14,7 @@ use svc_contract::{SystemClock, sign};
 use svc_receiver::Received;
 use svc_receiver::axum::{InboxReceiver, WebhookReceiver, inbox_route, webhook_route};
 use svc_receiver::dedup::DedupPolicy;
-use svc_receiver::inbox::{Inbox, InboxPolicy, run_inbox_workers};
+use svc_receiver::inbox::{InboxAdmin, InboxPolicy, run_inbox_workers};
 use svc_receiver::postgres::{PgDatabase, PgDedupStore, PgInbox};
 
 use crate::helpers::{SECRET, client, event_body, spawn, verifier};

@@ -15,7 +15,7 @@ use svc_receiver::axum::{
     InboxReceiver, ReceiveError, WebhookReceiver, inbox_route, webhook_route,
 };
 use svc_receiver::dedup::MemoryDedupStore;
-use svc_receiver::inbox::InboxPolicy;
+use svc_receiver::inbox::{InboxAdmin, InboxPolicy};
 use svc_receiver::sqlite::SqliteInbox;
 
 use crate::helpers::{Logs, SECRET, T, client, event_body, post, spawn, verifier};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::Router;
 use svc_contract::{Keyring, ManualClock, SharedKeyring, SigningSecret, Verifier, sign};
 use svc_receiver::axum::{InboxReceiver, inbox_route};
-use svc_receiver::inbox::InboxPolicy;
+use svc_receiver::inbox::{InboxAdmin, InboxPolicy};
 use svc_receiver::sqlite::SqliteInbox;
 
 use crate::helpers::{SECRET, T, client, event_body, post, spawn};

@@ -9,7 +9,7 @@ use axum::Router;
 use svc_contract::{ManualClock, sign};
 use svc_receiver::Received;
 use svc_receiver::axum::{InboxReceiver, inbox_route};
-use svc_receiver::inbox::{InboxPolicy, run_inbox_workers_until_drained};
+use svc_receiver::inbox::{InboxAdmin, InboxPolicy, run_inbox_workers_until_drained};
 use svc_receiver::sqlite::SqliteInbox;
 use svc_server::Server;
 use tokio::net::TcpListener;

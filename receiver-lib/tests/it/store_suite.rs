@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use svc_receiver::Received;
 use svc_receiver::dedup::{Claim, DedupPolicy, DedupStore};
-use svc_receiver::inbox::{Accepted, Inbox, InboxPolicy, Settled, Step, process_next};
+use svc_receiver::inbox::{Accepted, InboxAdmin, InboxPolicy, Settled, Step, process_next};
 
 use crate::helpers::{T, event_body, webhook_id as id};
 
@@ -193,14 +193,14 @@ fn inbox_policy() -> InboxPolicy {
     }
 }
 
-async fn accept<I: Inbox>(inbox: &I, name: &str, signature: u8, at: i64) -> Accepted {
+async fn accept<I: InboxAdmin>(inbox: &I, name: &str, signature: u8, at: i64) -> Accepted {
     inbox
         .accept(&id(name), &sig(signature), &event_body(name), at)
         .await
         .expect("accept")
 }
 
-pub(crate) async fn accepts_store_once_and_catch_replays<I: Inbox>(inbox: I) {
+pub(crate) async fn accepts_store_once_and_catch_replays<I: InboxAdmin>(inbox: I) {
     assert_eq!(accept(&inbox, "wh_a", 1, T).await, Accepted::Stored);
     assert_eq!(accept(&inbox, "wh_a", 1, T).await, Accepted::Duplicate);
     // The sender's retry, signed afresh: a duplicate, and its signature is remembered.
@@ -212,7 +212,7 @@ pub(crate) async fn accepts_store_once_and_catch_replays<I: Inbox>(inbox: I) {
     assert_eq!(inbox.counts().await.expect("counts"), (1, 0, 0));
 }
 
-pub(crate) async fn concurrent_accepts_of_one_id_store_it_once<I: Inbox>(inbox: I) {
+pub(crate) async fn concurrent_accepts_of_one_id_store_it_once<I: InboxAdmin>(inbox: I) {
     let mut tasks = Vec::new();
     for n in 0..24u8 {
         let inbox = inbox.clone();
@@ -236,7 +236,7 @@ pub(crate) async fn concurrent_accepts_of_one_id_store_it_once<I: Inbox>(inbox: 
 
 /// Many accepts at once, each of its own delivery (what a store that batches them must still
 /// answer one by one): each is stored exactly once, and each copy sent again is a duplicate.
-pub(crate) async fn many_concurrent_accepts_are_each_stored_once<I: Inbox>(inbox: I) {
+pub(crate) async fn many_concurrent_accepts_are_each_stored_once<I: InboxAdmin>(inbox: I) {
     const TASKS: u32 = 32;
     const EACH: u32 = 40;
     let run = |answer: Accepted| {
@@ -272,7 +272,7 @@ pub(crate) async fn many_concurrent_accepts_are_each_stored_once<I: Inbox>(inbox
 
 /// One signature under two ids at once (a replay racing its original): exactly one of them is
 /// stored, the other is a replay, as if one came after the other.
-pub(crate) async fn one_signature_under_two_ids_at_once_is_stored_once<I: Inbox>(inbox: I) {
+pub(crate) async fn one_signature_under_two_ids_at_once_is_stored_once<I: InboxAdmin>(inbox: I) {
     for n in 0..20u32 {
         let (first, second) = (format!("wh_sx_{n}"), format!("wh_sy_{n}"));
         let tasks = [first.clone(), second.clone()].map(|name| {
@@ -300,7 +300,7 @@ pub(crate) async fn one_signature_under_two_ids_at_once_is_stored_once<I: Inbox>
     assert_eq!(inbox.counts().await.expect("counts"), (20, 0, 0));
 }
 
-pub(crate) async fn entries_are_leased_retried_and_set_aside<I: Inbox>(inbox: I) {
+pub(crate) async fn entries_are_leased_retried_and_set_aside<I: InboxAdmin>(inbox: I) {
     let (ok, fails) = (
         |_: Received| async { Ok::<(), String>(()) },
         |_: Received| async { Err::<(), _>("downstream rejected it") },
@@ -403,7 +403,7 @@ pub(crate) async fn entries_are_leased_retried_and_set_aside<I: Inbox>(inbox: I)
     assert_eq!(inbox.counts().await.expect("counts"), (2, 2, 0));
 }
 
-pub(crate) async fn concurrent_workers_take_each_entry_once<I: Inbox>(inbox: I) {
+pub(crate) async fn concurrent_workers_take_each_entry_once<I: InboxAdmin>(inbox: I) {
     let count = 60u8;
     for n in 0..count {
         accept(&inbox, &format!("wh_q{n}"), n, T).await;
@@ -435,7 +435,7 @@ pub(crate) async fn concurrent_workers_take_each_entry_once<I: Inbox>(inbox: I) 
     );
 }
 
-pub(crate) async fn processed_entries_are_forgotten_after_retention<I: Inbox>(inbox: I) {
+pub(crate) async fn processed_entries_are_forgotten_after_retention<I: InboxAdmin>(inbox: I) {
     assert_eq!(accept(&inbox, "wh_done", 0, T).await, Accepted::Stored);
     assert_eq!(accept(&inbox, "wh_pending", 1, T).await, Accepted::Stored);
     // A later attempt of the pending one, signed afresh.

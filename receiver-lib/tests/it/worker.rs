@@ -7,7 +7,9 @@ use std::time::Duration;
 use svc_contract::WebhookId;
 use svc_contract::{Clock, ManualClock};
 use svc_receiver::Received;
-use svc_receiver::inbox::{InboxPolicy, Settled, Step, process_next, run_inbox_workers};
+use svc_receiver::inbox::{
+    Inbox, InboxAdmin, InboxPolicy, Settled, Step, process_next, run_inbox_workers,
+};
 use svc_receiver::sqlite::SqliteInbox;
 use tokio::sync::{mpsc, oneshot};
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use svc_contract::WebhookId;
 use svc_receiver::StoreError;
 use svc_receiver::inbox::{
-    Accepted, DeadLetter, Inbox, InboxEntry, InboxPolicy, InboxStats, Settled,
+    Accepted, DeadLetter, Inbox, InboxAdmin, InboxEntry, InboxPolicy, InboxStats, Settled,
 };
 #[cfg(feature = "postgres")]
 use svc_receiver::postgres::{PgDatabase, PgInbox};
@@ -131,14 +131,6 @@ impl Inbox for StoreInbox {
         each!(self, inbox => Inbox::wait_for_arrival(inbox, max_wait))
     }
 
-    fn contains(&self, id: &WebhookId) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        each!(self, inbox => Inbox::contains(inbox, id))
-    }
-
-    fn counts(&self) -> impl Future<Output = Result<(u64, u64, u64), StoreError>> + Send {
-        each!(self, inbox => Inbox::counts(inbox))
-    }
-
     fn check_writable(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
         each!(self, inbox => Inbox::check_writable(inbox))
     }
@@ -146,9 +138,19 @@ impl Inbox for StoreInbox {
     fn stats(&self) -> impl Future<Output = Result<InboxStats, StoreError>> + Send {
         each!(self, inbox => Inbox::stats(inbox))
     }
+}
+
+impl InboxAdmin for StoreInbox {
+    fn contains(&self, id: &WebhookId) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        each!(self, inbox => InboxAdmin::contains(inbox, id))
+    }
+
+    fn counts(&self) -> impl Future<Output = Result<(u64, u64, u64), StoreError>> + Send {
+        each!(self, inbox => InboxAdmin::counts(inbox))
+    }
 
     fn dead_letters(&self) -> impl Future<Output = Result<Vec<DeadLetter>, StoreError>> + Send {
-        each!(self, inbox => Inbox::dead_letters(inbox))
+        each!(self, inbox => InboxAdmin::dead_letters(inbox))
     }
 
     fn requeue_dead_letter(
@@ -156,20 +158,20 @@ impl Inbox for StoreInbox {
         id: &WebhookId,
         now: i64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        each!(self, inbox => Inbox::requeue_dead_letter(inbox, id, now))
+        each!(self, inbox => InboxAdmin::requeue_dead_letter(inbox, id, now))
     }
 
     fn requeue_all_dead_letters(
         &self,
         now: i64,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        each!(self, inbox => Inbox::requeue_all_dead_letters(inbox, now))
+        each!(self, inbox => InboxAdmin::requeue_all_dead_letters(inbox, now))
     }
 
     fn discard_dead_letter(
         &self,
         id: &WebhookId,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        each!(self, inbox => Inbox::discard_dead_letter(inbox, id))
+        each!(self, inbox => InboxAdmin::discard_dead_letter(inbox, id))
     }
 }

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use svc_contract::WebhookId;
 use svc_receiver::StoreError;
-use svc_receiver::inbox::{DeadLetter, Inbox, InboxPolicy};
+use svc_receiver::inbox::{DeadLetter, InboxAdmin, InboxPolicy};
 
 use super::Ctx;
 use crate::exit::CliError;

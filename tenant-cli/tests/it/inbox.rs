@@ -6,7 +6,7 @@ use std::path::Path;
 use svc_contract::WebhookId;
 use svc_contract::{CallScored, CallSource};
 use svc_receiver::Received;
-use svc_receiver::inbox::{InboxPolicy, process_next};
+use svc_receiver::inbox::{Inbox, InboxAdmin, InboxPolicy, process_next};
 use svc_receiver::sqlite::SqliteInbox;
 use svc_reconcile::store::Store;
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use svc_contract::{Clock, ManualClock};
 use svc_receiver::exactly_once::Recorded;
-use svc_receiver::inbox::{Inbox, Settled, Step, process_next};
+use svc_receiver::inbox::{Inbox, InboxAdmin, Settled, Step, process_next};
 use svc_receiver::postgres::{PgDatabase, PgInbox, PgRecorder};
 use svc_receiver::{EventHandler, Received};
 use svc_test_support::postgres as pg;

@@ -9,7 +9,7 @@ use svc_contract::ManualClock;
 use svc_receiver::axum::{WebhookReceiver, webhook_route};
 use svc_receiver::dedup::DedupPolicy;
 use svc_receiver::exactly_once::Recorded;
-use svc_receiver::inbox::{Accepted, Settled, Step, process_next};
+use svc_receiver::inbox::{Accepted, Inbox, InboxAdmin, Settled, Step, process_next};
 use svc_receiver::sqlite::{SqliteDedupStore, SqliteInbox, SqliteRecorder};
 
 use super::{SqliteTenant, delivery, quick_policy, received, verified};
