@@ -1,7 +1,8 @@
 //! `svc-client`: the typed async client of the Roleplay and Call-Scoring Service v1 API: every
 //! API-key endpoint (roster, session tokens, scored calls) plus the SDK's redeem call, with
-//! retries ([`retry`]), lenient reads ([`types`]), service ids that cannot be mixed up
-//! ([`ids`]), the error envelope as a typed error ([`error`]) and pagination as a stream whose
+//! retries ([`RetryPolicy`]), lenient reads, service ids that cannot be mixed up
+//! ([`CallId`], [`AgentId`], …), the error envelope as a typed error ([`ClientError`],
+//! [`ApiError`]) and pagination as a stream whose
 //! cursors stay opaque. The credential goes only where it should: redirects are never followed,
 //! plain HTTP is refused except to a loopback host (unless
 //! [`ClientBuilder::allow_insecure_http`]), and a response body is read up to
@@ -19,12 +20,14 @@
 //! ```
 //!
 //! # Layout
+//! Every type is at the crate's root (one path each); the modules are private:
 //! - [`Client`] and [`ClientBuilder`] (this module): the endpoints, and what a caller sets:
 //!   base URL, key, its own `reqwest::Client`, a User-Agent suffix, timeout, retry policy.
-//! - [`error`]: the error envelope ([`ApiError`], [`ErrorCode`]) and transport failures.
-//! - [`retry`]: when and how long to wait before trying again.
-//! - [`types`], [`ids`]: what the endpoints take and return; [`raw`]: call rows and details
-//!   kept exactly as the service sent them (what a reconciler stores).
+//! - `error`: the error envelope ([`ApiError`], [`ErrorCode`]) and transport failures.
+//! - `retry`: when and how long to wait before trying again ([`RetryPolicy`]).
+//! - `types`, `ids`: what the endpoints take and return; `raw`: call rows and details kept
+//!   exactly as the service sent them ([`RawCallRow`], [`RawCallDetail`]: what a reconciler
+//!   stores).
 //! - `live` (feature `live`): a practice call over the compact service's live transport.
 
 #![warn(missing_docs)]
@@ -34,15 +37,15 @@
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-pub mod error;
-pub mod ids;
 #[cfg(feature = "live")]
 pub mod live;
-pub mod raw;
-pub mod retry;
-pub mod types;
 
 mod base_url;
+mod error;
+mod ids;
+mod raw;
+mod retry;
+mod types;
 mod pages;
 mod transport;
 
@@ -58,7 +61,7 @@ pub(crate) use base_url::is_loopback;
 pub use error::{ApiError, ClientError, ErrorClass, ErrorCode};
 pub use ids::{AgencyId, AgentId, CallId, IdError};
 pub use raw::{RawCallDetail, RawCallRow};
-pub use retry::RetryPolicy;
+pub use retry::{RetryPolicy, SleepFn};
 pub use types::*;
 
 use transport::{Auth, Call};
@@ -407,7 +410,7 @@ impl Client {
         let (_, bytes) = self
             .send_bytes(Call::get(&["calls", call_id.as_str()], Vec::new()))
             .await?;
-        raw::detail(&bytes)
+        RawCallDetail::parse(&bytes)
     }
 
     /// `GET /calls/{callId}`.

@@ -65,24 +65,26 @@ pub(crate) fn page(bytes: &[u8]) -> Result<Page<RawCallRow>, ClientError> {
     })
 }
 
-/// Reads a `GET /calls/{callId}` body (one the client received, or one a caller captured or
-/// built, e.g. in a test).
-///
-/// # Errors
-/// [`ClientError::Decode`] when the body is not UTF-8 or not a call detail.
-pub fn detail(bytes: &[u8]) -> Result<RawCallDetail, ClientError> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|_| ClientError::Decode("call detail: the body is not UTF-8".into()))?;
-    let detail: CallDetail =
-        serde_json::from_str(text).map_err(|e| ClientError::Decode(format!("call detail: {e}")))?;
-    Ok(RawCallDetail {
-        detail,
-        json: compact(text),
-    })
+impl RawCallDetail {
+    /// Reads a `GET /calls/{callId}` body (one the client received, or one a caller captured
+    /// or built, e.g. in a test).
+    ///
+    /// # Errors
+    /// [`ClientError::Decode`] when the body is not UTF-8 or not a call detail.
+    pub fn parse(bytes: &[u8]) -> Result<Self, ClientError> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|_| ClientError::Decode("call detail: the body is not UTF-8".into()))?;
+        let detail: CallDetail = serde_json::from_str(text)
+            .map_err(|e| ClientError::Decode(format!("call detail: {e}")))?;
+        Ok(Self {
+            detail,
+            json: compact(text),
+        })
+    }
 }
 
 /// Removes the whitespace between the tokens of valid JSON text, leaving strings untouched.
-pub fn compact(json: &str) -> String {
+pub(crate) fn compact(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
     let (mut in_string, mut escaped) = (false, false);
     for c in json.chars() {
@@ -117,7 +119,7 @@ mod tests {
     fn a_detail_keeps_unknown_keys_and_their_order() {
         let body = br#"{"zeta":1,"id":"svc_call_1","source":"real_call","durationSec":5,
             "score":{"overallScore":70,"summary":"s","feedback":"f","newKey":true},"alpha":null}"#;
-        let raw = detail(body).expect("detail");
+        let raw = RawCallDetail::parse(body).expect("detail");
         assert_eq!(raw.detail.row.id.as_str(), "svc_call_1");
         assert!(raw.json.starts_with("{\"zeta\":1,\"id\""));
         assert!(raw.json.contains("\"newKey\":true"));
@@ -126,6 +128,6 @@ mod tests {
 
     #[test]
     fn a_detail_that_is_not_json_is_a_decode_error() {
-        assert!(matches!(detail(b"<html>"), Err(ClientError::Decode(_))));
+        assert!(matches!(RawCallDetail::parse(b"<html>"), Err(ClientError::Decode(_))));
     }
 }

@@ -216,7 +216,7 @@ pub fn store_call(
     let outcome = match held {
         // New only when neither path held it; with no ledger, the run decides the delivery.
         None => Stored::New(Delivery::Backfill),
-        Some(held) => match svc_client::raw::detail(held.as_bytes()) {
+        Some(held) => match svc_client::RawCallDetail::parse(held.as_bytes()) {
             Ok(held) if Version::of(detail).is_older_than(&Version::of(&held)) => {
                 return Ok(Stored::Unchanged);
             }

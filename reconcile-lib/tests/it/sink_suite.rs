@@ -29,7 +29,7 @@ fn detail(id: &str, scored_at: &str, updated_at: &str, score: u32) -> RawCallDet
     body["endedAt"] = json!(scored_at);
     body["updatedAt"] = json!(updated_at);
     body["score"]["overallScore"] = json!(score);
-    svc_client::raw::detail(body.to_string().as_bytes()).expect("a call detail")
+    RawCallDetail::parse(body.to_string().as_bytes()).expect("a call detail")
 }
 
 /// The list row of a call whose detail is `detail`.

@@ -19,8 +19,8 @@ use super::calls::{Delivery, Stored, Writer};
 use super::deliveries::NewDelivery;
 use super::export::ExportFormat;
 use super::{SCHEMA_VERSION, Store, StoreError};
-use svc_client::raw::{self, RawCallDetail};
-use svc_client::{RawCallRow, types::CallRow};
+use svc_client::RawCallDetail;
+use svc_client::{CallRow, RawCallRow};
 
 fn detail_json(id: &str, source: &str, scored_at: &str, overall: f64) -> Value {
     json!({
@@ -37,7 +37,7 @@ fn detail_json(id: &str, source: &str, scored_at: &str, overall: f64) -> Value {
 }
 
 fn detail(value: &Value) -> RawCallDetail {
-    raw::detail(value.to_string().as_bytes()).expect("a call detail")
+    RawCallDetail::parse(value.to_string().as_bytes()).expect("a call detail")
 }
 
 fn row(value: &Value) -> RawCallRow {
