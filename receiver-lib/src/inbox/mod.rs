@@ -30,8 +30,8 @@ pub struct InboxPolicy {
     /// sender's retry (about 5 minutes) plus the signature tolerance.
     pub retention: Duration,
     /// Attempts before an entry is set aside as dead: kept, listed by
-    /// [`Inbox::dead_letters`], until [`Inbox::requeue_dead_letter`] hands it out again or
-    /// [`Inbox::discard_dead_letter`] gives up on it (`svc-cli inbox` does both on the inbox
+    /// [`InboxAdmin::dead_letters`], until [`InboxAdmin::requeue_dead_letter`] hands it out again or
+    /// [`InboxAdmin::discard_dead_letter`] gives up on it (`svc-cli inbox` does both on the inbox
     /// `svc-cli webhook serve` writes). Default: 10.
     pub max_attempts: u32,
     /// Delay before the first retry; doubles on each failure (5 s, 10 s, 20 s, ...), capped at
