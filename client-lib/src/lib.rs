@@ -43,11 +43,11 @@ pub mod live;
 mod base_url;
 mod error;
 mod ids;
+mod pages;
 mod raw;
 mod retry;
-mod types;
-mod pages;
 mod transport;
+mod types;
 
 use std::fmt;
 use std::sync::Arc;

@@ -128,6 +128,9 @@ mod tests {
 
     #[test]
     fn a_detail_that_is_not_json_is_a_decode_error() {
-        assert!(matches!(RawCallDetail::parse(b"<html>"), Err(ClientError::Decode(_))));
+        assert!(matches!(
+            RawCallDetail::parse(b"<html>"),
+            Err(ClientError::Decode(_))
+        ));
     }
 }

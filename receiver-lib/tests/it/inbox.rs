@@ -65,44 +65,40 @@ async fn an_acknowledged_event_survives_a_restart_and_is_retried_until_user_code
         }
     };
     assert_eq!(
-        process_next(&inbox, &handler, &svc_contract::ManualClock::new(T))
+        process_next(&inbox, &handler, &ManualClock::new(T))
             .await
             .expect("step"),
         Step::Settled(Settled::Retrying)
     );
     // Not due again until the backoff (5 s, then 10 s) has passed.
     assert_eq!(
-        process_next(&inbox, &handler, &svc_contract::ManualClock::new(T + 4))
+        process_next(&inbox, &handler, &ManualClock::new(T + 4))
             .await
             .expect("step"),
         Step::Empty
     );
     assert_eq!(
-        process_next(&inbox, &handler, &svc_contract::ManualClock::new(T + 5))
+        process_next(&inbox, &handler, &ManualClock::new(T + 5))
             .await
             .expect("step"),
         Step::Settled(Settled::Retrying)
     );
     assert_eq!(
-        process_next(&inbox, &handler, &svc_contract::ManualClock::new(T + 14))
+        process_next(&inbox, &handler, &ManualClock::new(T + 14))
             .await
             .expect("step"),
         Step::Empty
     );
     assert_eq!(
-        process_next(&inbox, &handler, &svc_contract::ManualClock::new(T + 15))
+        process_next(&inbox, &handler, &ManualClock::new(T + 15))
             .await
             .expect("step"),
         Step::Settled(Settled::Done)
     );
     assert_eq!(
-        process_next(
-            &inbox,
-            &handler,
-            &svc_contract::ManualClock::new(T + 10_000)
-        )
-        .await
-        .expect("step"),
+        process_next(&inbox, &handler, &ManualClock::new(T + 10_000))
+            .await
+            .expect("step"),
         Step::Empty
     );
     assert_eq!(inbox.counts().await.expect("counts"), (0, 1, 0));
@@ -121,19 +117,19 @@ async fn an_event_that_keeps_failing_becomes_a_dead_letter_and_is_kept() {
     inbox.accept(&id, &[7; 32], &body, T).await.expect("accept");
     let handler = |_: Received| async { Err::<(), _>("always fails") };
     assert_eq!(
-        process_next(&inbox, &handler, &svc_contract::ManualClock::new(T))
+        process_next(&inbox, &handler, &ManualClock::new(T))
             .await
             .expect("s"),
         Step::Settled(Settled::Retrying)
     );
     assert_eq!(
-        process_next(&inbox, &handler, &svc_contract::ManualClock::new(T + 60))
+        process_next(&inbox, &handler, &ManualClock::new(T + 60))
             .await
             .expect("s"),
         Step::Settled(Settled::Dead)
     );
     assert_eq!(
-        process_next(&inbox, &handler, &svc_contract::ManualClock::new(T + 9_999))
+        process_next(&inbox, &handler, &ManualClock::new(T + 9_999))
             .await
             .expect("s"),
         Step::Empty
@@ -174,7 +170,7 @@ async fn an_event_that_keeps_failing_becomes_a_dead_letter_and_is_kept() {
         Settled::Done
     );
     assert_eq!(
-        process_next(&inbox, &ok, &svc_contract::ManualClock::new(T + 10_001))
+        process_next(&inbox, &ok, &ManualClock::new(T + 10_001))
             .await
             .expect("s"),
         Step::Empty
@@ -199,7 +195,7 @@ async fn dead_letters_can_be_discarded_or_all_requeued() {
             .await
             .expect("accept");
         assert_eq!(
-            process_next(&inbox, &fails, &svc_contract::ManualClock::new(T))
+            process_next(&inbox, &fails, &ManualClock::new(T))
                 .await
                 .expect("s"),
             Step::Settled(Settled::Dead)

@@ -123,7 +123,7 @@ async fn inbox_rejections_and_handler_failures_carry_the_webhook_id() {
         tracing::info!("user code ran");
         Err::<(), _>("downstream unavailable")
     };
-    process_next(&inbox, &handler, &svc_contract::ManualClock::new(T))
+    process_next(&inbox, &handler, &ManualClock::new(T))
         .await
         .expect("step");
     for needle in ["user code ran", "webhook handler failed"] {

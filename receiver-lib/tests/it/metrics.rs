@@ -192,14 +192,14 @@ async fn inbox_mode_counts_each_outcome_times_verify_and_commits_and_sets_the_ga
     process_next(
         &inbox,
         &|_: Received| async { Ok::<(), String>(()) },
-        &svc_contract::ManualClock::new(T + 40),
+        &ManualClock::new(T + 40),
     )
     .await
     .expect("a");
     process_next(
         &inbox,
         &|_: Received| async { Err::<(), _>("down") },
-        &svc_contract::ManualClock::new(T + 40),
+        &ManualClock::new(T + 40),
     )
     .await
     .expect("b");

@@ -63,17 +63,16 @@ where
     H: EventHandler,
     C: AsyncFn() -> i64,
 {
-    let Step::Settled(first) = process_next(inbox, &swallowing, &svc_contract::ManualClock::new(T))
+    let Step::Settled(first) = process_next(inbox, &swallowing, &ManualClock::new(T))
         .await
         .expect("step")
     else {
         panic!("{id} was not handed out");
     };
     let after_first = count().await;
-    let Step::Settled(second) =
-        process_next(inbox, &clean, &svc_contract::ManualClock::new(T + 3600))
-            .await
-            .expect("step")
+    let Step::Settled(second) = process_next(inbox, &clean, &ManualClock::new(T + 3600))
+        .await
+        .expect("step")
     else {
         panic!("{id} was not handed out again");
     };
@@ -277,13 +276,11 @@ async fn rusqlite_a_transaction_rolled_back_under_the_handler_is_not_settled_don
         }
     };
     for (through_recorder, now) in [(false, T), (true, T + 3600)] {
-        let Step::Settled(first) = process_next(
-            &inbox,
-            &handler(through_recorder),
-            &svc_contract::ManualClock::new(now),
-        )
-        .await
-        .expect("step") else {
+        let Step::Settled(first) =
+            process_next(&inbox, &handler(through_recorder), &ManualClock::new(now))
+                .await
+                .expect("step")
+        else {
             panic!("not handed out");
         };
         assert_eq!(
@@ -294,10 +291,9 @@ async fn rusqlite_a_transaction_rolled_back_under_the_handler_is_not_settled_don
         assert_eq!(tenant.effects("wh_sqlite_swallow"), 0);
     }
     let clean = tenant.handler();
-    let Step::Settled(last) =
-        process_next(&inbox, &clean, &svc_contract::ManualClock::new(T + 7200))
-            .await
-            .expect("step")
+    let Step::Settled(last) = process_next(&inbox, &clean, &ManualClock::new(T + 7200))
+        .await
+        .expect("step")
     else {
         panic!("not handed out");
     };
@@ -511,10 +507,9 @@ async fn a_schema_named_after_the_receivers_role_with_a_forged_inbox_reaches_not
         }
     };
     inbox.database().pool().close_idle();
-    while let Step::Settled(_) =
-        process_next(&inbox, &handler, &svc_contract::ManualClock::new(T + 10))
-            .await
-            .expect("step")
+    while let Step::Settled(_) = process_next(&inbox, &handler, &ManualClock::new(T + 10))
+        .await
+        .expect("step")
     {}
     assert_eq!(
         *handed.lock().unwrap_or_else(PoisonError::into_inner),
@@ -687,13 +682,9 @@ async fn a_dead_letter_older_than_the_retention_keeps_its_record_and_its_requeue
             }
         }
     };
-    let step = process_next(
-        &inbox,
-        &committed_then_failed,
-        &svc_contract::ManualClock::new(T),
-    )
-    .await
-    .expect("step");
+    let step = process_next(&inbox, &committed_then_failed, &ManualClock::new(T))
+        .await
+        .expect("step");
     assert_eq!(step, Step::Settled(Settled::Dead));
     assert_eq!(effects(&client, "wh_dead").await, 1);
     // A plain old record beside it, both recorded two days ago by the database's clock.
@@ -763,13 +754,9 @@ async fn a_dead_letter_older_than_the_retention_keeps_its_record_and_its_requeue
             }
         }
     };
-    let step = process_next(
-        &inbox,
-        &handler,
-        &svc_contract::ManualClock::new(clock.now()),
-    )
-    .await
-    .expect("step");
+    let step = process_next(&inbox, &handler, &ManualClock::new(clock.now()))
+        .await
+        .expect("step");
     assert_eq!(step, Step::Settled(Settled::Done));
     assert_eq!(
         effects(&client, "wh_dead").await,
@@ -809,24 +796,16 @@ async fn sqlite_a_dead_letter_older_than_the_retention_keeps_its_record_with_the
     tenant
         .fail_after_commit
         .store(true, std::sync::atomic::Ordering::SeqCst);
-    let step = process_next(
-        &inbox,
-        &tenant.handler(),
-        &svc_contract::ManualClock::new(T),
-    )
-    .await
-    .expect("step");
+    let step = process_next(&inbox, &tenant.handler(), &ManualClock::new(T))
+        .await
+        .expect("step");
     assert_eq!(step, Step::Settled(Settled::Dead));
     tenant
         .fail_after_commit
         .store(false, std::sync::atomic::Ordering::SeqCst);
-    let step = process_next(
-        &inbox,
-        &tenant.handler(),
-        &svc_contract::ManualClock::new(T),
-    )
-    .await
-    .expect("step");
+    let step = process_next(&inbox, &tenant.handler(), &ManualClock::new(T))
+        .await
+        .expect("step");
     assert_eq!(step, Step::Settled(Settled::Done));
     // Two days later a record prunes: the done one's record goes, the dead letter's stays.
     clock.set(T + 2 * 86_400);
@@ -858,13 +837,9 @@ async fn sqlite_a_dead_letter_older_than_the_retention_keeps_its_record_with_the
             .await
             .expect("requeue")
     );
-    let step = process_next(
-        &inbox,
-        &tenant.handler(),
-        &svc_contract::ManualClock::new(clock.now()),
-    )
-    .await
-    .expect("step");
+    let step = process_next(&inbox, &tenant.handler(), &ManualClock::new(clock.now()))
+        .await
+        .expect("step");
     assert_eq!(step, Step::Settled(Settled::Done));
     assert_eq!(
         tenant.effects("wh_sqlite_dead"),

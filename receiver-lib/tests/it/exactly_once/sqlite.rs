@@ -150,14 +150,14 @@ async fn inbox_mode_rolls_a_failed_transaction_back_retries_it_and_writes_once()
     assert_eq!(accept(&inbox, "wh_fail", T).await, Accepted::Stored);
 
     tenant.fail.store(true, Ordering::SeqCst);
-    let step = process_next(&inbox, &handler, &svc_contract::ManualClock::new(T))
+    let step = process_next(&inbox, &handler, &ManualClock::new(T))
         .await
         .expect("step");
     assert_eq!(step, Step::Settled(Settled::Retrying));
     assert_eq!(tenant.effects("wh_fail"), 0, "rolled back with the record");
 
     tenant.fail.store(false, Ordering::SeqCst);
-    let step = process_next(&inbox, &handler, &svc_contract::ManualClock::new(T + 60))
+    let step = process_next(&inbox, &handler, &ManualClock::new(T + 60))
         .await
         .expect("step");
     assert_eq!(step, Step::Settled(Settled::Done));
@@ -174,14 +174,14 @@ async fn inbox_mode_a_failure_reported_after_the_commit_is_retried_without_writi
 
     // Committed, then the worker hears of a failure (as after a crash before the settlement).
     tenant.fail_after_commit.store(true, Ordering::SeqCst);
-    let step = process_next(&inbox, &handler, &svc_contract::ManualClock::new(T))
+    let step = process_next(&inbox, &handler, &ManualClock::new(T))
         .await
         .expect("step");
     assert_eq!(step, Step::Settled(Settled::Retrying));
     assert_eq!(tenant.effects("wh_lost"), 1);
 
     tenant.fail_after_commit.store(false, Ordering::SeqCst);
-    let step = process_next(&inbox, &handler, &svc_contract::ManualClock::new(T + 60))
+    let step = process_next(&inbox, &handler, &ManualClock::new(T + 60))
         .await
         .expect("step");
     assert_eq!(step, Step::Settled(Settled::Done));
@@ -200,10 +200,10 @@ async fn inbox_mode_a_dead_letter_requeued_writes_once() {
     let handler = tenant.handler();
     accept(&inbox, "wh_dead", T).await;
     tenant.fail.store(true, Ordering::SeqCst);
-    process_next(&inbox, &handler, &svc_contract::ManualClock::new(T))
+    process_next(&inbox, &handler, &ManualClock::new(T))
         .await
         .expect("step");
-    let step = process_next(&inbox, &handler, &svc_contract::ManualClock::new(T + 60))
+    let step = process_next(&inbox, &handler, &ManualClock::new(T + 60))
         .await
         .expect("step");
     assert_eq!(step, Step::Settled(Settled::Dead));
@@ -216,7 +216,7 @@ async fn inbox_mode_a_dead_letter_requeued_writes_once() {
             .await
             .expect("requeue")
     );
-    let step = process_next(&inbox, &handler, &svc_contract::ManualClock::new(T + 120))
+    let step = process_next(&inbox, &handler, &ManualClock::new(T + 120))
         .await
         .expect("step");
     assert_eq!(step, Step::Settled(Settled::Done));
@@ -410,13 +410,9 @@ impl Model {
             self.tenant
                 .fail_after_commit
                 .store(lost_after_commit, Ordering::SeqCst);
-            process_next(
-                &self.inbox,
-                &self.tenant.handler(),
-                &svc_contract::ManualClock::new(now),
-            )
-            .await
-            .expect("step");
+            process_next(&self.inbox, &self.tenant.handler(), &ManualClock::new(now))
+                .await
+                .expect("step");
         }
     }
 }
@@ -478,13 +474,9 @@ fn random_deliveries_retries_failures_and_crashes_end_with_each_effect_exactly_o
                 let handler = model.tenant.handler();
                 for _ in 0..3 {
                     clock.set(model.now() + 7200);
-                    while process_next(
-                        &model.inbox,
-                        &handler,
-                        &svc_contract::ManualClock::new(model.now()),
-                    )
-                    .await
-                    .expect("step")
+                    while process_next(&model.inbox, &handler, &ManualClock::new(model.now()))
+                        .await
+                        .expect("step")
                         != Step::Empty
                     {}
                 }
