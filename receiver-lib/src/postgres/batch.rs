@@ -33,7 +33,7 @@ use crate::StoreError;
 /// Batches one store runs at once, each on its own pooled connection: while one waits for its
 /// WAL flush, the other runs, and rows arriving meanwhile gather into the next. One leaves the
 /// CPU idle during each flush; more make smaller batches, each costing the server more CPU per
-/// row (the load benchmark's figures are in BENCHMARKS.md).
+/// row (measured with the load bench: `cargo bench -p svc-receiver --bench load`).
 pub(super) const IN_FLIGHT: usize = 2;
 
 /// Most rows in one batch.

@@ -48,7 +48,7 @@ const MAX_BATCH: usize = 512;
 /// How long the checkpointer waits after a commit before copying the WAL into the file. A
 /// checkpoint ends with an fsync of the database file, which the next commits' fsyncs of the
 /// WAL queue behind: fewer checkpoints keep that wait out of most commits (a lower p99 at the
-/// same throughput, BENCHMARKS.md), for a larger WAL under sustained load (it is rewound past
+/// same throughput in the load bench), for a larger WAL under sustained load (it is rewound past
 /// [`RESTART_WAL_FRAMES`] either way).
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
