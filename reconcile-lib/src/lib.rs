@@ -8,7 +8,8 @@
 //! source's watermark moves. Implement [`Sink`] over your own tables, or use the ready
 //! `store::Store` (feature `sqlite`, on by default: one SQLite file; with the feature
 //! `postgres`, a PostgreSQL database shared by several machines), which `svc-cli reconcile` and
-//! `svc-cli webhook serve` write.
+//! `svc-cli webhook serve` write. Hold your own sink to the conformance suite in your tests
+//! (`testing`, feature `testing`).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -34,6 +35,8 @@
 //! - [`report`]: the typed report of a run ([`RunReport`]).
 //! - [`window`]: which part of the listing each source's pass reads.
 //! - [`memory`]: [`MemorySink`], a sink in memory (tests, dry runs, examples).
+//! - `testing` (feature `testing`): the conformance suite of the [`Sink`] trait, for a
+//!   tenant's tests of its own sink.
 //! - `store` (feature `sqlite`, on by default; PostgreSQL with the feature `postgres`): the
 //!   store of `svc-cli` (calls, ledger, changes, runs), a ready [`Sink`].
 //! - [`time`]: timestamps and durations as the contract and the store write them.
@@ -60,6 +63,8 @@ pub mod report;
 pub mod sink;
 #[cfg(feature = "sqlite")]
 pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod time;
 pub mod webhook;
 pub mod window;

@@ -18,7 +18,8 @@
 //!
 //! Implementations here: `store::Store` (feature `sqlite`: SQLite, or PostgreSQL with the
 //! feature `postgres`; what `svc-cli` uses) and [`crate::memory::MemorySink`] (tests). All of
-//! them pass the conformance suite in the crate's tests (`tests/it/sink_suite.rs`).
+//! them pass the conformance suite a tenant's sink can be held to as well: `testing` (feature
+//! `testing`).
 
 use std::collections::HashMap;
 use std::future::Future;
