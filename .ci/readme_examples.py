@@ -13,13 +13,15 @@ README marks as an example (`<!-- example: … -->` on the line before), or that
 compile (no `ignore`), is one example. `ignore` fragments are skipped (they are pieces of a
 program the text completes); `compile_fail` blocks are skipped too. Fragments are completed as
 rustdoc completes them: `# ` hidden lines are kept, and code without `fn main` goes inside one.
+A block marked `<!-- example: test -->` is a test file of the reader's crate (`tests/…`, with
+the block's `[dev-dependencies]`), checked as it stands, without a `fn main`.
 
 Each group becomes one crate under OUT_DIR (outside the workspace, and a workspace of its own,
 so that nothing of the workspace's manifest leaks in; files are rewritten only when they
 change, so that a second run checks nothing again): its Cargo.toml is the block as written, with the
 workspace's `svc-*` crates pointed at their folders through `[patch.crates-io]` (they are not
 published), and each example is one binary, `src/bin/line-N.rs`, N being the line of its fence
-in the README. The workspace's Cargo.lock is copied in so that versions resolve as the
+in the README, or one integration test, `tests/line-N.rs`, for a test example. The workspace's Cargo.lock is copied in so that versions resolve as the
 workspace's do.
 
 Prints one line per crate: `DIR<TAB>README<TAB>TOML_LINE<TAB>N,N,…`. Exits 1, naming the README
@@ -34,6 +36,8 @@ import tomllib
 
 FENCE = re.compile(r"^(`{3,})(.*)$")
 EXAMPLE_MARK = re.compile(r"^<!--\s*example:")
+# A test of the reader's crate (`tests/…`), not a program.
+TEST_MARK = re.compile(r"^<!--\s*example:\s*test\b")
 # The files whose examples are checked, wherever they stand in the workspace.
 DOC_NAMES = ("README.md", "RECIPES.md", "POSTGRES.md")
 
@@ -126,7 +130,7 @@ def main():
         if not any(part in ("target", ".git", "node_modules") for part in p.relative_to(root).parts)
     )
     errors = []
-    groups = []  # (readme, toml line, toml text, [(line, program)])
+    groups = []  # (readme, toml line, toml text, [(line, program, is_test)])
     for readme in readmes:
         rel = readme.relative_to(root)
         group = None
@@ -152,7 +156,10 @@ def main():
                         "above it: a reader cannot tell what it needs"
                     )
                 continue
-            group[3].append((line, as_program(body)))
+            if TEST_MARK.match(before):
+                group[3].append((line, code + "\n", True))
+            else:
+                group[3].append((line, as_program(body), False))
     if errors:
         print("\n".join(errors), file=sys.stderr)
         sys.exit(1)
@@ -166,6 +173,7 @@ def main():
         crate = out / slug
         made.add(crate)
         (crate / "src" / "bin").mkdir(parents=True, exist_ok=True)
+        (crate / "tests").mkdir(parents=True, exist_ok=True)
         deps = tomllib.loads(text)
         named = set()
         for table in ("dependencies", "dev-dependencies", "build-dependencies"):
@@ -183,6 +191,9 @@ def main():
             text,
             "",
         ]
+        for line, _, is_test in examples:
+            if is_test:
+                manifest += ["[[test]]", f'name = "line-{line}"', f'path = "tests/line-{line}.rs"', ""]
         if patch:
             manifest += ["[patch.crates-io]", *patch, ""]
         if profile:
@@ -197,13 +208,15 @@ def main():
         write_if_changed(crate / "Cargo.toml", "\n".join(manifest) + "\n")
         if lock.exists():
             shutil.copy(lock, crate / "Cargo.lock")
-        bins = {f"line-{line}.rs": program for line, program in examples}
-        for stale in (crate / "src" / "bin").iterdir():
-            if stale.name not in bins:
-                stale.unlink()
-        for name, program in bins.items():
-            write_if_changed(crate / "src" / "bin" / name, program)
-        print(f"{crate}\t{readme}\t{toml_line}\t{','.join(str(l) for l, _ in examples)}")
+        for folder, tests in ((crate / "src" / "bin", False), (crate / "tests", True)):
+            files = {f"line-{line}.rs": program for line, program, is_test in examples
+                     if is_test == tests}
+            for stale in folder.iterdir():
+                if stale.name not in files:
+                    stale.unlink()
+            for name, program in files.items():
+                write_if_changed(folder / name, program)
+        print(f"{crate}\t{readme}\t{toml_line}\t{','.join(str(l) for l, _, _ in examples)}")
     remove_stale(out, made)
 
 

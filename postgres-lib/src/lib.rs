@@ -1,6 +1,6 @@
-//! The PostgreSQL connection layer that `svc-receiver`'s stores and `svc-reconcile`'s store
-//! share: a pool whose work waits for an answer at most a timeout, connection URLs checked for
-//! what this build supports, and messages that never hold a password.
+//! The PostgreSQL connection layer that `svc-receiver`'s stores and `svc-cli`'s store
+//! (`svc-store`) share: a pool whose work waits for an answer at most a timeout, connection
+//! URLs checked for what this build supports, and messages that never hold a password.
 //!
 //! - `PgPool` (feature `pool`, on by default): a `deadpool-postgres` pool of `tokio-postgres`
 //!   connections that replaces connections the server closed and closes one whose answer does

@@ -1,7 +1,7 @@
 //! [`PgPool`]: the one PostgreSQL connection layer of the workspace. A pool of connections to
 //! one database that replaces connections the server closed, and whose statements wait for
 //! the server's answer at most an answer timeout. Nothing here knows of anyone's tables:
-//! `svc-receiver`'s `PgDatabase` adds its own (migrated when it opens), and `svc-reconcile`'s
+//! `svc-receiver`'s `PgDatabase` adds its own (migrated when it opens), and `svc-store`'s
 //! PostgreSQL store builds on the same pool.
 //!
 //! A connection whose answer does not come in time (a network that stalls, a server that
@@ -167,7 +167,7 @@ impl PgPool {
 
     /// The same pool, whose new connections are opened on `runtime` (their I/O a task of it)
     /// rather than on the runtime of whoever checks one out. For a pool whose futures are
-    /// also awaited by blocking a thread (`svc-reconcile`'s store): a connection whose I/O
+    /// also awaited by blocking a thread (`svc-store`'s store): a connection whose I/O
     /// belonged to the blocked thread's runtime could wait for that very thread.
     #[must_use]
     pub fn on_runtime(mut self, runtime: tokio::runtime::Handle) -> Self {

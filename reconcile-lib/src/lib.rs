@@ -5,10 +5,10 @@
 //! A [`Reconciler`] lists each source's calls over a window (`GET /calls`, through
 //! `svc-client`), reads the detail of every call the [`Sink`] does not hold yet (or whose
 //! `scoredAt` moved), and hands them to the sink page by page; once a window is stored, the
-//! source's watermark moves. Implement [`Sink`] over your own tables, or use the ready
-//! `store::Store` (feature `sqlite`, on by default: one SQLite file; with the feature
-//! `postgres`, a PostgreSQL database shared by several machines), which `svc-cli reconcile` and
-//! `svc-cli webhook serve` write.
+//! source's watermark moves. Implement [`Sink`] over your own tables, and hold it to the
+//! conformance suite in your tests (`testing`, feature `testing`); [`MemorySink`] keeps
+//! everything in memory. No feature links a database: `svc-cli`'s own SQLite/PostgreSQL store
+//! is the workspace's `svc-store`, one more implementation of [`Sink`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -34,8 +34,8 @@
 //! - [`report`]: the typed report of a run ([`RunReport`]).
 //! - [`window`]: which part of the listing each source's pass reads.
 //! - [`memory`]: [`MemorySink`], a sink in memory (tests, dry runs, examples).
-//! - `store` (feature `sqlite`, on by default; PostgreSQL with the feature `postgres`): the
-//!   store of `svc-cli` (calls, ledger, changes, runs), a ready [`Sink`].
+//! - `testing` (feature `testing`): the conformance suite of the [`Sink`] trait, for a
+//!   tenant's tests of its own sink.
 //! - [`time`]: timestamps and durations as the contract and the store write them.
 //! - [`webhook`]: [`SinkHandler`], the webhook path into the same [`Sink`]: an
 //!   `svc_receiver::EventHandler` that reads each announced call and stores it, so a call lands
@@ -43,7 +43,7 @@
 //!
 //! Receiving itself (verification, dedupe, the durable inbox, the HTTP route) is
 //! `svc-receiver`'s: a tenant hands it a [`SinkHandler`] over its sink. `svc-cli webhook serve`
-//! is the same receiver with a [`SinkHandler`] over the `store::Store` (its `--fetch`), which
+//! is the same receiver with a [`SinkHandler`] over `svc-cli`'s store (its `--fetch`), which
 //! first records every delivery, scored or not, in the store's ledger; and health and metrics
 //! endpoints.
 
@@ -58,8 +58,8 @@ pub mod engine;
 pub mod memory;
 pub mod report;
 pub mod sink;
-#[cfg(feature = "sqlite")]
-pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod time;
 pub mod webhook;
 pub mod window;

@@ -16,9 +16,9 @@
 //! - a call its webhook brought ([`Sink::store_delivered`], called by
 //!   [`crate::webhook::SinkHandler`]): stored through [`Sink::store_batch`] like any other.
 //!
-//! Implementations here: `store::Store` (feature `sqlite`: SQLite, or PostgreSQL with the
-//! feature `postgres`; what `svc-cli` uses) and [`crate::memory::MemorySink`] (tests). All of
-//! them pass the conformance suite in the crate's tests (`tests/it/sink_suite.rs`).
+//! Implementations: [`crate::memory::MemorySink`] here (tests, dry runs), and `svc-cli`'s
+//! store (SQLite or PostgreSQL, in the workspace's `svc-store`). Both pass the conformance
+//! suite a tenant's sink can be held to as well: `testing` (feature `testing`).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -407,11 +407,8 @@ impl Version {
 
 /// Whether a version given as `(updatedAt, scoredAt)` is older than a stored one: its
 /// `updatedAt` (else `scoredAt`) is before the stored one's; either missing or unreadable: not
-/// older. What [`Version::is_older_than`] and the store compare.
-pub(crate) fn is_older(
-    incoming: (Option<&str>, Option<&str>),
-    stored: (Option<&str>, Option<&str>),
-) -> bool {
+/// older. What [`Version::is_older_than`] compares.
+fn is_older(incoming: (Option<&str>, Option<&str>), stored: (Option<&str>, Option<&str>)) -> bool {
     let at = |(updated, scored): (Option<&str>, Option<&str>)| {
         updated.or(scored).and_then(crate::time::parse_ts)
     };

@@ -3,8 +3,8 @@
 use crate::config::ConfigError;
 use svc_client::live::LiveError;
 use svc_client::{ClientError, ErrorClass};
-use svc_reconcile::store::StoreError;
-use svc_reconcile::store::lock::LockError;
+use svc_store::StoreError;
+use svc_store::lock::LockError;
 
 /// Success.
 pub const OK: u8 = 0;

@@ -1,6 +1,7 @@
 //! `svc-cli`: the tenant's command line for the Roleplay and Call-Scoring Service v1 API, a thin
 //! binary over the library crates: `svc-client` (the typed API client), `svc-reconcile` (the
-//! reconciliation engine and its stores) and `svc-receiver` (webhooks).
+//! reconciliation engine), `svc-store` (its store: a SQLite file or a PostgreSQL database) and
+//! `svc-receiver` (webhooks).
 //!
 //! # Layout
 //! - [`config`]: where the base URL and API key come from (flag > env > config-file profile) and

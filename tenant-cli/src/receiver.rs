@@ -33,10 +33,10 @@ use crate::ops::health::{HEALTHZ, METRICS, Ops, READYZ};
 use crate::ops::prometheus::Metrics;
 use svc_client::Client;
 use svc_reconcile::SinkHandler;
-use svc_reconcile::store::Store;
-use svc_reconcile::store::deliveries::NewDelivery;
-use svc_reconcile::store::inbox::StoreInbox;
 use svc_reconcile::time::format_ts;
+use svc_store::Store;
+use svc_store::deliveries::NewDelivery;
+use svc_store::inbox::StoreInbox;
 
 /// Inbox entries handled at once (each records a delivery and, with a client, reads a call).
 const WORKERS: usize = 4;

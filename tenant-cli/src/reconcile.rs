@@ -1,5 +1,6 @@
-//! Reconcile as the command line runs it, over `svc-reconcile`: the store as the sink, the
-//! documented exit code of a run, its report as a table, and the spinner that shows progress.
+//! Reconcile as the command line runs it, over `svc-reconcile`: `svc-store`'s store as the sink,
+//! the documented exit code of a run, its report as a table, and the spinner that shows
+//! progress.
 
 use std::ops::Deref;
 
@@ -7,10 +8,10 @@ use comfy_table::Table;
 use indicatif::ProgressBar;
 use serde::Serialize;
 use svc_client::CallSource;
-use svc_reconcile::store::{RunLock, Store, StoreError};
 use svc_reconcile::{
     Counts, Outcome, Progress, Reconciler, RunError, RunGuard, RunReport, StopReason,
 };
+use svc_store::{RunLock, Store, StoreError};
 
 use crate::exit;
 use crate::output;

@@ -1,7 +1,7 @@
 //! Tests of `svc-reconcile`.
 //!
-//! - [`sink_suite`]: one conformance suite of the [`svc_reconcile::Sink`] trait, run over the
-//!   memory sink, the SQLite store and the PostgreSQL store.
+//! - [`sink_suite`]: the conformance suite of the [`svc_reconcile::Sink`] trait
+//!   (`svc_reconcile::testing`), run over the memory sink and a tenant's minimal sink.
 //! - [`engine`]: runs against `svc-fixtures`' mocks into the memory sink: what a run stores,
 //!   when it stops, what the watermark does.
 //! - [`webhook`]: `SinkHandler` behind `svc-receiver`'s direct route, against the same mocks.

@@ -20,7 +20,7 @@ use wiremock::MockServer;
 
 /// The tenant's tables: calls and watermarks, nothing else.
 #[derive(Debug, Default)]
-struct OwnSink {
+pub(super) struct OwnSink {
     calls: Mutex<HashMap<CallId, RawCallDetail>>,
     watermarks: Mutex<HashMap<String, DateTime<Utc>>>,
 }

@@ -13,9 +13,9 @@ use svc_receiver::inbox::{DeadLetter, InboxAdmin, InboxPolicy};
 use super::Ctx;
 use crate::exit::CliError;
 use crate::output;
-use svc_reconcile::store::inbox::StoreInbox;
-use svc_reconcile::store::{Store, StoreLocation};
 use svc_reconcile::time::format_ts;
+use svc_store::inbox::StoreInbox;
+use svc_store::{Store, StoreLocation};
 
 /// Inbox commands.
 #[derive(Debug, Subcommand)]

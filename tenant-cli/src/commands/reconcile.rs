@@ -16,9 +16,9 @@ use crate::ops::textfile::RunFigures;
 use crate::reconcile::{self, Reconciled};
 use std::sync::Arc;
 use svc_client::CallSource;
-use svc_reconcile::store::{Store, StoreLocation};
 use svc_reconcile::time::{parse_duration, timestamp_arg};
 use svc_reconcile::{LockError, Options, Reconciler};
+use svc_store::{Store, StoreLocation};
 
 /// Which sources a run lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

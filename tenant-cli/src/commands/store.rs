@@ -11,7 +11,7 @@ use super::Ctx;
 use crate::html_report::HtmlReport;
 use crate::output;
 use svc_reconcile::MAX_FAILURE_ATTEMPTS;
-use svc_reconcile::store::export::{ExportError, ExportFormat};
+use svc_store::export::{ExportError, ExportFormat};
 
 /// `--format` of `store export`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -30,9 +30,9 @@ impl From<FormatArg> for ExportFormat {
         }
     }
 }
-use svc_reconcile::store::stats::Stats;
-use svc_reconcile::store::{Store, StoreLocation};
 use svc_reconcile::time::timestamp_arg;
+use svc_store::stats::Stats;
+use svc_store::{Store, StoreLocation};
 
 /// Store commands.
 #[derive(Debug, Subcommand)]
@@ -186,9 +186,7 @@ fn print_stats(ctx: &Ctx, stats: &Stats) -> anyhow::Result<()> {
     for source in sources {
         let counts = stats.calls.iter().find(|c| c.source == source);
         let sync = stats.sync.get(source).cloned().unwrap_or_default();
-        let n = |f: fn(&svc_reconcile::store::stats::SourceCalls) -> u64| {
-            counts.map_or(0, f).to_string()
-        };
+        let n = |f: fn(&svc_store::stats::SourceCalls) -> u64| counts.map_or(0, f).to_string();
         calls.add_row(vec![
             source.to_owned(),
             n(|c| c.calls),

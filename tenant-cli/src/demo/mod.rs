@@ -35,7 +35,7 @@ pub use scripts::Rep;
 use summary::{Deliveries, PracticeCalls, RealCalls, Redispositioned, StoreCheck, Summary};
 use svc_client::{CallId, CallQuery, CallSource, Client, MintFor, RedeemRequest};
 use svc_reconcile::Options as ReconcileOptions;
-use svc_reconcile::store::Store;
+use svc_store::Store;
 
 /// The roster the demo imports (also `fixtures/sandbox/roster.csv`).
 const ROSTER: &str = include_str!("../../../fixtures/sandbox/roster.csv");

@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use super::HtmlReport;
 use super::chart::{self, PALETTE, Series, legend, line_legend, meter};
 use super::model::{BINS, Figures, Point};
-use svc_reconcile::store::report_rows::DayCounts;
+use svc_store::report_rows::DayCounts;
 
 use super::escape::escape;
 

@@ -5,7 +5,7 @@
 //!
 //! # Layout
 //! - [`model`]: the figures, aggregated from the store's rows as they stream past
-//!   ([`svc_reconcile::store::report_rows`] reads them).
+//!   ([`svc_store::report_rows`] reads them).
 //! - [`chart`]: the inline SVG charts.
 //! - [`html`]: the page.
 //! - [`escape`]: HTML escaping (the console's page uses it too).
@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 
 use model::{Aggregator, Figures};
-use svc_reconcile::store::report_rows::ReportWindow;
-use svc_reconcile::store::{Store, StoreError};
+use svc_store::report_rows::ReportWindow;
+use svc_store::{Store, StoreError};
 
 /// A report, ready to render.
 #[derive(Debug, Clone)]
@@ -104,7 +104,7 @@ impl HtmlReport {
 mod tests {
     use super::*;
     use model::Aggregator;
-    use svc_reconcile::store::report_rows::DayCounts;
+    use svc_store::report_rows::DayCounts;
 
     fn report(figures: Figures) -> HtmlReport {
         HtmlReport {
@@ -148,7 +148,7 @@ mod tests {
     #[test]
     fn the_page_has_every_section_and_its_charts_and_escapes_store_values() {
         let mut aggregator = Aggregator::new();
-        aggregator.add(svc_reconcile::store::report_rows::ReportCall {
+        aggregator.add(svc_store::report_rows::ReportCall {
             source: "roleplay".into(),
             agent_id: Some("svc_agent_1".into()),
             agency_id: Some("svc_agency_1".into()),

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Datelike as _, Duration, TimeZone as _, Timelike as _, Utc};
 
-use svc_reconcile::store::report_rows::{DayCounts, ReportCall};
+use svc_store::report_rows::{DayCounts, ReportCall};
 
 /// Score bins of the distribution: 0–9, 10–19, …, 90–100.
 pub const BINS: usize = 10;

@@ -23,8 +23,8 @@ use svc_receiver::inbox::Inbox;
 use tokio::sync::Mutex;
 
 use super::prometheus::{CONTENT_TYPE, Metrics};
-use svc_reconcile::store::Store;
-use svc_reconcile::store::inbox::StoreInbox;
+use svc_store::Store;
+use svc_store::inbox::StoreInbox;
 
 /// How long `/readyz` waits for the store to take a write before answering 503.
 pub const READY_DEADLINE: Duration = Duration::from_secs(2);

@@ -26,7 +26,7 @@ fn planted(sandbox: &Sandbox, name: &str) -> std::path::PathBuf {
 #[tokio::test]
 async fn store_report_replaces_a_link_at_its_out_path_and_leaves_no_temporary_file() {
     let sandbox = Sandbox::new();
-    svc_reconcile::store::Store::open_or_create(sandbox.path("calls.db")).expect("a store");
+    svc_store::Store::open_or_create(sandbox.path("calls.db")).expect("a store");
     // A link at a guessable temporary name is the unit test's (`report::tests`).
     let victim = planted(&sandbox, "report.html");
     let run = sandbox

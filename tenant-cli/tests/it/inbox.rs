@@ -8,7 +8,7 @@ use svc_contract::{CallScored, CallSource};
 use svc_receiver::Received;
 use svc_receiver::inbox::{Inbox, InboxAdmin, InboxPolicy, process_next};
 use svc_receiver::sqlite::SqliteInbox;
-use svc_reconcile::store::Store;
+use svc_store::Store;
 
 use crate::helpers::Sandbox;
 

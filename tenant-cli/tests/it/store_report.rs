@@ -95,7 +95,7 @@ async fn store_report_refuses_a_missing_store_and_an_unwritable_path() {
     );
     assert!(!dir.path("r.html").exists());
 
-    svc_reconcile::store::Store::open_or_create(dir.path("empty.db")).expect("an empty store");
+    svc_store::Store::open_or_create(dir.path("empty.db")).expect("an empty store");
     let nowhere = dir
         .run(&[
             "store",

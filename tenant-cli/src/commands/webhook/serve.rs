@@ -20,7 +20,7 @@ use crate::commands::Ctx;
 use crate::exit::CliError;
 use crate::ops::logs::LogArgs;
 use crate::receiver::{self, Listeners, ReceiverConfig};
-use svc_reconcile::store::{Store, StoreLocation};
+use svc_store::{Store, StoreLocation};
 
 /// Flags of `webhook serve`.
 #[derive(Args)]

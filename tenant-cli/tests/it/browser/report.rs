@@ -102,7 +102,7 @@ async fn the_demo_report_renders_its_charts_offline_with_no_console_errors() {
 fn crowded_report() -> String {
     use svc_cli::html_report::HtmlReport;
     use svc_cli::html_report::model::Aggregator;
-    use svc_reconcile::store::report_rows::{DayCounts, ReportCall};
+    use svc_store::report_rows::{DayCounts, ReportCall};
 
     let long_agency = "agency-0f8fad5b-d9cb-469f-a165-70867728950e-with-a-suffix".to_owned();
     let long_agent = "agent-7c9e6679-7425-40de-944b-e07fc1f90ae7-of-the-north".to_owned();

@@ -30,8 +30,8 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde_json::{Value, json};
 use svc_contract::{CallScored, CallSource};
 use svc_fixtures::calls::Calls;
-use svc_reconcile::store::Store;
-use svc_reconcile::store::deliveries::NewDelivery;
+use svc_store::Store;
+use svc_store::deliveries::NewDelivery;
 use wiremock::MockServer;
 
 use crate::helpers::{Run, Sandbox};

@@ -46,10 +46,7 @@ async fn store_stats_json_counts_calls_deliveries_recoveries_and_watermarks() {
     let run = fake.store_command(&["stats", "--json"]).await;
     assert_eq!(run.code, 0, "{run:?}");
     let stats = run.json();
-    assert_eq!(
-        stats["schemaVersion"],
-        json!(svc_reconcile::store::SCHEMA_VERSION)
-    );
+    assert_eq!(stats["schemaVersion"], json!(svc_store::SCHEMA_VERSION));
     let of = |source: &str| {
         stats["calls"]
             .as_array()

@@ -4,7 +4,7 @@
 
 use rusqlite::Connection;
 use svc_fixtures::calls::ROLEPLAY;
-use svc_reconcile::store::{SCHEMA_VERSION, Store};
+use svc_store::{SCHEMA_VERSION, Store};
 
 use super::{db, fake, hours_ago, number, stored_details};
 

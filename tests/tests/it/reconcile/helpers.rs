@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 use svc_cli::reconcile::Reconciled;
 use svc_client::{AgencyRef, Agent, Client, MintFor, RedeemRequest, RegisterAgent, UpsertAgency};
 use svc_reconcile::Options;
-use svc_reconcile::store::Store;
-use svc_reconcile::store::export::ExportFormat;
 use svc_service::db::ScoredCall;
+use svc_store::Store;
+use svc_store::export::ExportFormat;
 
 use crate::Service;
 use crate::practice::SCRIPT;

@@ -13,7 +13,7 @@ use axum::routing::post;
 use serde_json::Value;
 use svc_cli::receiver::ReceiverConfig;
 use svc_contract::{Keyring, SigningSecret};
-use svc_reconcile::store::Store;
+use svc_store::Store;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 

@@ -9,7 +9,7 @@ use svc_client::RawCallDetail;
 use super::calls::{Writer, store_call};
 use super::sql::{Sql, params};
 use super::{Store, StoreError};
-use crate::sink::Stored;
+use svc_reconcile::Stored;
 
 /// A verified delivery to record.
 #[derive(Debug, Clone)]
@@ -36,7 +36,7 @@ impl Store {
 
     /// Records a verified delivery (as [`Store::record_delivery`]) and stores its call's
     /// detail, read after it, in one transaction: what `svc_reconcile::webhook::SinkHandler`
-    /// does through [`crate::Sink::store_delivered`].
+    /// does through [`svc_reconcile::Sink::store_delivered`].
     ///
     /// # Errors
     /// A database error (neither is stored).
@@ -83,7 +83,7 @@ impl Store {
             .map(|row| row.text(0))
             .transpose()
         })?;
-        Ok(crate::time::ms(since.as_deref()))
+        Ok(svc_reconcile::time::ms(since.as_deref()))
     }
 
     /// How many deliveries are recorded under `webhook_id` (0 or 1).

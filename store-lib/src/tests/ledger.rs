@@ -18,7 +18,7 @@ fn a_delivery_is_recorded_once_per_webhook_id_and_starts_the_ledger() {
             assert_eq!(store.delivery_count("wh_1").expect("count"), 1);
             assert_eq!(
                 store.ledger_since_ms().expect("since"),
-                crate::time::ms(Some("2026-03-01T10:05:31.000Z"))
+                svc_reconcile::time::ms(Some("2026-03-01T10:05:31.000Z"))
             );
             let failed = event("svc_call_2", false);
             assert!(record(store, "wh_2", &failed, "2026-03-01T11:00:00.000Z"));
@@ -41,7 +41,7 @@ fn how_a_call_reached_the_store_follows_the_ledger_and_the_grace_period() {
         "how_a_call_reached_the_store_follows_the_ledger_and_the_grace_period",
         |store| {
             // The ledger started before the calls were scored (10:05).
-            let since = crate::time::ms(Some("2026-03-01T09:00:00.000Z"));
+            let since = svc_reconcile::time::ms(Some("2026-03-01T09:00:00.000Z"));
             let delivered = detail_json("svc_call_d", "roleplay", "2026-03-01T10:05:00.000Z", 70.0);
             record(
                 store,

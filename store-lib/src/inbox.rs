@@ -50,7 +50,7 @@ impl StoreInbox {
             #[cfg(not(feature = "postgres"))]
             StoreLocation::Postgres(_) => Err(StoreError::Config(format!(
                 "{location} is a PostgreSQL store, and this build has no PostgreSQL support \
-                 (svc-reconcile's feature `postgres`)"
+                 (svc-store's feature `postgres`)"
             ))),
         }
     }

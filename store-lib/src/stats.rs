@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::runs::SyncState;
 use super::sql::{Sql, params};
 use super::{Store, StoreError};
-use crate::time::{before, format_ts};
+use svc_reconcile::time::{before, format_ts};
 
 /// Everything `store stats` prints.
 #[derive(Debug, Clone, Serialize)]

@@ -1,7 +1,13 @@
-//! The local store: one SQLite file (WAL), or one PostgreSQL database for receivers and runs on
-//! several machines, where `reconcile` and `webhook serve` keep every scored call of the
-//! tenant, the webhook deliveries received, the changes found and the runs made, so that no
-//! scored call is missing whatever happened to the webhooks.
+//! `svc-store`: the store of `svc-cli`, in one SQLite file (WAL) or, with the feature
+//! `postgres`, one PostgreSQL database for receivers and runs on several machines, where
+//! `reconcile` and `webhook serve` keep every scored call of the tenant, the webhook
+//! deliveries received, the changes found and the runs made, so that no scored call is missing
+//! whatever happened to the webhooks.
+//!
+//! [`Store`] is a ready [`svc_reconcile::Sink`] (it passes the conformance suite,
+//! `svc_reconcile::testing`), and its [`inbox`] is `svc-receiver`'s inbox beside it. It is
+//! `svc-cli`'s own, not a library for tenants: a tenant's sink is its own tables
+//! (`svc-reconcile`'s README), and this crate is not published.
 //!
 //! # Layout
 //! - [`location`]: what `--store` names, a file or a `postgres://` URL (shown without its
@@ -14,6 +20,8 @@
 //! - [`deliveries`]: the ledger of verified webhook deliveries.
 //! - [`runs`]: reconcile runs and the per-source sync state (watermarks).
 //! - [`lock`]: the lock that keeps two reconcile runs from writing at once.
+//! - `sink`: the store as a [`svc_reconcile::Sink`], each call on a blocking thread.
+//! - [`inbox`]: `webhook serve`'s inbox, in the store's file or database.
 //! - [`stats`] and [`export`]: what `store stats` and `store export` read; [`report_rows`]: what
 //!   `store report` reads.
 //!
@@ -30,6 +38,8 @@
 //!
 //! A new store file is created readable and writable by its owner only (0600): it holds
 //! transcripts and scores.
+
+#![warn(missing_docs)]
 
 pub mod calls;
 pub mod deliveries;
@@ -441,8 +451,8 @@ impl Store {
 #[cfg(not(feature = "postgres"))]
 fn no_postgres(location: &StoreLocation) -> StoreError {
     StoreError::Config(format!(
-        "{location} is a PostgreSQL store, and this build has no PostgreSQL support (svc-reconcile's \
-         feature `postgres`)"
+        "{location} is a PostgreSQL store, and this build has no PostgreSQL support \
+         (svc-store's feature `postgres`)"
     ))
 }
 

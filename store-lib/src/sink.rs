@@ -13,9 +13,11 @@ use super::deliveries::NewDelivery;
 use super::lock::{LockError as StoreLockError, RunLock};
 use super::runs::RunOutcome;
 use super::{Store, StoreError};
-use crate::report::{Outcome, RunReport};
-use crate::sink::{Batch, Delivered, KnownCall, LockError, RunId, Sink, Stored, WindowEnd};
-use crate::time::{format_ts, parse_ts};
+use svc_reconcile::time::{format_ts, parse_ts};
+use svc_reconcile::{
+    Batch, Delivered, KnownCall, LockError, Options, Outcome, RunId, RunReport, Sink, Stored,
+    WindowEnd,
+};
 
 /// The exit code `svc-cli reconcile` documents for a run that ended so (a run that stopped is
 /// recorded as 1 here; the command line records its own code for it once it knows why).
@@ -23,7 +25,9 @@ fn exit_code(outcome: Outcome) -> u8 {
     match outcome {
         Outcome::Clean => 0,
         Outcome::Found => 3,
-        Outcome::CallsFailed | Outcome::Stopped => 1,
+        // `CallsFailed`, `Stopped`, and whatever a later svc-reconcile adds (`Outcome` is
+        // non-exhaustive).
+        _ => 1,
     }
 }
 
@@ -124,7 +128,7 @@ impl Sink for Store {
     async fn start_run(
         &self,
         started_at: DateTime<Utc>,
-        options: &crate::Options,
+        options: &Options,
     ) -> Result<Option<RunId>, StoreError> {
         // As earlier versions wrote them (a dry run records nothing, so `dryRun` is false).
         let mut text = serde_json::to_value(options).unwrap_or_default();

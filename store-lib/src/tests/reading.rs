@@ -44,7 +44,7 @@ fn export_writes_details_as_stored_or_a_flat_csv() {
         assert_eq!(lines.next(), None);
 
         let mut since = Vec::new();
-        let later = crate::time::ms(Some("2026-03-02T00:00:00Z"));
+        let later = svc_reconcile::time::ms(Some("2026-03-02T00:00:00Z"));
         let n = store
             .export(None, later, ExportFormat::Jsonl, &mut since)
             .expect("export");

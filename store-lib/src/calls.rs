@@ -8,10 +8,10 @@ use serde_json::{Value, json};
 
 use super::sql::{Sql, params};
 use super::{Store, StoreError};
-use crate::sink;
 use svc_client::{CallSource, RawCallDetail, RawCallRow};
+use svc_reconcile::{CallFailure, Version, sink};
 
-pub use crate::sink::{Delivery, KnownCall, Stored};
+pub use svc_reconcile::{Delivery, KnownCall, Stored};
 
 /// How the store writes a delivery.
 fn delivery_str(delivery: Delivery) -> &'static str {
@@ -46,7 +46,7 @@ impl Writer {
         Self {
             by: "webhook",
             run_id: None,
-            now: crate::time::format_ts(chrono::Utc::now()),
+            now: svc_reconcile::time::format_ts(chrono::Utc::now()),
             ledger_since_ms: None,
             missed_before_ms: i64::MIN,
         }
@@ -83,6 +83,22 @@ struct ScoreText<'a> {
 }
 
 impl Columns {
+    /// Whether this detail is older than the stored one whose `scoredAt` and `updatedAt` are
+    /// given ([`Version::is_older_than`], which compares those alone).
+    fn is_older_than(&self, scored_at: Option<&str>, updated_at: Option<&str>) -> bool {
+        let mine = Version {
+            score: Value::Null,
+            scored_at: self.scored_at.clone(),
+            updated_at: self.updated_at.clone(),
+        };
+        let stored = Version {
+            score: Value::Null,
+            scored_at: scored_at.map(str::to_owned),
+            updated_at: updated_at.map(str::to_owned),
+        };
+        mine.is_older_than(&stored)
+    }
+
     fn of(detail: &RawCallDetail) -> Self {
         let d = &detail.detail;
         let r = &d.row;
@@ -162,7 +178,7 @@ impl Store {
     pub fn store_batch(
         &self,
         calls: &[(Option<RawCallRow>, RawCallDetail)],
-        failures: &[crate::sink::CallFailure],
+        failures: &[CallFailure],
         fills: &[&RawCallRow],
         writer: &Writer,
     ) -> Result<Vec<Stored>, StoreError> {
@@ -374,10 +390,7 @@ pub(super) fn store_call(
     let stored = match before {
         None => Stored::New(insert_call(tx, row, detail, &columns, writer)?),
         Some((_, scored_at, updated_at))
-            if sink::is_older(
-                (columns.updated_at.as_deref(), columns.scored_at.as_deref()),
-                (updated_at.as_deref(), scored_at.as_deref()),
-            ) =>
+            if columns.is_older_than(scored_at.as_deref(), updated_at.as_deref()) =>
         {
             // A detail read before the stored one (the webhook worker's, read before a
             // reconcile run stored a re-disposition): the newer version stays.

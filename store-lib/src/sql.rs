@@ -88,7 +88,7 @@ impl<T: Into<Value>> From<Option<T>> for Value {
 /// Parameters from a list of anything that converts to a [`Value`].
 macro_rules! params {
     ($($value:expr),* $(,)?) => {
-        &[$($crate::store::sql::Value::from($value)),*][..]
+        &[$($crate::sql::Value::from($value)),*][..]
     };
 }
 pub(crate) use params;
