@@ -11,7 +11,8 @@
 //!   refused rather than ignored (not supported yet), and session settings added.
 //! - `describe_error` (feature `pool`): a driver error's text with the server's SQLSTATE.
 //! - [`is_postgres_url`] and [`redact_url`] (always): telling a database URL from a file path,
-//!   and writing one with its password hidden, for every message that names the database.
+//!   and writing one with its password hidden, for every message that names the database;
+//!   [`DEFAULT_ANSWER_TIMEOUT`] (always), the answer timeout a pool starts with.
 
 #![warn(missing_docs)]
 
@@ -28,11 +29,13 @@ mod url;
 pub use {deadpool_postgres, tokio_postgres};
 
 #[cfg(feature = "pool")]
-pub use pool::{
-    AnswerWatch, DEFAULT_ANSWER_TIMEOUT, PgConn, PgPool, PgPoolError, append_options,
-    connect_config,
-};
+pub use pool::{AnswerWatch, PgConn, PgPool, PgPoolError, append_options, connect_config};
 pub use url::{is_postgres_url, redact_url};
+
+/// How long a statement waits for the server's answer by default before its connection is
+/// given up (`PgPool::with_answer_timeout`; `svc-store`'s locations start from it too). Always
+/// built, so that a crate can name the default without the driver.
+pub const DEFAULT_ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A connection URL or pool configuration this build cannot use: one that does not parse, or
 /// asks for TLS. The text names the database with its password hidden.

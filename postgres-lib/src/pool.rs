@@ -27,16 +27,13 @@ use deadpool_postgres::{Manager, Object, Pool, Runtime};
 use tokio_postgres::NoTls;
 use tokio_postgres::config::SslMode;
 
-use crate::{PgConfigError, describe_error, redact_url};
+use crate::{DEFAULT_ANSWER_TIMEOUT, PgConfigError, describe_error, redact_url};
 
 /// How long a checkout waits for a free connection before failing.
 const WAIT_FOR_CONNECTION: Duration = Duration::from_secs(5);
 
 /// How long opening one connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long a statement waits for the server's answer by default (see the module docs).
-pub const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A pool of connections to one database; cheap to clone (every clone shares the pool). Its
 /// connections run their transactions at `READ COMMITTED`, whatever the database's default.

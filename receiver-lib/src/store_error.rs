@@ -45,6 +45,7 @@ impl StoreError {
     }
 
     /// A database error with no driver error behind it.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     pub(crate) fn database(message: impl Into<String>) -> Self {
         Self::Database {
             message: message.into(),

@@ -31,7 +31,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 use svc_client::{ApiKey, CallId, CallSource, Client, RawCallDetail};
 use svc_reconcile::{
-    Batch, Delivered, Delivery, KnownCall, LockError, Options, Outcome, Reconciler, RunId,
+    Arrival, Batch, Delivered, KnownCall, LockError, Options, Outcome, Reconciler, RunId,
     RunReport, Sink, Stored, Version, WindowEnd,
 };
 
@@ -215,7 +215,7 @@ pub fn store_call(
         .optional()?;
     let outcome = match held {
         // New only when neither path held it; with no ledger, the run decides the delivery.
-        None => Stored::New(Delivery::Backfill),
+        None => Stored::New(Arrival::Backfill),
         Some(held) => match svc_client::RawCallDetail::parse(held.as_bytes()) {
             Ok(held) if Version::of(detail).is_older_than(&Version::of(&held)) => {
                 return Ok(Stored::Unchanged);

@@ -1,45 +1,5 @@
-//! Reconcile: list scored calls with `GET /calls` over a window per source and store every
-//! call the store is missing, with its detail, so that no scored call is lost whatever happened
-//! to its webhook; and find real calls whose score changed with no webhook (a re-disposition).
-//!
-//! # How a run goes
-//! For each source, every page of the source's [`window::Window`] is listed (`limit=100`,
-//! following `nextCursor` to `null`, never looking inside it), and for each page:
-//! - a call the store does not hold is read with `GET /calls/{callId}` and stored;
-//! - a stored call whose `scoredAt` moved is read again; a change of its score, `scoredAt` or
-//!   `updatedAt` is logged as a silent change;
-//! - any other stored call costs nothing more than its list row.
-//!
-//! Then the calls whose detail failed in earlier runs, and that this listing did not reach, are
-//! read again.
-//!
-//! Details are read [`Options::concurrency`] at a time across pages, while the next pages are
-//! listed; each page's calls are stored in one transaction ([`Sink::store_batch`]). Only once
-//! every page of a window is stored does the source's watermark move (to the window's end), so
-//! a run killed at any point and run again stores the same calls as one clean run. A listed
-//! call whose detail answers 404 or is not a call detail is kept by a sink that
-//! [keeps failures](Sink::keeps_failures) and read again by the next runs (up to
-//! [`MAX_FAILURE_ATTEMPTS`] times), and the window still completes; with a sink that keeps
-//! none, the window stays incomplete so the call is listed again. A refused key, or a service
-//! still failing after the client's retries, stops the run at the first such failure: no
-//! further request starts, those in flight are abandoned, what was stored stays, and the
-//! watermark does not move.
-//!
-//! A call reconcile stores without its webhook in the store's ledger (written by `webhook
-//! serve`) is *recovered* once it was scored more than [`Options::delivery_grace`] ago (30
-//! minutes: the contract's missed-delivery fallback); until then its webhook may still come.
-//! A call scored before a receiver started writing to the ledger is *backfilled*: history, or a
-//! store that no `webhook serve` writes to, where no webhook was expected.
-//!
-//! A sink that keeps no ledger ([`Sink::ledger_since`] answers `None`) gets the same counts
-//! from [`Options::webhooks_since`] and what [`Sink::store_batch`] answers: a call it stores
-//! for the first time ([`Stored::New`]) is one no webhook had brought, recovered when scored
-//! since webhooks feed the sink; a new call scored within the grace is not read yet but left
-//! for a later run (counted awaiting, and the watermark waits for it), by when its webhook has
-//! stored it or it is recovered.
-//!
-//! The run lock is a type: [`Reconciler::run`] takes the [`RunGuard`] that only
-//! [`Reconciler::lock`] hands out, so two runs never write into one sink at once.
+//! The reconcile engine: [`Reconciler`] runs each source's window through a [`Sink`]; the
+//! run lock as a type, its options, progress and why a run stops.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,11 +18,11 @@ use crate::report::{
     Counts, FailedCall, LISTED_IDS, Outcome, RunReport, ServiceClock, SourceReport,
 };
 use crate::sink::{
-    Batch, BatchContext, CallFailure, Delivery, FetchedCall, KnownCall, LockError, RunId, Sink,
+    Arrival, Batch, BatchContext, CallFailure, FetchedCall, KnownCall, LockError, RunId, Sink,
     Stored, WindowEnd, first_scored, row_listed_at, row_scored_at,
 };
 use crate::time::{before, format_duration, format_ts, parse_ts};
-use crate::window::{self, Window, WindowInputs};
+use crate::window::{Window, WindowInputs};
 
 /// Details read at once by default.
 pub const DEFAULT_CONCURRENCY: usize = 8;
@@ -83,7 +43,7 @@ pub struct Options {
     /// The sources to list, in order.
     pub sources: Vec<CallSource>,
     /// How far before the watermark each window starts; `None`: each source's default
-    /// ([`window::default_overlap`]).
+    /// ([`crate::default_overlap`]).
     #[serde(serialize_with = "opt_duration")]
     pub overlap: Option<Duration>,
     /// Start every window here instead.
@@ -136,7 +96,7 @@ impl Default for Options {
             overlap: None,
             since: None,
             until: None,
-            refresh_real: window::DEFAULT_REFRESH_REAL,
+            refresh_real: crate::DEFAULT_REFRESH_REAL,
             concurrency: DEFAULT_CONCURRENCY,
             delivery_grace: DEFAULT_DELIVERY_GRACE,
             webhooks_since: None,
@@ -187,6 +147,50 @@ pub struct RunGuard<L> {
 }
 
 /// Reconciles the calls of the service behind a client into a sink.
+///
+/// A run lists scored calls with `GET /calls` over a window per source and stores every call
+/// the sink is missing, with its detail, so that no scored call is lost whatever happened to
+/// its webhook; and it finds real calls whose score changed with no webhook (a
+/// re-disposition).
+///
+/// # How a run goes
+/// For each source, every page of the source's window is listed (`limit=100`,
+/// following `nextCursor` to `null`, never looking inside it), and for each page:
+/// - a call the store does not hold is read with `GET /calls/{callId}` and stored;
+/// - a stored call whose `scoredAt` moved is read again; a change of its score, `scoredAt` or
+///   `updatedAt` is logged as a silent change;
+/// - any other stored call costs nothing more than its list row.
+///
+/// Then the calls whose detail failed in earlier runs, and that this listing did not reach, are
+/// read again.
+///
+/// Details are read [`Options::concurrency`] at a time across pages, while the next pages are
+/// listed; each page's calls are stored in one transaction ([`Sink::store_batch`]). Only once
+/// every page of a window is stored does the source's watermark move (to the window's end), so
+/// a run killed at any point and run again stores the same calls as one clean run. A listed
+/// call whose detail answers 404 or is not a call detail is kept by a sink that
+/// [keeps failures](Sink::keeps_failures) and read again by the next runs (up to
+/// [`MAX_FAILURE_ATTEMPTS`] times), and the window still completes; with a sink that keeps
+/// none, the window stays incomplete so the call is listed again. A refused key, or a service
+/// still failing after the client's retries, stops the run at the first such failure: no
+/// further request starts, those in flight are abandoned, what was stored stays, and the
+/// watermark does not move.
+///
+/// A call reconcile stores without its webhook in the store's ledger (written by `webhook
+/// serve`) is *recovered* once it was scored more than [`Options::delivery_grace`] ago (30
+/// minutes: the contract's missed-delivery fallback); until then its webhook may still come.
+/// A call scored before a receiver started writing to the ledger is *backfilled*: history, or a
+/// store that no `webhook serve` writes to, where no webhook was expected.
+///
+/// A sink that keeps no ledger ([`Sink::ledger_since`] answers `None`) gets the same counts
+/// from [`Options::webhooks_since`] and what [`Sink::store_batch`] answers: a call it stores
+/// for the first time ([`Stored::New`]) is one no webhook had brought, recovered when scored
+/// since webhooks feed the sink; a new call scored within the grace is not read yet but left
+/// for a later run (counted awaiting, and the watermark waits for it), by when its webhook has
+/// stored it or it is recovered.
+///
+/// The run lock is a type: [`Reconciler::run`] takes the [`RunGuard`] that only
+/// [`Reconciler::lock`] hands out, so two runs never write into one sink at once.
 #[derive(Debug)]
 pub struct Reconciler<S> {
     client: Client,
@@ -524,13 +528,13 @@ impl<S> Run<S> {
     /// a ledger; else, as no webhook had brought it (the sink answered [`Stored::New`]),
     /// recovered when scored since webhooks feed the sink ([`Options::webhooks_since`]),
     /// backfilled otherwise.
-    fn delivery(&self, said: Delivery, first_scored: Option<DateTime<Utc>>) -> Delivery {
-        if !self.no_ledger || said == Delivery::Webhook {
+    fn arrival(&self, said: Arrival, first_scored: Option<DateTime<Utc>>) -> Arrival {
+        if !self.no_ledger || said == Arrival::Webhook {
             return said;
         }
         match (self.ledger_since, first_scored) {
-            (Some(since), Some(at)) if at >= since => Delivery::Recovered,
-            _ => Delivery::Backfill,
+            (Some(since), Some(at)) if at >= since => Arrival::Recovered,
+            _ => Arrival::Backfill,
         }
     }
 }
@@ -895,15 +899,15 @@ async fn process_rows<S: Sink>(run: Arc<Run<S>>, rows: Vec<RawCallRow>) -> (Tall
         Ok(stored) => {
             for ((id, first), stored) in ids.into_iter().zip(stored) {
                 match stored {
-                    Stored::New(delivery) => {
+                    Stored::New(arrival) => {
                         tally.counts.new += 1;
-                        match run.delivery(delivery, first) {
-                            Delivery::Recovered => {
+                        match run.arrival(arrival, first) {
+                            Arrival::Recovered => {
                                 tally.counts.recovered += 1;
                                 tally.recovered.push(id);
                             }
-                            Delivery::Backfill => tally.counts.backfilled += 1,
-                            Delivery::Webhook | Delivery::Awaiting => {}
+                            Arrival::Backfill => tally.counts.backfilled += 1,
+                            Arrival::Webhook | Arrival::Awaiting => {}
                         }
                     }
                     Stored::Changed => {

@@ -27,19 +27,20 @@
 //! # Ok(()) }
 //! ```
 //!
-//! # Layout
-//! - [`engine`]: [`Reconciler`], its [`Options`], the run lock as a type ([`RunGuard`]),
-//!   progress ([`Progress`]) and why a run stops ([`RunError`]).
-//! - [`sink`]: the [`Sink`] trait a storage implements, and what passes through it.
-//! - [`report`]: the typed report of a run ([`RunReport`]).
-//! - [`window`]: which part of the listing each source's pass reads.
-//! - [`memory`]: [`MemorySink`], a sink in memory (tests, dry runs, examples).
+//! # What is here
+//! Everything is at the crate's root, but for two modules:
+//! - [`Reconciler`], its [`Options`], the run lock as a type ([`RunGuard`]), progress
+//!   ([`Progress`]) and why a run stops ([`RunError`]); how a run goes is on [`Reconciler`].
+//! - [`Sink`], the trait a storage implements, and what passes through it ([`Batch`],
+//!   [`Stored`], [`Arrival`], …); [`MemorySink`], a sink in memory (tests, dry runs,
+//!   examples).
+//! - [`RunReport`], the typed report of a run.
+//! - [`SinkHandler`], the webhook path into the same [`Sink`]: an `svc_receiver::EventHandler`
+//!   that reads each announced call and stores it, so a call lands in the tenant's tables once
+//!   whichever path brings it.
+//! - [`time`]: timestamps and durations as the contract and the store write them.
 //! - `testing` (feature `testing`): the conformance suite of the [`Sink`] trait, for a
 //!   tenant's tests of its own sink.
-//! - [`time`]: timestamps and durations as the contract and the store write them.
-//! - [`webhook`]: [`SinkHandler`], the webhook path into the same [`Sink`]: an
-//!   `svc_receiver::EventHandler` that reads each announced call and stores it, so a call lands
-//!   in the tenant's tables once whichever path brings it.
 //!
 //! Receiving itself (verification, dedupe, the durable inbox, the HTTP route) is
 //! `svc-receiver`'s: a tenant hands it a [`SinkHandler`] over its sink. `svc-cli webhook serve`
@@ -54,24 +55,28 @@
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-pub mod engine;
-pub mod memory;
-pub mod report;
-pub mod sink;
+mod engine;
+mod memory;
+mod report;
+mod sink;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod time;
-pub mod webhook;
-pub mod window;
+mod webhook;
+mod window;
 
 pub use engine::{
     CLOCK_SKEW_WARNING, DEFAULT_CONCURRENCY, DEFAULT_DELIVERY_GRACE, MAX_FAILURE_ATTEMPTS,
     MAX_PLAUSIBLE_SKEW, Options, Progress, Reconciler, RunError, RunGuard, StopReason,
 };
-pub use memory::MemorySink;
-pub use report::{Counts, FailedCall, Outcome, RunReport, ServiceClock, SourceReport};
+pub use memory::{MemoryCall, MemoryError, MemorySink};
+pub use report::{Counts, FailedCall, LISTED_IDS, Outcome, RunReport, ServiceClock, SourceReport};
 pub use sink::{
-    Batch, BatchContext, CallFailure, Delivered, Delivery, FetchedCall, KnownCall, LockError,
-    RunId, Sink, Stored, Version, WindowEnd, first_scored,
+    Arrival, Batch, BatchContext, CallFailure, Delivered, FetchedCall, KnownCall, LockError, RunId,
+    Sink, Stored, Version, WindowEnd, first_scored, listed_at, scored_at,
 };
 pub use webhook::{SinkHandler, WebhookError};
+pub use window::{
+    DEFAULT_FIRST_RUN, DEFAULT_OVERLAP_REAL, DEFAULT_OVERLAP_ROLEPLAY, DEFAULT_REFRESH_REAL,
+    default_overlap,
+};

@@ -11,7 +11,7 @@ use svc_client::{CallId, CallSource, RawCallDetail, RawCallRow};
 
 use crate::report::RunReport;
 use crate::sink::{
-    Batch, Delivered, Delivery, KnownCall, LockError, RunId, Sink, Stored, Version, WindowEnd,
+    Arrival, Batch, Delivered, KnownCall, LockError, RunId, Sink, Stored, Version, WindowEnd,
     first_scored,
 };
 
@@ -28,7 +28,7 @@ pub struct MemoryCall {
     /// The list row, when it was listed.
     pub row: Option<RawCallRow>,
     /// How it arrived.
-    pub delivery: Delivery,
+    pub arrival: Arrival,
     /// How many silent changes were found.
     pub changes: u32,
 }
@@ -61,19 +61,19 @@ impl State {
             state.failures.remove(&id);
             let outcome = match state.calls.get_mut(&id) {
                 None => {
-                    let delivery = batch
+                    let arrival = batch
                         .context
-                        .delivery_of(first_scored(&call.detail), webhook);
+                        .arrival_of(first_scored(&call.detail), webhook);
                     state.calls.insert(
                         id,
                         MemoryCall {
                             detail: call.detail,
                             row: call.row,
-                            delivery,
+                            arrival,
                             changes: 0,
                         },
                     );
-                    Stored::New(delivery)
+                    Stored::New(arrival)
                 }
                 Some(held) => {
                     let (before, after) = (Version::of(&held.detail), Version::of(&call.detail));
@@ -265,15 +265,15 @@ impl Sink for MemorySink {
         } = &mut *state;
         let mut recovered = Vec::new();
         for (id, call) in calls.iter_mut() {
-            if call.delivery != Delivery::Awaiting {
+            if call.arrival != Arrival::Awaiting {
                 continue;
             }
             if webhooks.contains_key(id) {
-                call.delivery = Delivery::Webhook;
+                call.arrival = Arrival::Webhook;
             } else if sources.contains(&call.detail.detail.row.source)
                 && first_scored(&call.detail).is_some_and(|at| at <= missed_before)
             {
-                call.delivery = Delivery::Recovered;
+                call.arrival = Arrival::Recovered;
                 recovered.push((id.clone(), call.detail.detail.row.source.clone()));
             }
         }
@@ -292,7 +292,7 @@ impl Sink for MemorySink {
                     .calls
                     .values()
                     .filter(|c| {
-                        c.delivery == Delivery::Awaiting && c.detail.detail.row.source == *source
+                        c.arrival == Arrival::Awaiting && c.detail.detail.row.source == *source
                     })
                     .count();
                 (source.clone(), n as u64)

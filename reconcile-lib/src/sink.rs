@@ -1,24 +1,5 @@
-//! [`Sink`]: what reconcile needs from storage, the trait a tenant implements over its own
-//! tables (the way `grep-searcher` hands matches to a `Sink` its caller writes).
-//!
-//! A run asks the sink for each source's watermark, which listed calls it already holds (and
-//! at which `scoredAt`), hands it each page's fetched calls in one [`Batch`] to store in one
-//! transaction, and tells it when a source's window is complete (the watermark may move).
-//! Everything else has a default that is safe for a sink that keeps only calls and
-//! watermarks:
-//! - runs ([`Sink::start_run`], [`Sink::finish_run`]): not recorded;
-//! - failed details ([`Sink::keeps_failures`]): not kept, so a window with a failed detail
-//!   does not complete and its watermark stays (the next run lists the call again);
-//! - the ledger of received webhooks ([`Sink::ledger_since`], [`Sink::settle_awaiting`],
-//!   [`Sink::awaiting`]): none. The run then counts recovered and awaiting calls itself from
-//!   what [`Sink::store_batch`] answers, once [`crate::Options::webhooks_since`] says since
-//!   when webhooks feed the sink (without it, every new call is backfilled);
-//! - a call its webhook brought ([`Sink::store_delivered`], called by
-//!   [`crate::webhook::SinkHandler`]): stored through [`Sink::store_batch`] like any other.
-//!
-//! Implementations: [`crate::memory::MemorySink`] here (tests, dry runs), and `svc-cli`'s
-//! store (SQLite or PostgreSQL, in the workspace's `svc-store`). Both pass the conformance
-//! suite a tenant's sink can be held to as well: `testing` (feature `testing`).
+//! What passes between a run and storage: the [`Sink`] trait a tenant implements over its own
+//! tables (the way `grep-searcher` hands matches to a `Sink` its caller writes), and its types.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -51,9 +32,9 @@ pub struct KnownCall {
 ///
 /// What to return in [`Stored::New`]: a sink with no ledger of webhooks (the default
 /// [`Sink::ledger_since`]) may return any, `Backfill` say, for the run decides itself; a sink
-/// with one returns [`BatchContext::delivery_of`] (from [`Sink::store_delivered`]: `Webhook`).
+/// with one returns [`BatchContext::arrival_of`] (from [`Sink::store_delivered`]: `Webhook`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivery {
+pub enum Arrival {
     /// Its verified webhook is in the ledger.
     Webhook,
     /// Stored by reconcile; its webhook may still come.
@@ -72,7 +53,7 @@ pub enum Delivery {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stored {
     /// Stored for the first time, and how it arrived.
-    New(Delivery),
+    New(Arrival),
     /// Already stored; its score, `scoredAt` or `updatedAt` changed with no webhook (a silent
     /// change, which the run reports).
     Changed,
@@ -121,18 +102,18 @@ pub struct BatchContext {
 impl BatchContext {
     /// How a call first stored now, by reconcile, reached the sink, given when it was first
     /// scored and whether its webhook is in the ledger: what a sink with a ledger records.
-    pub fn delivery_of(&self, first_scored: Option<DateTime<Utc>>, webhook: bool) -> Delivery {
+    pub fn arrival_of(&self, first_scored: Option<DateTime<Utc>>, webhook: bool) -> Arrival {
         if webhook {
-            Delivery::Webhook
+            Arrival::Webhook
         } else if self
             .ledger_since
             .is_none_or(|since| first_scored.is_none_or(|at| at < since))
         {
-            Delivery::Backfill
+            Arrival::Backfill
         } else if first_scored.is_some_and(|at| at <= self.missed_before) {
-            Delivery::Recovered
+            Arrival::Recovered
         } else {
-            Delivery::Awaiting
+            Arrival::Awaiting
         }
     }
 }
@@ -151,7 +132,7 @@ pub struct Batch {
 }
 
 /// A call its verified webhook announced, read and handed to [`Sink::store_delivered`] by
-/// [`crate::webhook::SinkHandler`].
+/// [`crate::SinkHandler`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Delivered {
@@ -231,7 +212,26 @@ pub enum LockError<E> {
     Sink(E),
 }
 
-/// What reconcile needs from storage. See the module docs for what each default means.
+/// What reconcile needs from storage: the trait a tenant implements over its own tables.
+///
+/// A run asks the sink for each source's watermark, which listed calls it already holds (and
+/// at which `scoredAt`), hands it each page's fetched calls in one [`Batch`] to store in one
+/// transaction, and tells it when a source's window is complete (the watermark may move).
+/// Everything else has a default that is safe for a sink that keeps only calls and
+/// watermarks:
+/// - runs ([`Sink::start_run`], [`Sink::finish_run`]): not recorded;
+/// - failed details ([`Sink::keeps_failures`]): not kept, so a window with a failed detail
+///   does not complete and its watermark stays (the next run lists the call again);
+/// - the ledger of received webhooks ([`Sink::ledger_since`], [`Sink::settle_awaiting`],
+///   [`Sink::awaiting`]): none. The run then counts recovered and awaiting calls itself from
+///   what [`Sink::store_batch`] answers, once [`crate::Options::webhooks_since`] says since
+///   when webhooks feed the sink (without it, every new call is backfilled);
+/// - a call its webhook brought ([`Sink::store_delivered`], called by
+///   [`crate::SinkHandler`]): stored through [`Sink::store_batch`] like any other.
+///
+/// Implementations: [`crate::MemorySink`] here (tests, dry runs), and `svc-cli`'s
+/// store (SQLite or PostgreSQL, in the workspace's `svc-store`). Both pass the conformance
+/// suite a tenant's sink can be held to as well: `testing` (feature `testing`).
 ///
 /// Every method may be called from several tasks at once (a run stores up to four pages
 /// concurrently); [`Sink::store_batch`] must be one transaction.
@@ -267,7 +267,7 @@ pub trait Sink: Send + Sync + 'static {
         batch: Batch,
     ) -> impl Future<Output = Result<Vec<Stored>, Self::Error>> + Send;
 
-    /// Stores one call its webhook brought ([`crate::webhook::SinkHandler`]), in one
+    /// Stores one call its webhook brought ([`crate::SinkHandler`]), in one
     /// transaction, and answers what storing it did: [`Stored::New`] only the first time the
     /// call is stored by either path, so that an effect tied to it happens once per call. The
     /// same call may be handed over again (the receiver's inbox is at-least-once).
@@ -343,7 +343,7 @@ pub trait Sink: Send + Sync + 'static {
         async { Ok(None) }
     }
 
-    /// Settles the calls stored as [`Delivery::Awaiting`]: to webhook when it has arrived, to
+    /// Settles the calls stored as [`Arrival::Awaiting`]: to webhook when it has arrived, to
     /// recovered (by `run_id`, at `now`) when scored at or before `missed_before` and of one of
     /// `sources`. Returns each call recovered now, with its source.
     fn settle_awaiting(
@@ -357,7 +357,7 @@ pub trait Sink: Send + Sync + 'static {
         async { Ok(Vec::new()) }
     }
 
-    /// How many stored calls of each of `sources` are still [`Delivery::Awaiting`] their
+    /// How many stored calls of each of `sources` are still [`Arrival::Awaiting`] their
     /// webhook (after [`Sink::settle_awaiting`]); a source with none may be left out.
     fn awaiting(
         &self,
@@ -445,7 +445,7 @@ pub(crate) fn row_scored_at(row: &CallRow) -> Option<DateTime<Utc>> {
 
 /// When a call was first scored, which is when its `call.scored` went out: `scoredAt`, except
 /// for a real call re-dispositioned since (its `scoredAt` moved, with no new delivery), whose
-/// first scoring is its `createdAt` (what [`BatchContext::delivery_of`] takes).
+/// first scoring is its `createdAt` (what [`BatchContext::arrival_of`] takes).
 pub fn first_scored(detail: &RawCallDetail) -> Option<DateTime<Utc>> {
     let scored = scored_at(detail);
     let created = detail

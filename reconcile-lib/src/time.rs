@@ -18,16 +18,6 @@ pub fn parse_ts(text: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
-/// A clap value parser for timestamps given on the command line.
-///
-/// # Errors
-/// A message saying what form is expected.
-pub fn timestamp_arg(text: &str) -> Result<DateTime<Utc>, String> {
-    parse_ts(text).ok_or_else(|| {
-        format!("{text:?} is not an ISO 8601 date-time such as 2026-01-01T00:00:00Z")
-    })
-}
-
 /// Unix milliseconds of a timestamp text, when it is one.
 pub fn ms(text: Option<&str>) -> Option<i64> {
     text.and_then(parse_ts).map(|t| t.timestamp_millis())

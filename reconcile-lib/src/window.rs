@@ -39,7 +39,7 @@ pub fn default_overlap(source: &CallSource) -> Duration {
 
 /// The inclusive bounds a run lists one source in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window {
+pub(crate) struct Window {
     /// `from`.
     pub from: DateTime<Utc>,
     /// `to`.
@@ -56,7 +56,7 @@ pub struct Window {
 
 /// What a window is computed from.
 #[derive(Debug, Clone, Copy)]
-pub struct WindowInputs<'a> {
+pub(crate) struct WindowInputs<'a> {
     /// The source.
     pub source: &'a CallSource,
     /// The stored watermark.
@@ -82,7 +82,7 @@ impl Window {
     ///   re-dispositioned calls are listed again.
     ///
     /// `from` never passes `to`.
-    pub fn of(inputs: &WindowInputs<'_>) -> Self {
+    pub(crate) fn of(inputs: &WindowInputs<'_>) -> Self {
         let to = inputs.until.unwrap_or(inputs.run_start);
         let overlap = inputs
             .overlap

@@ -9,17 +9,17 @@ use serde_json::{Value, json};
 use super::sql::{Sql, params};
 use super::{Store, StoreError};
 use svc_client::{CallSource, RawCallDetail, RawCallRow};
-use svc_reconcile::{CallFailure, Version, sink};
+use svc_reconcile::{
+    Arrival, CallFailure, KnownCall, Stored, Version, first_scored, listed_at, scored_at,
+};
 
-pub use svc_reconcile::{Delivery, KnownCall, Stored};
-
-/// How the store writes a delivery.
-fn delivery_str(delivery: Delivery) -> &'static str {
-    match delivery {
-        Delivery::Webhook => "webhook",
-        Delivery::Awaiting => "awaiting",
-        Delivery::Recovered => "recovered",
-        Delivery::Backfill => "backfill",
+/// How the store writes how a call arrived (its `delivery` column).
+fn arrival_str(arrival: Arrival) -> &'static str {
+    match arrival {
+        Arrival::Webhook => "webhook",
+        Arrival::Awaiting => "awaiting",
+        Arrival::Recovered => "recovered",
+        Arrival::Backfill => "backfill",
     }
 }
 
@@ -103,9 +103,9 @@ impl Columns {
         let d = &detail.detail;
         let r = &d.row;
         let ms = |at: Option<chrono::DateTime<chrono::Utc>>| at.map(|t| t.timestamp_millis());
-        let listed_ms = ms(sink::listed_at(detail));
-        let scored_ms = ms(sink::scored_at(detail));
-        let first_scored_ms = ms(sink::first_scored(detail));
+        let listed_ms = ms(listed_at(detail));
+        let scored_ms = ms(scored_at(detail));
+        let first_scored_ms = ms(first_scored(detail));
         // The typed reading succeeded, so the text is a JSON object with a score.
         let score = serde_json::from_str::<ScoreText<'_>>(&detail.json)
             .map_or_else(|_| "null".to_owned(), |t| t.score.get().to_owned());
@@ -433,7 +433,7 @@ fn insert_call(
     detail: &RawCallDetail,
     c: &Columns,
     writer: &Writer,
-) -> Result<Delivery, StoreError> {
+) -> Result<Arrival, StoreError> {
     let id = detail.detail.row.id.as_str();
     let delivered = tx
         .query_one(
@@ -441,22 +441,22 @@ fn insert_call(
             params![id],
         )?
         .bool(0)?;
-    let delivery = if delivered || writer.by == "webhook" {
-        Delivery::Webhook
+    let arrival = if delivered || writer.by == "webhook" {
+        Arrival::Webhook
     } else if writer
         .ledger_since_ms
         .is_none_or(|since| c.first_scored_ms.is_none_or(|at| at < since))
     {
-        Delivery::Backfill
+        Arrival::Backfill
     } else if c
         .first_scored_ms
         .is_some_and(|at| at <= writer.missed_before_ms)
     {
-        Delivery::Recovered
+        Arrival::Recovered
     } else {
-        Delivery::Awaiting
+        Arrival::Awaiting
     };
-    let recovered = delivery == Delivery::Recovered;
+    let recovered = arrival == Arrival::Recovered;
     tx.execute(
         "INSERT INTO calls (id, source, agent_id, agency_id, platform_agent_id, platform_agency_id,
             started_at, ended_at, scored_at, updated_at, scored_ms, listed_ms, overall_score,
@@ -481,7 +481,7 @@ fn insert_call(
             &c.score,
             row.map(|r| r.json.as_str()),
             &detail.json,
-            delivery_str(delivery),
+            arrival_str(arrival),
             if recovered { writer.run_id } else { None },
             recovered.then_some(writer.now.as_str()),
             &writer.now,
@@ -489,7 +489,7 @@ fn insert_call(
             writer.run_id,
         ],
     )?;
-    Ok(delivery)
+    Ok(arrival)
 }
 
 fn update_call(

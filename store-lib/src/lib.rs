@@ -10,8 +10,8 @@
 //! (`svc-reconcile`'s README), and this crate is not published.
 //!
 //! # Layout
-//! - [`location`]: what `--store` names, a file or a `postgres://` URL (shown without its
-//!   password).
+//! - `location`: what `--store` names ([`StoreLocation`]), a file or a `postgres://` URL
+//!   (shown without its password).
 //! - `sql`: the backend abstraction: statements in the SQL both databases accept, run with
 //!   typed values; `postgres`: the PostgreSQL connection, migrations and advisory locks.
 //! - `schema`: the versioned migrations ([`SCHEMA_VERSION`]).
@@ -19,7 +19,7 @@
 //!   finds already stored, the change log, the listed calls whose detail failed.
 //! - [`deliveries`]: the ledger of verified webhook deliveries.
 //! - [`runs`]: reconcile runs and the per-source sync state (watermarks).
-//! - [`lock`]: the lock that keeps two reconcile runs from writing at once.
+//! - `lock`: the lock that keeps two reconcile runs from writing at once ([`RunLock`]).
 //! - `sink`: the store as a [`svc_reconcile::Sink`], each call on a blocking thread.
 //! - [`inbox`]: `webhook serve`'s inbox, in the store's file or database.
 //! - [`stats`] and [`export`]: what `store stats` and `store export` read; [`report_rows`]: what
@@ -45,8 +45,8 @@ pub mod calls;
 pub mod deliveries;
 pub mod export;
 pub mod inbox;
-pub mod location;
-pub mod lock;
+mod location;
+mod lock;
 pub mod report_rows;
 pub mod runs;
 mod sink;
@@ -63,8 +63,8 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
-pub use location::{DEFAULT_ANSWER_TIMEOUT, PostgresUrl, StoreLocation};
-pub use lock::RunLock;
+pub use location::{PostgresUrl, StoreLocation};
+pub use lock::{RunLock, RunLockError};
 pub use schema::SCHEMA_VERSION;
 use sql::{Sql, SqliteSql, params};
 

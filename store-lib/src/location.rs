@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use svc_postgres::{is_postgres_url, redact_url};
+use svc_postgres::{DEFAULT_ANSWER_TIMEOUT, is_postgres_url, redact_url};
 
 /// A store's location, parsed from `--store` (or `SVC_STORE`).
 #[derive(Clone, PartialEq, Eq)]
@@ -14,10 +14,6 @@ pub enum StoreLocation {
     /// A PostgreSQL database, shared by receivers and reconcile runs on several machines.
     Postgres(PostgresUrl),
 }
-
-/// How long the database may leave one statement of the store (or of its inbox) unanswered
-/// by default before the connection is given up: see [`StoreLocation::with_answer_timeout`].
-pub const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A PostgreSQL URL, and how long a statement may wait for the server's answer; its `Debug`
 /// and `Display` hide the password.
@@ -70,7 +66,7 @@ impl StoreLocation {
     }
 
     /// The same location, whose database (PostgreSQL) may leave one statement unanswered for
-    /// at most `timeout` (default [`DEFAULT_ANSWER_TIMEOUT`]): past it, on a network that
+    /// at most `timeout` (default [`svc_postgres::DEFAULT_ANSWER_TIMEOUT`]): past it, on a network that
     /// stalls or a server that hangs, the statement fails as unavailable and its connection
     /// is closed, never used again, so the next one is made on a fresh connection. A file
     /// store has no such wait (its locks have their own timeout), and is returned unchanged.

@@ -28,7 +28,7 @@ const POLL: Duration = Duration::from_millis(100);
 /// Why the lock was not taken.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum LockError {
+pub enum RunLockError {
     /// Another run holds it (after waiting, when asked to wait).
     #[error("another reconcile run{holder} holds the store's lock {path}")]
     Busy {
@@ -91,7 +91,7 @@ impl RunLock {
     }
 }
 
-impl LockError {
+impl RunLockError {
     /// Whether another run holds the lock (as opposed to the lock being unusable).
     pub fn is_busy(&self) -> bool {
         matches!(self, Self::Busy { .. } | Self::BusyElsewhere { .. })
@@ -103,15 +103,15 @@ impl RunLock {
     /// end.
     ///
     /// # Errors
-    /// [`LockError::Busy`] or [`LockError::BusyElsewhere`] when another run still holds it;
-    /// [`LockError::Io`] or [`LockError::Database`] when the lock cannot be used.
-    pub async fn acquire(location: &StoreLocation, wait: Duration) -> Result<Self, LockError> {
+    /// [`RunLockError::Busy`] or [`RunLockError::BusyElsewhere`] when another run still holds it;
+    /// [`RunLockError::Io`] or [`RunLockError::Database`] when the lock cannot be used.
+    pub async fn acquire(location: &StoreLocation, wait: Duration) -> Result<Self, RunLockError> {
         match location {
             StoreLocation::File(path) => FileLock::acquire(path, wait)
                 .await
                 .map(|lock| Self(Held::File(lock))),
             #[cfg(not(feature = "postgres"))]
-            StoreLocation::Postgres(_) => Err(LockError::Database {
+            StoreLocation::Postgres(_) => Err(RunLockError::Database {
                 location: location.clone(),
                 source: super::no_postgres(location),
             }),
@@ -119,7 +119,7 @@ impl RunLock {
             StoreLocation::Postgres(url) => {
                 let url = url.clone();
                 let location = location.clone();
-                let database = |source| LockError::Database {
+                let database = |source| RunLockError::Database {
                     location: location.clone(),
                     source,
                 };
@@ -152,7 +152,7 @@ impl RunLock {
                         }));
                     }
                     if Instant::now() >= deadline {
-                        return Err(LockError::BusyElsewhere {
+                        return Err(RunLockError::BusyElsewhere {
                             holder: pg_holder(&mut session),
                             location,
                         });
@@ -199,14 +199,14 @@ fn hostname() -> String {
 
 /// The `flock` of a store file's lock file.
 #[derive(Debug)]
-pub struct FileLock {
+pub(crate) struct FileLock {
     _file: File,
     path: PathBuf,
 }
 
 impl FileLock {
     /// The lock file of the store at `store`.
-    pub fn path_for(store: &Path) -> PathBuf {
+    pub(crate) fn path_for(store: &Path) -> PathBuf {
         let mut name = store.as_os_str().to_owned();
         name.push(".lock");
         PathBuf::from(name)
@@ -215,11 +215,11 @@ impl FileLock {
     /// Takes the lock of the store at `store`, waiting up to `wait` for another run to end.
     ///
     /// # Errors
-    /// [`LockError::Busy`] when another run still holds it; [`LockError::Io`] when the lock
+    /// [`RunLockError::Busy`] when another run still holds it; [`RunLockError::Io`] when the lock
     /// file cannot be used.
-    pub async fn acquire(store: &Path, wait: Duration) -> Result<Self, LockError> {
+    pub(crate) async fn acquire(store: &Path, wait: Duration) -> Result<Self, RunLockError> {
         let path = Self::path_for(store);
-        let io = |source| LockError::Io {
+        let io = |source| RunLockError::Io {
             path: path.clone(),
             source,
         };
@@ -232,7 +232,7 @@ impl FileLock {
                     tokio::time::sleep(POLL).await;
                 }
                 Err(TryLockError::WouldBlock) => {
-                    return Err(LockError::Busy {
+                    return Err(RunLockError::Busy {
                         holder: holder(&mut file),
                         path,
                     });
@@ -247,7 +247,7 @@ impl FileLock {
     }
 
     /// The lock file.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }
@@ -308,7 +308,7 @@ mod tests {
             .expect("first");
         let second = FileLock::acquire(&store, Duration::from_millis(250)).await;
         match second {
-            Err(LockError::Busy { holder, .. }) => {
+            Err(RunLockError::Busy { holder, .. }) => {
                 assert_eq!(holder, format!(" (process {})", std::process::id()));
             }
             other => panic!("expected Busy, got {other:?}"),
@@ -328,7 +328,7 @@ mod tests {
         std::fs::write(&victim, "precious\n").expect("victim");
         std::os::unix::fs::symlink(&victim, FileLock::path_for(&store)).expect("symlink");
         match FileLock::acquire(&store, Duration::ZERO).await {
-            Err(LockError::Io { source, .. }) => {
+            Err(RunLockError::Io { source, .. }) => {
                 assert!(source.to_string().contains("symbolic link"), "{source}");
             }
             other => panic!("expected Io, got {other:?}"),
@@ -337,7 +337,7 @@ mod tests {
         std::fs::hard_link(&victim, FileLock::path_for(&store)).expect("hard link");
         assert!(matches!(
             FileLock::acquire(&store, Duration::ZERO).await,
-            Err(LockError::Io { .. })
+            Err(RunLockError::Io { .. })
         ));
         assert_eq!(
             std::fs::read_to_string(&victim).expect("victim"),

@@ -10,7 +10,7 @@ use svc_client::{CallId, CallSource, RawCallRow};
 
 use super::calls::Writer;
 use super::deliveries::NewDelivery;
-use super::lock::{LockError as StoreLockError, RunLock};
+use super::lock::{RunLock, RunLockError};
 use super::runs::RunOutcome;
 use super::{Store, StoreError};
 use svc_reconcile::time::{format_ts, parse_ts};
@@ -40,7 +40,7 @@ impl Sink for Store {
             .await
             .map_err(|e| match e {
                 e if e.is_busy() => LockError::Busy(e.to_string()),
-                StoreLockError::Database { source, .. } => LockError::Sink(source),
+                RunLockError::Database { source, .. } => LockError::Sink(source),
                 e => LockError::Sink(StoreError::Lock(e.to_string())),
             })
     }

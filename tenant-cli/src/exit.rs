@@ -3,8 +3,8 @@
 use crate::config::ConfigError;
 use svc_client::live::LiveError;
 use svc_client::{ClientError, ErrorClass};
+use svc_store::RunLockError;
 use svc_store::StoreError;
-use svc_store::lock::LockError;
 
 /// Success.
 pub const OK: u8 = 0;
@@ -78,9 +78,9 @@ pub fn code_for(error: &anyhow::Error) -> u8 {
         if let Some(e) = cause.downcast_ref::<StoreError>() {
             return store_code(e);
         }
-        if let Some(e) = cause.downcast_ref::<LockError>() {
+        if let Some(e) = cause.downcast_ref::<RunLockError>() {
             return match e {
-                LockError::Busy { .. } => TEMPORARY,
+                RunLockError::Busy { .. } => TEMPORARY,
                 _ => FAILURE,
             };
         }

@@ -85,9 +85,9 @@ impl PgDatabase {
     }
 
     /// The crate's tables in the database of `pool`, brought up to date, on that pool: its
-    /// connections are shared with whoever else uses it (`svc-reconcile`'s PostgreSQL store
-    /// shares its pool with the inbox of `svc-cli webhook serve`), and its answer timeout is
-    /// the database's.
+    /// connections are shared with whoever else uses it (`svc-cli`'s PostgreSQL store,
+    /// `svc-store`, shares its pool with the inbox of `svc-cli webhook serve`), and its answer
+    /// timeout is the database's.
     ///
     /// # Errors
     /// [`StoreError::Database`] when the database cannot be reached or migrated, or was

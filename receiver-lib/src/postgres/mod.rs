@@ -5,7 +5,7 @@
 //! replica killed mid-entry) is handed to another.
 //!
 //! - [`PgDatabase`]: the crate's tables over a `svc_postgres::PgPool` (the connection layer
-//!   shared with `svc-reconcile`'s PostgreSQL store), brought up to date on open (versioned
+//!   shared with `svc-cli`'s PostgreSQL store), brought up to date on open (versioned
 //!   migrations under an advisory lock, so replicas may start at once).
 //! - [`PgDedupStore`] and [`PgInbox`]: the stores, over a [`PgDatabase`].
 //! - [`PgRecorder`]: records a verified delivery in a transaction of yours, so that your

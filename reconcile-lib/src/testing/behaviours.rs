@@ -7,7 +7,7 @@ use svc_client::{CallSource, RawCallDetail};
 
 use super::calls::{at, batch, detail, id, no_ledger, row_of};
 use crate::{
-    Batch, BatchContext, CallFailure, Delivered, Delivery, LockError, Sink, Stored, WindowEnd,
+    Arrival, Batch, BatchContext, CallFailure, Delivered, LockError, Sink, Stored, WindowEnd,
 };
 
 /// A new sink holds no call and no watermark.
@@ -47,7 +47,7 @@ pub async fn new_calls_are_stored_once_and_known_by_their_scored_at<S: Sink>(sin
         .store_batch(batch(vec![a.clone(), b], no_ledger()))
         .await
         .expect("store");
-    assert_eq!(stored, vec![Stored::New(Delivery::Backfill); 2]);
+    assert_eq!(stored, vec![Stored::New(Arrival::Backfill); 2]);
     let known = sink
         .known_calls(&[id("svc_call_a"), id("svc_call_b"), id("svc_call_c")])
         .await
@@ -277,9 +277,9 @@ pub async fn with_a_ledger_a_call_without_webhook_awaits_then_is_recovered<S: Si
     assert_eq!(
         stored,
         vec![
-            Stored::New(Delivery::Backfill),
-            Stored::New(Delivery::Recovered),
-            Stored::New(Delivery::Awaiting),
+            Stored::New(Arrival::Backfill),
+            Stored::New(Arrival::Recovered),
+            Stored::New(Arrival::Awaiting),
         ]
     );
     let counts = |n: u64| vec![(CallSource::Roleplay, n), (CallSource::RealCall, 0)];

@@ -13,7 +13,7 @@ use svc_client::{CallId, CallSource, RawCallDetail};
 use svc_fixtures::calls::{Calls, ROLEPLAY};
 use svc_fixtures::webhooks::Event;
 use svc_reconcile::{
-    Batch, Delivery, KnownCall, LockError, Options, Outcome, Reconciler, RunId, RunReport, Sink,
+    Arrival, Batch, KnownCall, LockError, Options, Outcome, Reconciler, RunId, RunReport, Sink,
     Stored, Version, WindowEnd,
 };
 use wiremock::MockServer;
@@ -74,7 +74,7 @@ impl Sink for OwnSink {
             .map(|call| {
                 let id = call.detail.detail.row.id.clone();
                 let outcome = match calls.get(&id) {
-                    None => Stored::New(Delivery::Backfill),
+                    None => Stored::New(Arrival::Backfill),
                     Some(held) if Version::of(&call.detail).is_older_than(&Version::of(held)) => {
                         return Stored::Unchanged;
                     }

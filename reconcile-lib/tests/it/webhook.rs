@@ -13,7 +13,7 @@ use svc_fixtures::faults;
 use svc_fixtures::webhooks::{Event, Sender};
 use svc_receiver::axum::{WebhookReceiver, webhook_route};
 use svc_receiver::dedup::MemoryDedupStore;
-use svc_reconcile::{Delivery, MemorySink, Sink, SinkHandler};
+use svc_reconcile::{Arrival, MemorySink, Sink, SinkHandler};
 use wiremock::MockServer;
 
 const SECRET: &str = "whsec_sink_handler_test";
@@ -54,7 +54,7 @@ async fn a_scored_event_stores_its_call_once_as_delivered_and_its_retry_changes_
     let held = sink.calls();
     assert_eq!(held.len(), 1, "{held:?}");
     let call = &held[&CallId::from_service(id.clone())];
-    assert_eq!(call.delivery, Delivery::Webhook);
+    assert_eq!(call.arrival, Arrival::Webhook);
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&call.detail.json).expect("JSON"),
         calls.detail(&id).expect("the served detail"),

@@ -11,7 +11,7 @@ fn a_call_is_stored_once_then_unchanged_then_changed_with_its_change_logged() {
             let stored = store
                 .store_calls(&[(Some(row(&first)), detail(&first))], &writer(0, None))
                 .expect("store");
-            assert_eq!(stored, [Stored::New(Delivery::Backfill)]);
+            assert_eq!(stored, [Stored::New(Arrival::Backfill)]);
             assert_eq!(
                 store.call_detail("svc_call_1").expect("read").as_deref(),
                 Some(detail(&first).json.as_str()),

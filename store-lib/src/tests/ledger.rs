@@ -65,9 +65,9 @@ fn how_a_call_reached_the_store_follows_the_ledger_and_the_grace_period() {
             assert_eq!(
                 stored,
                 [
-                    Stored::New(Delivery::Webhook),
-                    Stored::New(Delivery::Recovered),
-                    Stored::New(Delivery::Backfill),
+                    Stored::New(Arrival::Webhook),
+                    Stored::New(Arrival::Recovered),
+                    Stored::New(Arrival::Backfill),
                 ]
             );
             // Scored after the grace cutoff: the webhook may still come.
@@ -77,7 +77,7 @@ fn how_a_call_reached_the_store_follows_the_ledger_and_the_grace_period() {
                     &writer(AFTER_SCORING - 120_000, since),
                 )
                 .expect("store");
-            assert_eq!(stored, [Stored::New(Delivery::Awaiting)]);
+            assert_eq!(stored, [Stored::New(Arrival::Awaiting)]);
             // Nothing arrives. A run over the other source leaves it, as it would not report it.
             assert!(
                 store
@@ -159,7 +159,7 @@ fn a_delivered_call_and_its_delivery_are_recorded_together_and_count_as_delivere
             let first = store
                 .record_delivered_call(&delivery, &detail(&value), &webhook_writer)
                 .expect("stored");
-            assert_eq!(first, Stored::New(Delivery::Webhook));
+            assert_eq!(first, Stored::New(Arrival::Webhook));
             let again = store
                 .record_delivered_call(&delivery, &detail(&value), &webhook_writer)
                 .expect("handed over again");

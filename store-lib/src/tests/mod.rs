@@ -15,12 +15,13 @@ use svc_contract::{CallScored, CallSource};
 
 #[cfg(feature = "postgres")]
 use super::StoreLocation;
-use super::calls::{Delivery, Stored, Writer};
+use super::calls::Writer;
 use super::deliveries::NewDelivery;
 use super::export::ExportFormat;
 use super::{SCHEMA_VERSION, Store, StoreError};
 use svc_client::RawCallDetail;
 use svc_client::{CallRow, RawCallRow};
+use svc_reconcile::{Arrival, Stored};
 
 fn detail_json(id: &str, source: &str, scored_at: &str, overall: f64) -> Value {
     json!({

@@ -324,3 +324,13 @@ impl Ctx {
             .retry(retry))
     }
 }
+
+/// A clap value parser for timestamps given on the command line (`--since`, `--until`).
+///
+/// # Errors
+/// A message saying what form is expected.
+pub fn timestamp_arg(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    svc_reconcile::time::parse_ts(text).ok_or_else(|| {
+        format!("{text:?} is not an ISO 8601 date-time such as 2026-01-01T00:00:00Z")
+    })
+}

@@ -10,13 +10,14 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::Ctx;
+use super::timestamp_arg;
 use crate::exit::{self, CliError};
 use crate::ops::logs::{LogArgs, LogFormat};
 use crate::ops::textfile::RunFigures;
 use crate::reconcile::{self, Reconciled};
 use std::sync::Arc;
 use svc_client::CallSource;
-use svc_reconcile::time::{parse_duration, timestamp_arg};
+use svc_reconcile::time::parse_duration;
 use svc_reconcile::{LockError, Options, Reconciler};
 use svc_store::{Store, StoreLocation};
 

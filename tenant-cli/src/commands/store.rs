@@ -30,7 +30,7 @@ impl From<FormatArg> for ExportFormat {
         }
     }
 }
-use svc_reconcile::time::timestamp_arg;
+use super::timestamp_arg;
 use svc_store::stats::Stats;
 use svc_store::{Store, StoreLocation};
 

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use svc_fixtures::calls::ROLEPLAY;
-use svc_store::lock::RunLock;
+use svc_store::RunLock;
 
 use super::{fake, hours_ago, stored_details};
 
