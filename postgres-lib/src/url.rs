@@ -50,6 +50,14 @@ pub fn redact_url(url: &str) -> String {
                 }
                 None => out.push_str(user_info),
             }
+            if user_info.contains('?') {
+                // What the driver reads as user info began a query whose value held `:` and
+                // `@` (`?application_name=http://u@x&password=…`): the rest is read as that
+                // query's parameters, whatever `?` follows, so no password in it is shown.
+                out.push('@');
+                redact_query(&rest[at + 1..], &mut out);
+                return out;
+            }
             &rest[at..]
         }
         None => rest,
@@ -402,6 +410,24 @@ mod tests {
                 &["db/calls", "user=app", "application_name=http://x"],
             ),
             "postgresql://db/calls?user=app&application_name=http://x&password=***"
+        );
+        // A value with `:` and `@` before the password: the driver takes what runs to the `@`
+        // as user info, and the password after it stays hidden.
+        assert_eq!(
+            redacted(
+                "postgres://db/calls?application_name=http://u@x&password=s3cret",
+                &["s3cret"],
+                &["db/calls"],
+            ),
+            "postgres://db/calls?application_name=http:***@x&password=***"
+        );
+        assert_eq!(
+            redacted(
+                "postgres://db/calls?application_name=http://u@x&password=s3cret?sslmode=disable",
+                &["s3cret"],
+                &["db/calls"],
+            ),
+            "postgres://db/calls?application_name=http:***@x&password=***"
         );
     }
 
