@@ -28,6 +28,9 @@
 //! - first reconcile of N/4 and of N calls (`reconcile --since <21 days ago>` into an empty
 //!   store): calls/s (above 2 000/s), peak RSS (under 100 MB; N within 1.25× of N/4: flat in
 //!   the number of calls);
+//! - the same first reconcile of N through `svc-reconcile` in this process into a `MemorySink`
+//!   (no store, no child process): what the engine and its client cost without the store, so
+//!   the SQLite run against it is the store's share, and it against the ceiling the engine's;
 //! - the ceiling: the service alone answering the same list pages, then the N details 8 at a
 //!   time, from a reqwest client in this process (no store, no child): the first run's floor;
 //! - a rerun over the same window with every call stored (under 10 s; no detail read);
@@ -42,9 +45,13 @@ use std::path::Path;
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use chrono::Utc;
 use serde_json::Value;
-use svc_reconcile::time::format_ts;
+use svc_client::{ApiKey, Client};
+use svc_reconcile::time::{format_ts, parse_ts};
+use svc_reconcile::{MemorySink, Options, Reconciler};
 
 use reconcile_support::child::{self, Measured};
 use reconcile_support::machine;
@@ -132,10 +139,14 @@ async fn bench(calls: usize) -> bool {
         quarter_rss,
     );
 
+    eprintln!("reconcile bench: first reconcile of {calls} calls into a MemorySink…");
+    let memory = reconcile_in_memory(&service, &full, &since).await;
+    rows.in_memory(&memory, calls as u64, &first);
+
     eprintln!("reconcile bench: the ceiling (the service alone)…");
     let to = format_ts(Utc::now());
     let ceiling = service.ceiling(&full, &since, &to, CEILING_IN_FLIGHT).await;
-    rows.ceiling(&ceiling, calls as u64, &first, &first_report);
+    rows.ceiling(&ceiling, calls as u64, &first, &first_report, &memory);
 
     eprintln!("reconcile bench: rerun with every call stored…");
     let (rerun, rerun_report) = reconcile(&service, &full, &store, &since).await;
@@ -208,6 +219,47 @@ async fn reconcile(
         .expect("run svc-cli reconcile");
     let report = serde_json::from_slice(&measured.stdout).unwrap_or(Value::Null);
     (measured, report)
+}
+
+/// What the in-process first reconcile into a `MemorySink` did.
+struct InMemory {
+    wall: Duration,
+    /// The run's report as `--json` prints it (`Null` when the run stopped early).
+    report: Value,
+    error: Option<String>,
+    /// Calls the sink holds afterwards.
+    held: u64,
+}
+
+/// The first reconcile of `tenant` through `svc-reconcile` in this process, into an empty
+/// `MemorySink`, with the options `svc-cli reconcile --since <since>` runs with.
+async fn reconcile_in_memory(service: &Service, tenant: &Tenant, since: &str) -> InMemory {
+    let client = Client::builder(service.base_url())
+        .api_key(ApiKey::new(tenant.key.clone()))
+        .allow_insecure_http(true)
+        .build()
+        .expect("a client for the bench's service");
+    let options = Options {
+        since: Some(parse_ts(since).expect("the bench's own timestamp")),
+        ..Options::default()
+    };
+    let sink = Arc::new(MemorySink::default());
+    let reconciler = Reconciler::new(client, Arc::clone(&sink), options);
+    let started = Instant::now();
+    let guard = reconciler
+        .lock(Duration::ZERO)
+        .await
+        .expect("a fresh sink's lock");
+    let (report, error) = match reconciler.run(&guard, &()).await {
+        Ok(report) => (serde_json::to_value(&report).unwrap_or(Value::Null), None),
+        Err(e) => (Value::Null, Some(e.to_string())),
+    };
+    InMemory {
+        wall: started.elapsed(),
+        report,
+        error,
+        held: sink.calls().len() as u64,
+    }
 }
 
 /// Runs `svc-cli store export --store <store> --format <format>`, stdout drained and counted.
@@ -434,13 +486,53 @@ impl Rows {
     }
 
     /// The service alone answering what the first reconcile of N asked.
-    fn ceiling(&mut self, ceiling: &Ceiling, calls: u64, first: &Measured, report: &Value) {
+    /// The first reconcile of N into a `MemorySink`, in process, against the SQLite run.
+    fn in_memory(&mut self, run: &InMemory, calls: u64, first: &Measured) {
+        let mut checks = Checks::default();
+        if let Some(error) = &run.error {
+            checks.that(false, format!("the run stopped: {error}"));
+        }
+        checks.count("listed", total(&run.report, "listed"), calls);
+        checks.count("new", total(&run.report, "new"), calls);
+        checks.count(
+            "detailsFetched",
+            total(&run.report, "detailsFetched"),
+            calls,
+        );
+        checks.count("calls in the sink", Some(run.held), calls);
+        let rate = calls as f64 / run.wall.as_secs_f64();
+        let sqlite = run.wall.as_secs_f64() / first.wall.as_secs_f64();
+        self.push(
+            [
+                "first reconcile, N, into a MemorySink\n(svc-reconcile in process:\nno store, no child)".into(),
+                calls.to_string(),
+                format!(
+                    "{}\nthe SQLite run: {sqlite:.2}× this",
+                    secs(run.wall)
+                ),
+                format!("{rate:.0} calls/s"),
+                "- (in process)".into(),
+                reads(&run.report),
+            ],
+            &checks,
+        );
+    }
+
+    fn ceiling(
+        &mut self,
+        ceiling: &Ceiling,
+        calls: u64,
+        first: &Measured,
+        report: &Value,
+        memory: &InMemory,
+    ) {
         let mut checks = Checks::default();
         checks.count("listed", Some(ceiling.listed), calls);
         let pages = total(report, "pages").unwrap_or(u64::MAX);
         checks.count("pages (as reconcile)", Some(ceiling.pages), pages);
         let rate = calls as f64 / ceiling.wall.as_secs_f64();
         let share = ceiling.wall.as_secs_f64() / first.wall.as_secs_f64();
+        let memory_share = ceiling.wall.as_secs_f64() / memory.wall.as_secs_f64();
         self.push(
             [
                 format!(
@@ -449,10 +541,11 @@ impl Rows {
                 ),
                 calls.to_string(),
                 format!(
-                    "{}\n(list {})\n{:.0}% of the first run",
+                    "{}\n(list {})\n{:.0}% of the first run,\n{:.0}% of the MemorySink run",
                     secs(ceiling.wall),
                     secs(ceiling.list),
-                    share * 100.0
+                    share * 100.0,
+                    memory_share * 100.0
                 ),
                 format!("{rate:.0} calls/s"),
                 "- (in process)".into(),
