@@ -185,6 +185,12 @@ pub fn pairs<'a>(rows: impl IntoIterator<Item = (&'a str, String)>) -> Table {
     table
 }
 
+/// `n` and the noun in its number: `1 retry`, `2 retries`, `0 calls`.
+pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `-` for an absent value.
 pub fn opt(value: Option<&str>) -> String {
     value.unwrap_or("-").to_owned()
@@ -201,6 +207,13 @@ mod tests {
             "\\u{1b}]0;pwned\\u{7}hi\\u{0}\\u{d}\\u{9}x\\u{7f}\\u{9b}\\u{202e}y\nz"
         );
         assert!(matches!(escape_controls("plain, é ✓"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_count_names_its_noun_in_its_number() {
+        assert_eq!(count(1_u64, "retry", "retries"), "1 retry");
+        assert_eq!(count(0_u64, "retry", "retries"), "0 retries");
+        assert_eq!(count(17_u32, "attempt", "attempts"), "17 attempts");
     }
 
     #[test]

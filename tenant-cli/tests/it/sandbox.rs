@@ -10,6 +10,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 
 use crate::helpers::{Run, Sandbox as TestDir};
+use crate::reference_keys;
 
 const ROSTER: &str = "platformAgencyId,agencyName,firstName,lastName,email,npn,platformAgentId
 agency-1,First Agency,Ada,Lovelace,ada@example.com,1234567,rep-ada
@@ -667,6 +668,25 @@ async fn sandbox_deliveries_lists_each_attempt_with_its_faults_once_nothing_is_l
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("fault injection: dropped"), "{log}");
 
+    // Refused once, then accepted: the retry delivers it.
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(503))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&receiver)
+        .await;
+    let sandbox = Running::start(&dir, &["--retry-delay", "1", "--faults", "off"]).await;
+    let retried = ingest_one(&dir, "d-4", &agency).await;
+    let waited = dir.run(&deliveries).await;
+    assert_eq!(waited.code, 0, "{waited:?}");
+    let statuses: Vec<Option<u64>> = attempts_of(&waited.json(), &retried)
+        .into_iter()
+        .map(|(_, status, _)| status)
+        .collect();
+    assert_eq!(statuses, vec![Some(503), Some(200)], "{waited:?}");
+    let (code, log) = sandbox.interrupt().await;
+    assert_eq!(code, 0, "{log}");
+
     // A stopped sandbox sends nothing: the wait runs out, says so and exits 75.
     let stuck = ingest_one(&dir, "d-3", &agency).await;
     let waited = dir
@@ -692,7 +712,66 @@ async fn sandbox_deliveries_lists_each_attempt_with_its_faults_once_nothing_is_l
     assert_eq!(listing["idle"], false, "{listing:#}");
     assert_eq!(listing["left"]["firstAttempts"], 1, "{listing:#}");
     assert_eq!(attempts_of(&listing, &stuck), Vec::new());
+    reference_keys::assert_documented(HEADING, "attempt", &listing);
+
+    // Issue 44, item 1: what became of each webhook, and the counts in both views.
+    let by_webhook = dir
+        .run(&[
+            "--json",
+            "sandbox",
+            "deliveries",
+            "--db",
+            "sandbox.db",
+            "--by-webhook",
+        ])
+        .await;
+    assert_eq!(by_webhook.code, 0, "{by_webhook:?}");
+    let listing = by_webhook.json();
+    reference_keys::assert_documented(HEADING, "by-webhook", &listing);
+    let fates: Vec<(String, String, Option<u64>, u64)> = listing["webhooks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("webhooks: {listing:#}"))
+        .iter()
+        .map(|w| {
+            (
+                w["callId"].as_str().unwrap_or_default().to_owned(),
+                w["fate"].as_str().unwrap_or_default().to_owned(),
+                w["deliveredBy"].as_u64(),
+                w["attempts"].as_u64().unwrap_or(99),
+            )
+        })
+        .collect();
+    assert_eq!(
+        fates,
+        vec![
+            (sent_twice.clone(), "delivered".into(), Some(1), 1),
+            (dropped.clone(), "lost".into(), None, 2),
+            (retried.clone(), "delivered".into(), Some(2), 2),
+            (stuck.clone(), "pending".into(), None, 0),
+        ],
+        "{listing:#}"
+    );
+    let counts = serde_json::json!(
+        {"attempts": 5, "webhooks": 4, "delivered": 2, "lost": 1, "pending": 1}
+    );
+    assert_eq!(listing["summary"], counts, "{listing:#}");
+    let summary = "5 attempts of 4 webhooks: 2 delivered, 1 lost, 1 pending; 1 first attempt \
+                   and 0 retries pending, 0 calls being scored";
+    for extra in [&[][..], &["--by-webhook"][..]] {
+        let mut args = vec!["sandbox", "deliveries", "--db", "sandbox.db"];
+        args.extend_from_slice(extra);
+        let table = dir.run(&args).await;
+        assert_eq!(table.code, 0, "{table:?}");
+        assert!(table.stderr.contains(summary), "{table:?}");
+        if !extra.is_empty() {
+            assert!(table.stdout.contains("delivered (attempt 2)"), "{table:?}");
+            assert!(table.stdout.contains("lost"), "{table:?}");
+        }
+    }
 }
+
+/// Where REFERENCE.md lists the keys of `sandbox deliveries --json`.
+const HEADING: &str = "### `sandbox deliveries`";
 
 /// Issue item 4: the shipped dialer records, dated November 2026, ingest as calls of the last
 /// hours with `--relative-to-now` (as the demo does), in file order; the help says where a
