@@ -73,6 +73,16 @@ pub struct NewCredentials {
     pub signing_secret: SigningSecret,
 }
 
+/// The settings of the sandbox's tenant that carry over from one start to the next.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InForce {
+    /// The faults injected.
+    pub faults: Faults,
+    /// Where webhooks go; `None`: nowhere (nothing is sent and nothing is queued, contract
+    /// section 6).
+    pub webhook_url: Option<String>,
+}
+
 /// One webhook attempt the sandbox made for its tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookAttempt {
@@ -208,6 +218,22 @@ impl SandboxDb {
         url: Option<String>,
     ) -> Result<(), SandboxError> {
         self.change(tenant_id, TenantChange::WebhookUrl(url)).await
+    }
+
+    /// The faults and webhook URL in force for `tenant_id` (what the sandbox says at start).
+    ///
+    /// # Errors
+    /// A database error, or no such tenant.
+    pub async fn in_force(&self, tenant_id: &str) -> Result<InForce, SandboxError> {
+        let tenant = self
+            .db
+            .tenant(tenant_id)
+            .await?
+            .ok_or_else(|| SandboxError::TenantGone(tenant_id.to_owned()))?;
+        Ok(InForce {
+            faults: tenant.faults,
+            webhook_url: tenant.webhook_url,
+        })
     }
 
     async fn change(&self, tenant_id: &str, change: TenantChange) -> Result<(), SandboxError> {

@@ -37,10 +37,12 @@ pub struct SandboxArgs {
     /// Roster CSV to import (as `roster import` does; rerunning it changes nothing)
     #[arg(long, value_name = "CSV")]
     pub roster: Option<PathBuf>,
-    /// Faults to inject, e.g. drop=0.2,duplicate=0.05,delay=30s,bad-signature=0.1,api-429=0.1,
-    /// api-500=0.01,seed=7 (`off` clears them; unset: as the last start left them)
-    #[arg(long, value_name = "SPEC")]
-    pub faults: Option<String>,
+    /// Faults to inject: key=value pairs, separated by commas or spaces, e.g.
+    /// drop=0.2,duplicate=0.05,delay=30s,bad-signature=0.1,api-429=0.1,api-500=0.01,seed=7
+    /// (`off` clears them; unset: as the last start left them). api-500 fails requests the
+    /// CLI never retries too: `session mint`, `agents register` (not idempotent)
+    #[arg(long, value_name = "SPEC", num_args = 1..)]
+    pub faults: Option<Vec<String>>,
     /// Where the sandbox sends webhooks (http allowed; empty clears; unset: as the last start
     /// left it)
     #[arg(long, value_name = "URL")]
@@ -315,7 +317,10 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
     use crate::sandbox::{Sandbox, SandboxOptions, credentials_path};
     use svc_service::sandbox::Faults;
 
-    let faults = match args.faults.as_deref().map(str::trim) {
+    // Words after --faults are pairs of one spec: `--faults drop=0.2, seed=7` unquoted is
+    // `drop=0.2,seed=7`, as pasted from a wrapped line.
+    let spec = args.faults.as_ref().map(|words| words.join(","));
+    let faults = match spec.as_deref().map(str::trim) {
         None => None,
         Some("off") => Some(Faults::default()),
         Some(spec) => {
@@ -331,7 +336,7 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
     let mut sandbox = Sandbox::start(SandboxOptions {
         listen: args.listen,
         faults,
-        webhook_url: args.webhook_url,
+        webhook_url: args.webhook_url.clone(),
         webhook_retry_delay: Duration::from_secs(args.retry_delay),
         ..SandboxOptions::new(&args.db)
     })
@@ -382,6 +387,8 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
             "db": args.db,
             "created": sandbox.created,
             "consoleUrl": console_url,
+            "faults": sandbox.in_force.faults.spec(),
+            "webhookUrl": sandbox.in_force.webhook_url,
         }))?;
     } else {
         ctx.out.line(sandbox.exports().trim_end())?;
@@ -397,6 +404,9 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
         sandbox.base_url,
         credentials_path(&args.db).display()
     ));
+    for line in in_force_lines(&sandbox.in_force, &args) {
+        ctx.out.note(&line);
+    }
     if let Some(url) = &console_url {
         ctx.out.note(&format!(
             "rep console: {url} (a practice call in your browser, through the service's SDK)"
@@ -411,6 +421,37 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
         console.stop().await?;
     }
     sandbox.stop().await
+}
+
+/// What every start says is in force (issue 44: a restart keeps the faults and webhook URL
+/// of the last start, which the tenant may have forgotten): the faults and where webhooks go,
+/// each marked when it carried over rather than came from this start's flags.
+#[cfg(feature = "sandbox")]
+fn in_force_lines(in_force: &svc_service::sandbox::InForce, args: &SandboxArgs) -> [String; 2] {
+    let kept = |given: bool| {
+        if given {
+            ""
+        } else {
+            "kept from the last start; "
+        }
+    };
+    let faults = if in_force.faults.is_off() {
+        "faults: none (--faults drop=0.2,seed=7 sets some)".to_owned()
+    } else {
+        format!(
+            "faults: {} ({}--faults off clears them)",
+            in_force.faults.spec(),
+            kept(args.faults.is_some())
+        )
+    };
+    let url = match &in_force.webhook_url {
+        Some(url) => format!(
+            "webhooks go to {url} ({}--webhook-url '' stops them)",
+            kept(args.webhook_url.is_some())
+        ),
+        None => "webhooks: no URL, so none is sent or queued (--webhook-url sets one)".to_owned(),
+    };
+    [faults, url]
 }
 
 /// Serves the console where asked; without `--console-listen`, on its default address, or a

@@ -94,7 +94,19 @@ impl Running {
 async fn the_sandbox_serves_its_tenant_and_keeps_the_key_across_restarts() {
     let dir = TestDir::new();
     dir.write("roster.csv", ROSTER);
-    let first = Running::start(&dir, &["--roster", "roster.csv"]).await;
+    let hook = "http://127.0.0.1:9/hook";
+    let first = Running::start(
+        &dir,
+        &[
+            "--roster",
+            "roster.csv",
+            "--faults",
+            "delay=5s, seed=3",
+            "--webhook-url",
+            hook,
+        ],
+    )
+    .await;
     assert!(
         first
             .export("SVC_BASE_URL")
@@ -118,6 +130,12 @@ async fn the_sandbox_serves_its_tenant_and_keeps_the_key_across_restarts() {
     let (code, stderr) = first.interrupt().await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("created"), "{stderr}");
+    // Issue 44, item 5: every start says what is in force.
+    assert!(
+        stderr.contains("faults: delay=5s,seed=3 (--faults off clears them)")
+            && stderr.contains(&format!("webhooks go to {hook} (--webhook-url")),
+        "{stderr}"
+    );
 
     #[cfg(unix)]
     {
@@ -142,6 +160,19 @@ async fn the_sandbox_serves_its_tenant_and_keeps_the_key_across_restarts() {
     let (code, stderr) = again.interrupt().await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("reopened"), "{stderr}");
+    assert!(
+        stderr.contains("faults: delay=5s,seed=3 (kept from the last start; --faults off")
+            && stderr.contains(&format!("webhooks go to {hook} (kept from the last start;")),
+        "a restart says what carried over: {stderr}"
+    );
+
+    let cleared = Running::start(&dir, &["--faults", "off", "--webhook-url", ""]).await;
+    let (code, stderr) = cleared.interrupt().await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("faults: none") && stderr.contains("webhooks: no URL"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]
@@ -184,6 +215,24 @@ async fn a_bad_fault_spec_is_a_usage_error() {
     assert_eq!(run.code, 2, "{run:?}");
     assert!(
         run.stderr.contains("drop must be a share from 0 to 1"),
+        "{run:?}"
+    );
+    // Issue 44: a spec pasted unquoted with a space reads as one spec, and the error names
+    // the pair at fault.
+    let run = dir
+        .run(&[
+            "sandbox",
+            "--listen",
+            "127.0.0.1:0",
+            "--faults",
+            "api-429=0.1,",
+            "api-500=2,seed=7",
+        ])
+        .await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains(r#"--faults: pair 2, "api-500=2": api-500 must be a share from 0 to 1"#),
         "{run:?}"
     );
     assert!(
