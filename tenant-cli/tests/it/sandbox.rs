@@ -888,6 +888,36 @@ async fn the_shipped_dialer_records_ingest_relative_to_now() {
         starts.push(started);
     }
     assert!(starts.is_sorted(), "file order: {starts:?}");
+
+    // Issue 44: the README's example, its first call (a sale) re-dispositioned as a no sale,
+    // shows the score change (it printed "overallScore 100 -> 100").
+    let changed = dir
+        .run(&[
+            "sandbox",
+            "redisposition",
+            "--db",
+            "sandbox.db",
+            "--call-id",
+            &call_ids[0],
+            "--disposition",
+            "no_sale",
+        ])
+        .await;
+    assert_eq!(changed.code, 0, "{changed:?}");
+    let overall: Vec<&str> = changed
+        .stdout
+        .split_once("overallScore ")
+        .and_then(|(_, rest)| rest.split_once(','))
+        .map(|(change, _)| change.split(" -> ").collect())
+        .unwrap_or_default();
+    assert!(
+        overall.len() == 2 && overall[0] != overall[1],
+        "the headline moves: {changed:?}"
+    );
+    assert!(
+        changed.stdout.contains("complianceScorecard dropped"),
+        "{changed:?}"
+    );
     let (code, stderr) = sandbox.interrupt().await;
     assert_eq!(code, 0, "{stderr}");
 
