@@ -816,6 +816,23 @@ async fn sandbox_deliveries_lists_each_attempt_with_its_faults_once_nothing_is_l
             assert!(table.stdout.contains("delivered (attempt 2)"), "{table:?}");
             assert!(table.stdout.contains("lost"), "{table:?}");
         }
+        // Issue 44: a narrow terminal behind a pipe (COLUMNS) gets a table that fits, its
+        // call ids whole.
+        let narrow = TestDir::new().env("COLUMNS", "80");
+        let db = dir.path("sandbox.db");
+        let mut args = vec!["sandbox", "deliveries", "--db", db.to_str().expect("utf-8")];
+        args.extend_from_slice(extra);
+        let table = narrow.run(&args).await;
+        assert_eq!(table.code, 0, "{table:?}");
+        let widest = table.stdout.lines().map(|l| l.chars().count()).max();
+        assert!(
+            widest.is_some_and(|w| w <= 80),
+            "{widest:?}\n{}",
+            table.stdout
+        );
+        for call in [&sent_twice, &dropped, &retried] {
+            assert!(table.stdout.contains(call.as_str()), "{}", table.stdout);
+        }
     }
 }
 

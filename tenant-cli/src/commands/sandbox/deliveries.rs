@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 use svc_reconcile::time::{format_duration, format_ts};
 use svc_service::sandbox::{
-    Backlog, SandboxDb, Webhook, WebhookAttempt, WebhookFate, attempts_in_order,
+    AppliedFault, Backlog, SandboxDb, Webhook, WebhookAttempt, WebhookFate, attempts_in_order,
 };
 
 use crate::commands::Ctx;
@@ -201,10 +201,26 @@ fn faults_cell(faults: &[&str]) -> String {
     }
 }
 
-/// An attempt's answer as shown: `HTTP 200`, or its error.
-fn answer_cell(status: Option<u16>, error: Option<&str>) -> String {
+/// `11-29 04:06:26` from `2026-11-29T04:06:26.179Z`: a table's time, to the second (`--json`
+/// has it to the millisecond, with its year).
+fn short_time(iso: &str) -> String {
+    match (iso.get(5..10), iso.get(11..19)) {
+        (Some(day), Some(time)) => format!("{day} {time}"),
+        _ => iso.to_owned(),
+    }
+}
+
+/// The longest error a table shows whole (`--json` has every error whole).
+const ERROR_CELL: usize = 48;
+
+/// An attempt's answer as shown: `HTTP 200`, or the start of its error (`nothing sent` for a
+/// dropped one: the faults column says why).
+fn answer_cell(status: Option<u16>, error: Option<&str>, faults: &[&str]) -> String {
     match (error, status) {
-        (Some(error), _) => format!("error: {error}"),
+        (Some(_), _) if faults.contains(&AppliedFault::Dropped.as_str()) => {
+            "nothing sent".to_owned()
+        }
+        (Some(error), _) => format!("error: {}", output::clip(error, ERROR_CELL)),
         (None, Some(status)) => format!("HTTP {status}"),
         (None, None) => "-".to_owned(),
     }
@@ -217,21 +233,22 @@ fn print(listing: &Listing, ctx: &Ctx) -> anyhow::Result<()> {
     if listing.attempts.is_empty() {
         return Ok(());
     }
+    // The call id names the webhook (one per call); its wh_ id is in --json and --by-webhook,
+    // which keeps the table within a terminal's width.
     let mut table = output::table([
-        "webhook id",
         "call id",
         "attempt",
-        "attempted at",
+        "attempted at (UTC)",
         "answer",
         "faults",
     ]);
+    output::keep_whole(&mut table, &[0]);
     for attempt in &listing.attempts {
         table.add_row(vec![
-            attempt.webhook_id.clone(),
             attempt.call_id.clone(),
             attempt.attempt.to_string(),
-            attempt.attempted_at.clone(),
-            answer_cell(attempt.status, attempt.error.as_deref()),
+            short_time(&attempt.attempted_at),
+            answer_cell(attempt.status, attempt.error.as_deref(), &attempt.faults),
             faults_cell(&attempt.faults),
         ]);
     }

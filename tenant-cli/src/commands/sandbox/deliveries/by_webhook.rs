@@ -7,7 +7,7 @@ use serde::Serialize;
 use svc_reconcile::time::format_ts;
 use svc_service::sandbox::{Webhook, WebhookFate};
 
-use super::{Left, Summary, answer_cell, faults_cell};
+use super::{Left, Summary, answer_cell, faults_cell, short_time};
 use crate::commands::Ctx;
 use crate::output;
 
@@ -62,7 +62,7 @@ impl WebhookRow {
     fn fate_cell(&self) -> String {
         match (self.delivered_by, &self.next_attempt_at) {
             (Some(attempt), _) => format!("{} (attempt {attempt})", self.fate),
-            (None, Some(due)) => format!("{} (due {due})", self.fate),
+            (None, Some(due)) => format!("{} (due {} UTC)", self.fate, short_time(due)),
             (None, None) => self.fate.to_owned(),
         }
     }
@@ -101,24 +101,19 @@ pub(super) fn print(
     if listing.webhooks.is_empty() {
         return Ok(());
     }
-    let mut table = output::table([
-        "webhook id",
-        "call id",
-        "fate",
-        "attempts",
-        "last answer",
-        "faults",
-    ]);
+    // A call has one webhook, so its id names the row (the wh_ id is in --json), which keeps
+    // the table within a terminal's width.
+    let mut table = output::table(["call id", "fate", "attempts", "last answer", "faults"]);
+    output::keep_whole(&mut table, &[0]);
     for row in &listing.webhooks {
         table.add_row(vec![
-            row.webhook_id.clone(),
             row.call_id.clone(),
             row.fate_cell(),
             row.attempts.to_string(),
             if row.attempts == 0 {
                 "-".to_owned()
             } else {
-                answer_cell(row.last_status, row.last_error.as_deref())
+                answer_cell(row.last_status, row.last_error.as_deref(), &row.faults)
             },
             faults_cell(&row.faults),
         ]);
