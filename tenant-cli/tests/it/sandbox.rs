@@ -209,32 +209,22 @@ async fn the_cli_rides_through_injected_429s_and_500s() {
 #[tokio::test]
 async fn a_bad_fault_spec_is_a_usage_error() {
     let dir = TestDir::new();
-    let run = dir
-        .run(&["sandbox", "--listen", "127.0.0.1:0", "--faults", "drop=2"])
-        .await;
-    assert_eq!(run.code, 2, "{run:?}");
-    assert!(
-        run.stderr.contains("drop must be a share from 0 to 1"),
-        "{run:?}"
-    );
     // Issue 44: a spec pasted unquoted with a space reads as one spec, and the error names
     // the pair at fault.
-    let run = dir
-        .run(&[
-            "sandbox",
-            "--listen",
-            "127.0.0.1:0",
-            "--faults",
-            "api-429=0.1,",
-            "api-500=2,seed=7",
-        ])
-        .await;
-    assert_eq!(run.code, 2, "{run:?}");
-    assert!(
-        run.stderr
-            .contains(r#"--faults: pair 2, "api-500=2": api-500 must be a share from 0 to 1"#),
-        "{run:?}"
-    );
+    let cases: [(&[&str], &str); 2] = [
+        (&["drop=2"], "drop must be a share from 0 to 1"),
+        (
+            &["api-429=0.1,", "api-500=2,seed=7"],
+            r#"--faults: pair 2, "api-500=2": api-500 must be a share from 0 to 1"#,
+        ),
+    ];
+    for (spec, error) in cases {
+        let mut args = vec!["sandbox", "--listen", "127.0.0.1:0", "--faults"];
+        args.extend_from_slice(spec);
+        let run = dir.run(&args).await;
+        assert_eq!(run.code, 2, "{run:?}");
+        assert!(run.stderr.contains(error), "{run:?}");
+    }
     assert!(
         !dir.path("svc-sandbox.db").exists(),
         "nothing is created on a usage error"
