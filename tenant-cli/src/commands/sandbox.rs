@@ -118,8 +118,8 @@ pub enum SandboxCommand {
         #[arg(long)]
         relative_to_now: bool,
     },
-    /// List the webhook attempts the sandbox made for its tenant: webhook id, call id,
-    /// attempt, when, the answer or the error, the faults injected; with --by-webhook, one row
+    /// List the webhook attempts the sandbox made for its tenant: call id, attempt, when, the
+    /// answer or the error, the faults injected; with --by-webhook, one row
     /// per webhook with its fate (delivered by which attempt, lost for good, pending). Both
     /// open with the counts: "17 attempts of 12 webhooks: 7 delivered, 5 lost, 0 pending"
     /// (`--json`: one object with `attempts` or `webhooks`, `summary`, `idle` and what is

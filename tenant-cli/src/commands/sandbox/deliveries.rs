@@ -1,6 +1,6 @@
 //! `svc-cli sandbox deliveries`: what the sandbox sent its tenant's webhook endpoint, one row
-//! per attempt (webhook id, call id, attempt, when, the answer or the error, the faults
-//! injected), or with `--by-webhook` one row per webhook with its fate ([`by_webhook`]), read
+//! per attempt (call id, attempt, when, the answer or the error, the faults injected; the
+//! webhook id too with `--json`), or with `--by-webhook` one row per webhook with its fate ([`by_webhook`]), read
 //! from its database through [`svc_service::sandbox::SandboxDb`]; both views open with the
 //! counts (attempts, webhooks, delivered, lost, pending). With `--wait-idle`, first waits
 //! until it has nothing left to send, so that a test knows when to assert.
@@ -233,8 +233,8 @@ fn print(listing: &Listing, ctx: &Ctx) -> anyhow::Result<()> {
     if listing.attempts.is_empty() {
         return Ok(());
     }
-    // The call id names the webhook (one per call); its wh_ id is in --json and --by-webhook,
-    // which keeps the table within a terminal's width.
+    // The call id names the webhook (one per call); its wh_ id is in --json, which keeps the
+    // table within a terminal's width.
     let mut table = output::table([
         "call id",
         "attempt",
