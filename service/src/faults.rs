@@ -81,6 +81,33 @@ impl Faults {
         }
     }
 
+    /// The faults as a spec that [`Faults::parse_spec`] reads back (`drop=0.2,seed=7`), each
+    /// fault set and the seed; `off` when none is set.
+    pub fn spec(&self) -> String {
+        if self.is_off() {
+            return "off".to_owned();
+        }
+        let mut pairs = Vec::new();
+        for (key, share) in [
+            ("drop", self.drop_deliveries),
+            ("duplicate", self.duplicate_deliveries),
+            ("bad-signature", self.bad_signature),
+            ("api-429", self.api_429),
+            ("api-500", self.api_500),
+        ] {
+            if share > 0.0 {
+                pairs.push(format!("{key}={share}"));
+            }
+        }
+        match self.delay_deliveries_ms {
+            0 => {}
+            ms if ms % 1_000 == 0 => pairs.push(format!("delay={}s", ms / 1_000)),
+            ms => pairs.push(format!("delay={ms}ms")),
+        }
+        pairs.push(format!("seed={}", self.seed));
+        pairs.join(",")
+    }
+
     /// A uniform draw in [0, 1) from (seed, kind, key), compared with `share`.
     fn hits(&self, kind: &str, key: &str, share: f64) -> bool {
         if share <= 0.0 {
@@ -98,43 +125,54 @@ impl Faults {
         draw < share
     }
 
-    /// Reads a spec: comma-separated `key=value` pairs of [`SPEC_KEYS`]; shares are 0 to 1.
+    /// Reads a spec: `key=value` pairs of [`SPEC_KEYS`] separated by commas, spaces or both
+    /// (`drop=0.2, seed=7` as pasted from a wrapped line reads as `drop=0.2,seed=7`); shares
+    /// are 0 to 1.
     ///
     /// # Errors
-    /// A message naming the bad pair.
+    /// A message naming the bad pair and where it is in the spec.
     pub fn parse_spec(spec: &str) -> Result<Self, String> {
         let mut faults = Self::default();
-        for pair in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (key, value) = pair
-                .split_once('=')
-                .ok_or_else(|| format!("{pair:?} is not key=value (keys: {SPEC_KEYS})"))?;
-            let (key, value) = (key.trim(), value.trim());
-            let share = || -> Result<f64, String> {
-                value
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|p| (0.0..=1.0).contains(p))
-                    .ok_or_else(|| format!("{key} must be a share from 0 to 1, got {value:?}"))
-            };
-            match key {
-                "drop" => faults.drop_deliveries = share()?,
-                "duplicate" => faults.duplicate_deliveries = share()?,
-                "bad-signature" => faults.bad_signature = share()?,
-                "api-429" => faults.api_429 = share()?,
-                "api-500" => faults.api_500 = share()?,
-                "delay" => {
-                    faults.delay_deliveries_ms =
-                        u64::try_from(parse_duration(value)?.as_millis()).unwrap_or(u64::MAX)
-                }
-                "seed" => {
-                    faults.seed = value
-                        .parse()
-                        .map_err(|_| format!("seed must be a whole number, got {value:?}"))?
-                }
-                _ => return Err(format!("unknown fault {key:?} (keys: {SPEC_KEYS})")),
-            }
+        let pairs = spec
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|p| !p.is_empty());
+        for (n, pair) in (1..).zip(pairs) {
+            Self::read_pair(&mut faults, pair)
+                .map_err(|e| format!("pair {n}, {pair:?}: {e}"))?;
         }
         Ok(faults)
+    }
+
+    /// Sets the fault one `key=value` pair names.
+    fn read_pair(faults: &mut Self, pair: &str) -> Result<(), String> {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("not key=value (keys: {SPEC_KEYS})"))?;
+        let share = || -> Result<f64, String> {
+            value
+                .parse::<f64>()
+                .ok()
+                .filter(|p| (0.0..=1.0).contains(p))
+                .ok_or_else(|| format!("{key} must be a share from 0 to 1, got {value:?}"))
+        };
+        match key {
+            "drop" => faults.drop_deliveries = share()?,
+            "duplicate" => faults.duplicate_deliveries = share()?,
+            "bad-signature" => faults.bad_signature = share()?,
+            "api-429" => faults.api_429 = share()?,
+            "api-500" => faults.api_500 = share()?,
+            "delay" => {
+                faults.delay_deliveries_ms =
+                    u64::try_from(parse_duration(value)?.as_millis()).unwrap_or(u64::MAX)
+            }
+            "seed" => {
+                faults.seed = value
+                    .parse()
+                    .map_err(|_| format!("seed must be a whole number, got {value:?}"))?
+            }
+            _ => return Err(format!("unknown fault {key:?} (keys: {SPEC_KEYS})")),
+        }
+        Ok(())
     }
 }
 
@@ -251,6 +289,25 @@ mod tests {
         for bad in ["drop=2", "drop", "nope=1", "delay=5x", "seed=-1"] {
             assert!(Faults::parse_spec(bad).is_err(), "{bad}");
         }
+        // Issue 44: spaces separate pairs as commas do, and an error names the pair.
+        assert_eq!(
+            Faults::parse_spec("api-429=0.1, api-500=0.01 seed=7"),
+            Faults::parse_spec("api-429=0.1,api-500=0.01,seed=7")
+        );
+        assert_eq!(
+            Faults::parse_spec("drop=0.2, api-500=2,seed=7"),
+            Err(r#"pair 2, "api-500=2": api-500 must be a share from 0 to 1, got "2""#.to_owned())
+        );
+    }
+
+    #[test]
+    fn a_spec_reads_back_what_it_printed() {
+        let faults = Faults::parse_spec("drop=0.2,api-500=0.01,delay=1500ms,seed=7").expect("spec");
+        assert_eq!(faults.spec(), "drop=0.2,api-500=0.01,delay=1500ms,seed=7");
+        assert_eq!(Faults::parse_spec(&faults.spec()), Ok(faults));
+        let whole = Faults::parse_spec("delay=30s").expect("spec");
+        assert_eq!(whole.spec(), "delay=30s,seed=0");
+        assert_eq!(Faults::default().spec(), "off");
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! the steps no endpoint offers (contract section 1: real calls are "arranged out of band with
 //! the service operator"): provision the one tenant, set its faults and webhook URL, switch an
 //! agency on for real calls, ingest a dialer file, re-disposition a real call, and read a
-//! call's state, the webhook deliveries and their attempts (with the faults injected into
-//! each), and what is left to send, to know when scoring and delivery have settled.
+//! call's state, the webhooks (each with its fate: delivered, lost for good, pending) and their
+//! attempts (with the faults injected into each), and what is left to send, to know when scoring and delivery have settled.
 //! [`operate`] runs the operator's real-call steps (`svc-service agency …` and `calls …`, with
 //! their printed results and exit-code errors) from a typed [`OperatorStep`]: the caller's
 //! command line converts its own flags into it.
@@ -38,6 +38,7 @@ pub use crate::realcall::ingest::{Disposal, Dropped, RecordOutcome};
 pub use crate::realcall::redisposition::Redisposed;
 pub use crate::realcall::replay::relative_to_now;
 pub use crate::scoring::real_call::Disposition;
+pub use crate::webhook::fate::WebhookFate;
 
 /// Why an operator step failed.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +73,16 @@ pub struct NewCredentials {
     pub signing_secret: SigningSecret,
 }
 
+/// The settings of the sandbox's tenant that carry over from one start to the next.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InForce {
+    /// The faults injected.
+    pub faults: Faults,
+    /// Where webhooks go; `None`: nowhere (nothing is sent and nothing is queued, contract
+    /// section 6).
+    pub webhook_url: Option<String>,
+}
+
 /// One webhook attempt the sandbox made for its tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookAttempt {
@@ -93,6 +104,33 @@ pub struct WebhookAttempt {
     pub error: Option<String>,
     /// The faults injected into it.
     pub faults: Vec<AppliedFault>,
+}
+
+/// One webhook the sandbox queued for its tenant (a `call.scored` event, under one `wh_…` id
+/// on every attempt): what became of it, and each attempt made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Webhook {
+    /// Its `wh_…` id (`X-Service-Webhook-Id`).
+    pub webhook_id: String,
+    /// The call it announces.
+    pub call_id: String,
+    /// When it was queued (the call's outcome).
+    pub queued_at: DateTime<Utc>,
+    /// Delivered (by which attempt), lost for good, or pending.
+    pub fate: WebhookFate,
+    /// When its next attempt is due, while pending (an injected delay or the retry).
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// Its attempts, first first.
+    pub attempts: Vec<WebhookAttempt>,
+}
+
+/// The attempts of `webhooks`, oldest first (by time, then webhook id and attempt number).
+pub fn attempts_in_order(webhooks: Vec<Webhook>) -> Vec<WebhookAttempt> {
+    let mut attempts: Vec<WebhookAttempt> = webhooks.into_iter().flat_map(|w| w.attempts).collect();
+    attempts.sort_by(|a, b| {
+        (a.attempted_at, &a.webhook_id, a.attempt).cmp(&(b.attempted_at, &b.webhook_id, b.attempt))
+    });
+    attempts
 }
 
 /// How often [`SandboxDb::wait_until_idle`] looks at the backlog.
@@ -182,6 +220,22 @@ impl SandboxDb {
         self.change(tenant_id, TenantChange::WebhookUrl(url)).await
     }
 
+    /// The faults and webhook URL in force for `tenant_id` (what the sandbox says at start).
+    ///
+    /// # Errors
+    /// A database error, or no such tenant.
+    pub async fn in_force(&self, tenant_id: &str) -> Result<InForce, SandboxError> {
+        let tenant = self
+            .db
+            .tenant(tenant_id)
+            .await?
+            .ok_or_else(|| SandboxError::TenantGone(tenant_id.to_owned()))?;
+        Ok(InForce {
+            faults: tenant.faults,
+            webhook_url: tenant.webhook_url,
+        })
+    }
+
     async fn change(&self, tenant_id: &str, change: TenantChange) -> Result<(), SandboxError> {
         match self.db.update_tenant(tenant_id, change).await? {
             Some(_) => Ok(()),
@@ -208,6 +262,58 @@ impl SandboxDb {
             .await?)
     }
 
+    /// Every webhook queued for `tenant_id`, oldest first (by when it was queued, then id),
+    /// each with its fate and its attempts: one read, so the two agree.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn webhooks(&self, tenant_id: &str) -> Result<Vec<Webhook>, SandboxError> {
+        let millis = |ms: i64| DateTime::from_timestamp_millis(ms).unwrap_or(DateTime::UNIX_EPOCH);
+        let mut webhooks: Vec<Webhook> = self
+            .deliveries(tenant_id)
+            .await?
+            .into_iter()
+            .map(|delivery| {
+                let fate = WebhookFate::of(&delivery);
+                let DeliveryRow {
+                    id,
+                    call_id,
+                    attempts,
+                    next_attempt_at,
+                    created_at,
+                    ..
+                } = delivery;
+                let attempts = (1_u32..)
+                    .zip(attempts)
+                    .map(|(number, log)| WebhookAttempt {
+                        webhook_id: id.clone(),
+                        call_id: call_id.clone(),
+                        attempt: number,
+                        attempted_at: millis(log.attempted_at),
+                        url: log.url,
+                        status: log.status,
+                        latency_ms: log.latency_ms,
+                        error: log.error,
+                        faults: log.faults,
+                    })
+                    .collect();
+                Webhook {
+                    webhook_id: id,
+                    call_id,
+                    queued_at: millis(created_at),
+                    fate,
+                    next_attempt_at: (fate == WebhookFate::Pending)
+                        .then_some(next_attempt_at)
+                        .flatten()
+                        .map(millis),
+                    attempts,
+                }
+            })
+            .collect();
+        webhooks.sort_by(|a, b| (a.queued_at, &a.webhook_id).cmp(&(b.queued_at, &b.webhook_id)));
+        Ok(webhooks)
+    }
+
     /// Every webhook attempt made for `tenant_id`, oldest first (by time, then webhook id and
     /// attempt number).
     ///
@@ -217,41 +323,7 @@ impl SandboxDb {
         &self,
         tenant_id: &str,
     ) -> Result<Vec<WebhookAttempt>, SandboxError> {
-        let mut attempts: Vec<WebhookAttempt> = self
-            .deliveries(tenant_id)
-            .await?
-            .into_iter()
-            .flat_map(|delivery| {
-                let DeliveryRow {
-                    id,
-                    call_id,
-                    attempts,
-                    ..
-                } = delivery;
-                (1_u32..)
-                    .zip(attempts)
-                    .map(move |(number, log)| WebhookAttempt {
-                        webhook_id: id.clone(),
-                        call_id: call_id.clone(),
-                        attempt: number,
-                        attempted_at: DateTime::from_timestamp_millis(log.attempted_at)
-                            .unwrap_or(DateTime::UNIX_EPOCH),
-                        url: log.url,
-                        status: log.status,
-                        latency_ms: log.latency_ms,
-                        error: log.error,
-                        faults: log.faults,
-                    })
-            })
-            .collect();
-        attempts.sort_by(|a, b| {
-            (a.attempted_at, &a.webhook_id, a.attempt).cmp(&(
-                b.attempted_at,
-                &b.webhook_id,
-                b.attempt,
-            ))
-        });
-        Ok(attempts)
+        Ok(attempts_in_order(self.webhooks(tenant_id).await?))
     }
 
     /// What `tenant_id` still has to be sent: pending first attempts and retries, and calls

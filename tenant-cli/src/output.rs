@@ -10,6 +10,9 @@
 //! overwriting the line). Tables, lines and messages show each control character (but the
 //! newline) and each bidirectional override escaped, as `\u{1b}` ([`escape_controls`]). JSON
 //! output (`--json`) and exported data are written exactly as they are.
+//!
+//! Tables fit the terminal (comfy-table's dynamic arrangement wraps cells); written into a pipe
+//! they wrap to `COLUMNS` when it is set, and otherwise keep each row on one line.
 
 use std::borrow::Cow;
 use std::io::{IsTerminal, Write};
@@ -156,7 +159,51 @@ fn escaped_table(table: &Table) -> Table {
     for row in table.row_iter() {
         clean.add_row(escape_row(row));
     }
+    // Column rules (an id kept whole) apply to the copy, which comfy-table lays out.
+    for (index, column) in table.column_iter().enumerate() {
+        if let (Some(constraint), Some(copy)) = (column.constraint(), clean.column_mut(index)) {
+            copy.set_constraint(*constraint);
+        }
+    }
+    if let Some(width) = piped_width() {
+        clean.set_width(width);
+    }
     clean
+}
+
+/// Keeps the cells of `columns` (by index) whole when the table wraps to fit, so an id reads
+/// and pastes as one piece; the other columns wrap around them.
+pub fn keep_whole(table: &mut Table, columns: &[usize]) {
+    for &index in columns {
+        if let Some(column) = table.column_mut(index) {
+            column.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
+        }
+    }
+}
+
+/// The width tables wrap to when stdout is not a terminal: `COLUMNS`, when set to a usable
+/// width (a narrow terminal behind `| less`, a CI log); else none, and each row is one line.
+/// On a terminal, comfy-table reads the terminal's own width.
+fn piped_width() -> Option<u16> {
+    if std::io::stdout().is_terminal() {
+        return None;
+    }
+    columns(std::env::var("COLUMNS").ok().as_deref())
+}
+
+/// A `COLUMNS` value as a table width: a number of at least 20 columns.
+fn columns(value: Option<&str>) -> Option<u16> {
+    value?.trim().parse::<u16>().ok().filter(|w| *w >= 20)
+}
+
+/// `text` cut to at most `max` characters, an ellipsis marking the cut (tables show the
+/// start of a long error; `--json` has it whole).
+pub fn clip(text: &str, max: usize) -> Cow<'_, str> {
+    if text.chars().count() <= max {
+        return Cow::Borrowed(text);
+    }
+    let kept: String = text.chars().take(max.saturating_sub(1)).collect();
+    Cow::Owned(format!("{kept}…"))
 }
 
 /// A table with a header row, in the house preset.
@@ -185,6 +232,12 @@ pub fn pairs<'a>(rows: impl IntoIterator<Item = (&'a str, String)>) -> Table {
     table
 }
 
+/// `n` and the noun in its number: `1 retry`, `2 retries`, `0 calls`.
+pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `-` for an absent value.
 pub fn opt(value: Option<&str>) -> String {
     value.unwrap_or("-").to_owned()
@@ -201,6 +254,28 @@ mod tests {
             "\\u{1b}]0;pwned\\u{7}hi\\u{0}\\u{d}\\u{9}x\\u{7f}\\u{9b}\\u{202e}y\nz"
         );
         assert!(matches!(escape_controls("plain, é ✓"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn columns_is_a_width_only_when_usable_and_clip_marks_its_cut() {
+        assert_eq!(columns(Some("100")), Some(100));
+        assert_eq!(columns(Some(" 80 ")), Some(80));
+        for unusable in [None, Some(""), Some("wide"), Some("5"), Some("-80")] {
+            assert_eq!(columns(unusable), None, "{unusable:?}");
+        }
+        assert_eq!(clip("connection refused", 40), "connection refused");
+        assert_eq!(
+            clip("connection refused", 10),
+            "connectio…",
+            "10 characters in all"
+        );
+    }
+
+    #[test]
+    fn a_count_names_its_noun_in_its_number() {
+        assert_eq!(count(1_u64, "retry", "retries"), "1 retry");
+        assert_eq!(count(0_u64, "retry", "retries"), "0 retries");
+        assert_eq!(count(17_u32, "attempt", "attempts"), "17 attempts");
     }
 
     #[test]

@@ -286,6 +286,10 @@ pub(super) fn claim_ticket(
 
 /// Ends a live call with its transcript. Returns the duration, or `None` if it was not live.
 ///
+/// `durationSec` counts every second begun, as a phone bill does: a call live for 200 ms (a
+/// scripted call, whose persona answers at once) lasted 1 s, not 0 (issue 44), and
+/// `startedAt + durationSec` is never before `endedAt`.
+///
 /// # Errors
 /// SQLite errors.
 pub(super) fn end_call(
@@ -296,7 +300,7 @@ pub(super) fn end_call(
 ) -> rusqlite::Result<Option<i64>> {
     conn.query_row(
         "UPDATE calls SET state = 'ended', ended_at = MAX(?3, started_at), list_at = MAX(?3, started_at),
-            duration_sec = (MAX(?3, started_at) - started_at) / 1000, transcript = ?2, updated_at = ?3
+            duration_sec = (MAX(?3, started_at) - started_at + 999) / 1000, transcript = ?2, updated_at = ?3
          WHERE id = ?1 AND state = 'live' RETURNING duration_sec",
         params![call_id, transcript_json, now],
         |r| r.get(0),
@@ -315,7 +319,7 @@ pub(super) fn end_call_without_transcript(
 ) -> rusqlite::Result<Option<i64>> {
     conn.query_row(
         "UPDATE calls SET state = 'ended', ended_at = MAX(?2, started_at), list_at = MAX(?2, started_at),
-            duration_sec = (MAX(?2, started_at) - started_at) / 1000, transcript = NULL, updated_at = ?2
+            duration_sec = (MAX(?2, started_at) - started_at + 999) / 1000, transcript = NULL, updated_at = ?2
          WHERE id = ?1 AND state = 'live' RETURNING duration_sec",
         params![call_id, now],
         |r| r.get(0),
@@ -451,7 +455,7 @@ pub(super) fn abandon_live_call(
         "UPDATE calls SET state = 'ended', transcript = NULL,
             ended_at = MIN(MAX(?2, started_at), started_at + ?3),
             list_at = MIN(MAX(?2, started_at), started_at + ?3),
-            duration_sec = (MIN(MAX(?2, started_at), started_at + ?3) - started_at) / 1000, updated_at = ?2
+            duration_sec = (MIN(MAX(?2, started_at), started_at + ?3) - started_at + 999) / 1000, updated_at = ?2
          WHERE id = ?1 AND state = 'live'",
         params![call_id, now, ceiling_ms],
     )?;
@@ -556,11 +560,31 @@ mod tests {
         );
         assert_eq!(
             end_call(&c, "svc_call_1", "[]", 8_999).expect("end"),
-            Some(7)
+            Some(8),
+            "7.999 s live: 8 seconds begun"
         );
         assert_eq!(end_call(&c, "svc_call_1", "[]", 9_999).expect("end"), None);
-        assert_eq!(usage_secs(&c, "ten_1", 0, 10_000).expect("usage"), 7);
+        assert_eq!(usage_secs(&c, "ten_1", 0, 10_000).expect("usage"), 8);
         assert_eq!(usage_secs(&c, "ten_1", 9_000, 10_000).expect("usage"), 0);
+    }
+
+    /// Issue 44: every scripted practice call reported `durationSec` 0.
+    #[test]
+    fn a_call_live_for_less_than_a_second_lasted_one() {
+        let c = conn();
+        mint(&c, "tok_1", "svc_call_1", 0);
+        live(&c, "svc_call_1", "ext_1", 1_000);
+        assert_eq!(
+            end_call(&c, "svc_call_1", "[]", 1_200).expect("end"),
+            Some(1)
+        );
+        mint(&c, "tok_2", "svc_call_2", 0);
+        live(&c, "svc_call_2", "ext_2", 1_000);
+        assert_eq!(
+            end_call(&c, "svc_call_2", "[]", 3_000).expect("end"),
+            Some(2),
+            "whole seconds stay as they are"
+        );
     }
 
     #[test]

@@ -168,7 +168,7 @@ pub(crate) async fn redisposition_call(
                 "scoredAt": format_millis(done.scored_at),
             }),
             human: format!(
-                "{}: disposition {} -> {}, overallScore {} -> {}, compliancePercent {} -> {} (no webhook sent)",
+                "{}: disposition {} -> {}, overallScore {} -> {}, compliancePercent {} -> {}{} (no webhook sent)",
                 done.call_id,
                 done.disposition_before,
                 done.disposition.as_str(),
@@ -176,10 +176,22 @@ pub(crate) async fn redisposition_call(
                 overall(&done.score),
                 done.score_before["compliancePercent"],
                 done.score["compliancePercent"],
+                scorecard_change(&done.score_before, &done.score),
             ),
         },
         target.json,
     )
+}
+
+/// `, complianceScorecard dropped` (or `added`) when a re-disposition took it away (or gave
+/// it): it is carried only by a default-rubric health-plan sale (contract section 2).
+fn scorecard_change(before: &Value, after: &Value) -> &'static str {
+    let has = |score: &Value| score.get("complianceScorecard").is_some();
+    match (has(before), has(after)) {
+        (true, false) => ", complianceScorecard dropped",
+        (false, true) => ", complianceScorecard added",
+        _ => "",
+    }
 }
 
 /// Forgets recordings past retention (as of `now`, else the system clock) and deletes their

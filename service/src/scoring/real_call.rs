@@ -4,9 +4,12 @@
 //!
 //! - Not scored (`SCORING_INCOMPLETE`): no rep turn with any content.
 //! - `overallScore`: 0 when the rep spoke fewer than [`MIN_REP_TURNS`] turns (no headline score
-//!   can be produced from so little); otherwise the rubric's 0-100 points, moved by the
-//!   disposition (sale +10, callback +5, no sale 0, not interested -5, kept within 0-100), then
-//!   mapped onto the contract's 60-100 band: `60 + points * 40 / 100`, rounded.
+//!   can be produced from so little); otherwise 85% of the rubric's 0-100 points plus the
+//!   disposition's (sale 15, callback 10, no sale 5, not interested 0), mapped onto the
+//!   contract's 60-100 band: `60 + points * 40 / 100`, rounded. The disposition weighs the
+//!   same on every call, so a re-disposition always moves the headline, a flawless
+//!   conversation's too (added to the rubric's points and clamped at 100, a sale and a no sale
+//!   of a flawless call both scored 100).
 //! - `compliancePercent`: always (every scored real call is assessed). On a default-rubric
 //!   `health_plan_enrollment` call with disposition `sale`, the share of the eight scorecard
 //!   checks that passed; on another `health_plan_enrollment` call or an agency graded by its own
@@ -71,12 +74,13 @@ impl Disposition {
         }
     }
 
+    /// Its share of the headline's 100 points (the rubric has the other 85).
     fn points(self) -> i32 {
         match self {
-            Self::Sale => 10,
-            Self::Callback => 5,
-            Self::NoSale => 0,
-            Self::NotInterested => -5,
+            Self::Sale => 15,
+            Self::Callback => 10,
+            Self::NoSale => 5,
+            Self::NotInterested => 0,
         }
     }
 
@@ -208,10 +212,12 @@ pub fn score(call: RealCall<'_>) -> Result<RealScore, &'static str> {
             ),
         )
     } else {
-        let points = (i32::try_from(graded.overall_score).unwrap_or(100)
-            + call.disposition.points())
-        .clamp(0, 100);
-        let headline = 60 + (points * 40 + 50) / 100;
+        // In hundredths of a point: 85% of the rubric's 0-100, plus the disposition's 0-15.
+        let rubric_points = i32::try_from(graded.overall_score)
+            .unwrap_or(100)
+            .clamp(0, 100);
+        let points = rubric_points * 85 + call.disposition.points() * 100;
+        let headline = 60 + (points * 40 + 5_000) / 10_000;
         // The practice rubric's summary ends with its own compliance figure; a real call's
         // is the one computed above.
         let covered = graded
@@ -407,6 +413,27 @@ mod tests {
             "{}",
             sale.summary
         );
+    }
+
+    /// Issue 44: a flawless sale re-dispositioned as a no sale printed "overallScore 100 ->
+    /// 100"; every disposition now moves the headline of every call.
+    #[test]
+    fn each_disposition_moves_even_a_flawless_calls_headline() {
+        let turns = full_sale();
+        let headlines: Vec<u32> = [
+            Disposition::Sale,
+            Disposition::Callback,
+            Disposition::NoSale,
+            Disposition::NotInterested,
+        ]
+        .into_iter()
+        .map(|d| score(call(&turns, d)).expect("scored").overall_score)
+        .collect();
+        assert!(
+            headlines.windows(2).all(|w| w[0] > w[1]),
+            "strictly apart: {headlines:?}"
+        );
+        assert!(headlines.iter().all(|h| (60..=100).contains(h)), "{headlines:?}");
     }
 
     #[test]

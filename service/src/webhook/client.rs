@@ -77,8 +77,14 @@ pub struct Attempt {
 impl Attempt {
     /// True when the receiver answered 2xx in time.
     pub fn succeeded(&self) -> bool {
-        self.error.is_none() && self.status.is_some_and(|s| (200..300).contains(&s))
+        answered_2xx(self.status, self.error.as_deref())
     }
+}
+
+/// Whether an attempt that got `status` (if an answer came) and failed with `error` (if it
+/// did) delivered its webhook: a `2xx` in time.
+pub fn answered_2xx(status: Option<u16>, error: Option<&str>) -> bool {
+    error.is_none() && status.is_some_and(|s| (200..300).contains(&s))
 }
 
 /// How long connecting to an endpoint may take: an endpoint that does not even accept the

@@ -5,8 +5,11 @@
 //!   connect time.
 //! - [`client`]: URL policy (HTTPS only unless allowed), one attempt with a fresh signature,
 //!   10-second timeout, no redirects; reports status, latency and error for the delivery log.
+//! - [`fate`]: what became of a webhook (delivered, lost for good, pending), from its
+//!   attempt log.
 //! - [`outbox`]: the worker that delivers the durable outbox with one retry.
 
 pub mod address;
 pub mod client;
+pub mod fate;
 pub mod outbox;

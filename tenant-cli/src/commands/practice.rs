@@ -78,6 +78,16 @@ impl PracticeArgs {
     /// redemption, and every live transport error) is a plain failure (exit 1) that says to
     /// mint a new token, since the same command cannot succeed again.
     pub async fn exec(self, ctx: &Ctx) -> anyhow::Result<()> {
+        // An empty token (an unset variable expanded, `--token ""`) would only come back
+        // INVALID_TOKEN from the service.
+        if self.token.trim().is_empty() {
+            return Err(CliError::Usage(
+                "--token is empty (SVC_SESSION_TOKEN, if set, is empty too): pass the token \
+                 `svc-cli session mint` prints (its `token` key with --json)"
+                    .to_owned(),
+            )
+            .into());
+        }
         let script = match &self.script {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| {

@@ -8,7 +8,7 @@
 //! database): switch an agency's real calls on or off, ingest dialer records, re-disposition a
 //! call. They do what `svc-service agency …` and `svc-service calls …` do, without the second
 //! binary or the tenant id. `sandbox deliveries` ([`deliveries`]) lists the webhook attempts
-//! it made, and waits until it has nothing left to send.
+//! it made, or each webhook's fate, and waits until it has nothing left to send.
 
 #[cfg(feature = "sandbox")]
 mod deliveries;
@@ -37,10 +37,12 @@ pub struct SandboxArgs {
     /// Roster CSV to import (as `roster import` does; rerunning it changes nothing)
     #[arg(long, value_name = "CSV")]
     pub roster: Option<PathBuf>,
-    /// Faults to inject, e.g. drop=0.2,duplicate=0.05,delay=30s,bad-signature=0.1,api-429=0.1,
-    /// api-500=0.01,seed=7 (`off` clears them; unset: as the last start left them)
-    #[arg(long, value_name = "SPEC")]
-    pub faults: Option<String>,
+    /// Faults to inject: key=value pairs, separated by commas or spaces, e.g.
+    /// drop=0.2,duplicate=0.05,delay=30s,bad-signature=0.1,api-429=0.1,api-500=0.01,seed=7
+    /// (`off` clears them; unset: as the last start left them). api-500 fails requests the
+    /// CLI never retries too: `session mint`, `agents register` (not idempotent)
+    #[arg(long, value_name = "SPEC", num_args = 1..)]
+    pub faults: Option<Vec<String>>,
     /// Where the sandbox sends webhooks (http allowed; empty clears; unset: as the last start
     /// left it)
     #[arg(long, value_name = "URL")]
@@ -116,13 +118,21 @@ pub enum SandboxCommand {
         #[arg(long)]
         relative_to_now: bool,
     },
-    /// List the webhook attempts the sandbox made for its tenant: webhook id, call id,
-    /// attempt, when, the answer or the error, the faults injected (`--json`: one object with
-    /// `attempts`, `idle` and what is `left`). With --wait-idle, first wait until nothing is
-    /// left to send; exit 75 if something still is after --max-wait
+    /// List the webhook attempts the sandbox made for its tenant: call id, attempt, when, the
+    /// answer or the error, the faults injected; with --by-webhook, one row
+    /// per webhook with its fate (delivered by which attempt, lost for good, pending). Both
+    /// open with the counts: "17 attempts of 12 webhooks: 7 delivered, 5 lost, 0 pending"
+    /// (`--json`: one object with `attempts` or `webhooks`, `summary`, `idle` and what is
+    /// `left`; every key in REFERENCE.md). With --wait-idle, first wait until nothing is left
+    /// to send; exit 75 if something still is after --max-wait
     Deliveries {
         #[command(flatten)]
         db: SandboxDb,
+        /// One row per webhook with its fate instead of one per attempt: delivered (by which
+        /// attempt), lost (every attempt failed, no retry left: reconcile recovers the call),
+        /// pending (an attempt still due)
+        #[arg(long)]
+        by_webhook: bool,
         /// First wait until the running sandbox has nothing left to send: every first attempt
         /// made (injected delays included), every retry made or given up, no call being scored
         #[arg(long)]
@@ -275,12 +285,13 @@ async fn operate(command: SandboxCommand, ctx: &Ctx) -> anyhow::Result<()> {
                 .ok_or_else(|| CliError::Usage(format!("unknown disposition {disposition:?}")))?,
         },
         SandboxCommand::Deliveries {
+            by_webhook,
             wait_idle,
             max_wait,
             ..
         } => {
             let wait = wait_idle.then_some(max_wait);
-            return deliveries::exec(&db, &tenant, wait, ctx).await;
+            return deliveries::exec(&db, &tenant, wait, by_webhook, ctx).await;
         }
     };
     let done = svc_service::sandbox::operate(&target, step).await;
@@ -306,7 +317,10 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
     use crate::sandbox::{Sandbox, SandboxOptions, credentials_path};
     use svc_service::sandbox::Faults;
 
-    let faults = match args.faults.as_deref().map(str::trim) {
+    // Words after --faults are pairs of one spec: `--faults drop=0.2, seed=7` unquoted is
+    // `drop=0.2,seed=7`, as pasted from a wrapped line.
+    let spec = args.faults.as_ref().map(|words| words.join(","));
+    let faults = match spec.as_deref().map(str::trim) {
         None => None,
         Some("off") => Some(Faults::default()),
         Some(spec) => {
@@ -322,7 +336,7 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
     let mut sandbox = Sandbox::start(SandboxOptions {
         listen: args.listen,
         faults,
-        webhook_url: args.webhook_url,
+        webhook_url: args.webhook_url.clone(),
         webhook_retry_delay: Duration::from_secs(args.retry_delay),
         ..SandboxOptions::new(&args.db)
     })
@@ -373,6 +387,8 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
             "db": args.db,
             "created": sandbox.created,
             "consoleUrl": console_url,
+            "faults": sandbox.in_force.faults.spec(),
+            "webhookUrl": sandbox.in_force.webhook_url,
         }))?;
     } else {
         ctx.out.line(sandbox.exports().trim_end())?;
@@ -388,6 +404,9 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
         sandbox.base_url,
         credentials_path(&args.db).display()
     ));
+    for line in in_force_lines(&sandbox.in_force, &args) {
+        ctx.out.note(&line);
+    }
     if let Some(url) = &console_url {
         ctx.out.note(&format!(
             "rep console: {url} (a practice call in your browser, through the service's SDK)"
@@ -402,6 +421,37 @@ async fn run(args: SandboxArgs, ctx: &Ctx) -> anyhow::Result<()> {
         console.stop().await?;
     }
     sandbox.stop().await
+}
+
+/// What every start says is in force (issue 44: a restart keeps the faults and webhook URL
+/// of the last start, which the tenant may have forgotten): the faults and where webhooks go,
+/// each marked when it carried over rather than came from this start's flags.
+#[cfg(feature = "sandbox")]
+fn in_force_lines(in_force: &svc_service::sandbox::InForce, args: &SandboxArgs) -> [String; 2] {
+    let kept = |given: bool| {
+        if given {
+            ""
+        } else {
+            "kept from the last start; "
+        }
+    };
+    let faults = if in_force.faults.is_off() {
+        "faults: none (--faults drop=0.2,seed=7 sets some)".to_owned()
+    } else {
+        format!(
+            "faults: {} ({}--faults off clears them)",
+            in_force.faults.spec(),
+            kept(args.faults.is_some())
+        )
+    };
+    let url = match &in_force.webhook_url {
+        Some(url) => format!(
+            "webhooks go to {url} ({}--webhook-url '' stops them)",
+            kept(args.webhook_url.is_some())
+        ),
+        None => "webhooks: no URL, so none is sent or queued (--webhook-url sets one)".to_owned(),
+    };
+    [faults, url]
 }
 
 /// Serves the console where asked; without `--console-listen`, on its default address, or a

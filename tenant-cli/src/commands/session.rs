@@ -4,7 +4,7 @@ use clap::{ArgGroup, Args, Subcommand};
 
 use super::Ctx;
 use crate::output;
-use svc_client::{AgentId, MintFor};
+use svc_client::{AgentId, ClientError, ErrorClass, MintFor};
 
 /// Session commands.
 #[derive(Debug, Subcommand)]
@@ -39,7 +39,11 @@ impl SessionCommand {
                 return Err(crate::exit::CliError::Usage("name the agent".into()).into());
             }
         };
-        let token = ctx.client()?.mint_session(&who).await?;
+        let token = ctx
+            .client()?
+            .mint_session(&who)
+            .await
+            .map_err(say_not_retried)?;
         if ctx.out.json {
             return ctx.out.json_data(&token);
         }
@@ -48,4 +52,18 @@ impl SessionCommand {
             ("expiresAt", token.expires_at.clone()),
         ]))
     }
+}
+
+/// A mint that failed for a temporary reason (`INTERNAL_ERROR`, a lost connection, a timeout)
+/// was sent once: say so, and why, so that a tenant rehearsing `api-500` does not take it for
+/// a retry that gave up. A `429` was retried (a rate-limited request was not processed).
+fn say_not_retried(error: ClientError) -> anyhow::Error {
+    let rate_limited = matches!(&error, ClientError::Api(api) if api.status == 429);
+    if error.class() != ErrorClass::Temporary || rate_limited {
+        return error.into();
+    }
+    anyhow::Error::from(error).context(
+        "session mint is not retried: a mint is not idempotent (a token the service may have \
+         minted unseen expires unused in about 5 minutes); run it again",
+    )
 }

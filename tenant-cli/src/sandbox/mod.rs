@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
-use svc_service::sandbox::{Config, Faults, SandboxDb};
+use svc_service::sandbox::{Config, Faults, InForce, SandboxDb};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -82,6 +82,9 @@ pub struct Sandbox {
     pub credentials: Credentials,
     /// Whether this start created the tenant (first start on this database).
     pub created: bool,
+    /// The faults and webhook URL in force: this start's options, or what the last start
+    /// left where an option was not given.
+    pub in_force: InForce,
     /// The service's database, for the operator-side steps of the demo.
     pub db: SandboxDb,
     /// The service's configuration.
@@ -154,6 +157,7 @@ impl Sandbox {
             let url = (!url.trim().is_empty()).then(|| url.trim().to_owned());
             db.set_webhook_url(&credentials.tenant_id, url).await?;
         }
+        let in_force = db.in_force(&credentials.tenant_id).await?;
 
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(svc_service::run(config.clone(), listener, async move {
@@ -163,6 +167,7 @@ impl Sandbox {
             base_url: format!("http://{}/v1", reachable(address)),
             credentials,
             created,
+            in_force,
             db,
             config,
             stop: Some(stop),

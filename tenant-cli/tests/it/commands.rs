@@ -750,3 +750,26 @@ async fn help_names_the_store_variable_once_and_local_commands_list_no_service_f
         );
     }
 }
+
+/// Issue 44: a mint answered `INTERNAL_ERROR` (the sandbox's `api-500`) is sent once, and the
+/// error says it was not retried and why.
+#[tokio::test]
+async fn session_mint_on_internal_error_says_it_was_not_retried() {
+    let server = MockServer::start().await;
+    wiremock::Mock::given(method("POST"))
+        .and(path("/v1/session"))
+        .respond_with(respond::error("INTERNAL_ERROR"))
+        .mount(&server)
+        .await;
+    let run = Sandbox::for_server(&server)
+        .run(&["session", "mint", "--agent-id", "svc_agent_fx0001"])
+        .await;
+    assert_eq!(run.code, 75, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("session mint is not retried: a mint is not idempotent")
+            && run.stderr.contains("INTERNAL_ERROR"),
+        "{run:?}"
+    );
+    assert_eq!(requests_to(&server, "POST", "/v1/session").await.len(), 1);
+}

@@ -16,6 +16,7 @@ mod postgres_network;
 mod practice;
 mod readme_flow;
 mod reconcile;
+mod reference_keys;
 mod roster;
 mod sandbox;
 mod skips;

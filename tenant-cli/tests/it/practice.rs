@@ -344,6 +344,22 @@ async fn practice_needs_a_script_or_silent() {
     assert_eq!(run.code, 2, "{run:?}");
 }
 
+/// Issue 44: an empty token is refused before anything is sent (it used to come back 401).
+#[tokio::test]
+async fn an_empty_token_is_a_usage_error_and_sends_nothing() {
+    let server = MockServer::start().await;
+    for token in ["", "  "] {
+        let run = Sandbox::new()
+            .env("SVC_BASE_URL", &svc_fixtures::base_url(&server))
+            .run(&["practice", "--token", token, "--silent"])
+            .await;
+        assert_eq!(run.code, 2, "{run:?}");
+        assert!(run.stderr.contains("--token is empty"), "{run:?}");
+    }
+    let sent = server.received_requests().await.unwrap_or_default();
+    assert!(sent.is_empty(), "nothing reaches the service: {sent:?}");
+}
+
 #[tokio::test]
 async fn a_call_ended_by_the_service_mid_script_reports_the_ended_frame() {
     let (url, frames) = live_server(Behaviour::CeilingOnFirstSay).await;

@@ -10,6 +10,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 
 use crate::helpers::{Run, Sandbox as TestDir};
+use crate::reference_keys;
 
 const ROSTER: &str = "platformAgencyId,agencyName,firstName,lastName,email,npn,platformAgentId
 agency-1,First Agency,Ada,Lovelace,ada@example.com,1234567,rep-ada
@@ -93,7 +94,19 @@ impl Running {
 async fn the_sandbox_serves_its_tenant_and_keeps_the_key_across_restarts() {
     let dir = TestDir::new();
     dir.write("roster.csv", ROSTER);
-    let first = Running::start(&dir, &["--roster", "roster.csv"]).await;
+    let hook = "http://127.0.0.1:9/hook";
+    let first = Running::start(
+        &dir,
+        &[
+            "--roster",
+            "roster.csv",
+            "--faults",
+            "delay=5s, seed=3",
+            "--webhook-url",
+            hook,
+        ],
+    )
+    .await;
     assert!(
         first
             .export("SVC_BASE_URL")
@@ -117,6 +130,12 @@ async fn the_sandbox_serves_its_tenant_and_keeps_the_key_across_restarts() {
     let (code, stderr) = first.interrupt().await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("created"), "{stderr}");
+    // Issue 44, item 5: every start says what is in force.
+    assert!(
+        stderr.contains("faults: delay=5s,seed=3 (--faults off clears them)")
+            && stderr.contains(&format!("webhooks go to {hook} (--webhook-url")),
+        "{stderr}"
+    );
 
     #[cfg(unix)]
     {
@@ -141,6 +160,19 @@ async fn the_sandbox_serves_its_tenant_and_keeps_the_key_across_restarts() {
     let (code, stderr) = again.interrupt().await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("reopened"), "{stderr}");
+    assert!(
+        stderr.contains("faults: delay=5s,seed=3 (kept from the last start; --faults off")
+            && stderr.contains(&format!("webhooks go to {hook} (kept from the last start;")),
+        "a restart says what carried over: {stderr}"
+    );
+
+    let cleared = Running::start(&dir, &["--faults", "off", "--webhook-url", ""]).await;
+    let (code, stderr) = cleared.interrupt().await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("faults: none") && stderr.contains("webhooks: no URL"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]
@@ -177,14 +209,22 @@ async fn the_cli_rides_through_injected_429s_and_500s() {
 #[tokio::test]
 async fn a_bad_fault_spec_is_a_usage_error() {
     let dir = TestDir::new();
-    let run = dir
-        .run(&["sandbox", "--listen", "127.0.0.1:0", "--faults", "drop=2"])
-        .await;
-    assert_eq!(run.code, 2, "{run:?}");
-    assert!(
-        run.stderr.contains("drop must be a share from 0 to 1"),
-        "{run:?}"
-    );
+    // Issue 44: a spec pasted unquoted with a space reads as one spec, and the error names
+    // the pair at fault.
+    let cases: [(&[&str], &str); 2] = [
+        (&["drop=2"], "drop must be a share from 0 to 1"),
+        (
+            &["api-429=0.1,", "api-500=2,seed=7"],
+            r#"--faults: pair 2, "api-500=2": api-500 must be a share from 0 to 1"#,
+        ),
+    ];
+    for (spec, error) in cases {
+        let mut args = vec!["sandbox", "--listen", "127.0.0.1:0", "--faults"];
+        args.extend_from_slice(spec);
+        let run = dir.run(&args).await;
+        assert_eq!(run.code, 2, "{run:?}");
+        assert!(run.stderr.contains(error), "{run:?}");
+    }
     assert!(
         !dir.path("svc-sandbox.db").exists(),
         "nothing is created on a usage error"
@@ -667,6 +707,25 @@ async fn sandbox_deliveries_lists_each_attempt_with_its_faults_once_nothing_is_l
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("fault injection: dropped"), "{log}");
 
+    // Refused once, then accepted: the retry delivers it.
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(503))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&receiver)
+        .await;
+    let sandbox = Running::start(&dir, &["--retry-delay", "1", "--faults", "off"]).await;
+    let retried = ingest_one(&dir, "d-4", &agency).await;
+    let waited = dir.run(&deliveries).await;
+    assert_eq!(waited.code, 0, "{waited:?}");
+    let statuses: Vec<Option<u64>> = attempts_of(&waited.json(), &retried)
+        .into_iter()
+        .map(|(_, status, _)| status)
+        .collect();
+    assert_eq!(statuses, vec![Some(503), Some(200)], "{waited:?}");
+    let (code, log) = sandbox.interrupt().await;
+    assert_eq!(code, 0, "{log}");
+
     // A stopped sandbox sends nothing: the wait runs out, says so and exits 75.
     let stuck = ingest_one(&dir, "d-3", &agency).await;
     let waited = dir
@@ -692,7 +751,83 @@ async fn sandbox_deliveries_lists_each_attempt_with_its_faults_once_nothing_is_l
     assert_eq!(listing["idle"], false, "{listing:#}");
     assert_eq!(listing["left"]["firstAttempts"], 1, "{listing:#}");
     assert_eq!(attempts_of(&listing, &stuck), Vec::new());
+    reference_keys::assert_documented(HEADING, "attempt", &listing);
+
+    // Issue 44, item 1: what became of each webhook, and the counts in both views.
+    let by_webhook = dir
+        .run(&[
+            "--json",
+            "sandbox",
+            "deliveries",
+            "--db",
+            "sandbox.db",
+            "--by-webhook",
+        ])
+        .await;
+    assert_eq!(by_webhook.code, 0, "{by_webhook:?}");
+    let listing = by_webhook.json();
+    reference_keys::assert_documented(HEADING, "by-webhook", &listing);
+    let fates: Vec<(String, String, Option<u64>, u64)> = listing["webhooks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("webhooks: {listing:#}"))
+        .iter()
+        .map(|w| {
+            (
+                w["callId"].as_str().unwrap_or_default().to_owned(),
+                w["fate"].as_str().unwrap_or_default().to_owned(),
+                w["deliveredBy"].as_u64(),
+                w["attempts"].as_u64().unwrap_or(99),
+            )
+        })
+        .collect();
+    assert_eq!(
+        fates,
+        vec![
+            (sent_twice.clone(), "delivered".into(), Some(1), 1),
+            (dropped.clone(), "lost".into(), None, 2),
+            (retried.clone(), "delivered".into(), Some(2), 2),
+            (stuck.clone(), "pending".into(), None, 0),
+        ],
+        "{listing:#}"
+    );
+    let counts = serde_json::json!(
+        {"attempts": 5, "webhooks": 4, "delivered": 2, "lost": 1, "pending": 1}
+    );
+    assert_eq!(listing["summary"], counts, "{listing:#}");
+    let summary = "5 attempts of 4 webhooks: 2 delivered, 1 lost, 1 pending; 1 first attempt \
+                   and 0 retries pending, 0 calls being scored";
+    for extra in [&[][..], &["--by-webhook"][..]] {
+        let mut args = vec!["sandbox", "deliveries", "--db", "sandbox.db"];
+        args.extend_from_slice(extra);
+        let table = dir.run(&args).await;
+        assert_eq!(table.code, 0, "{table:?}");
+        assert!(table.stderr.contains(summary), "{table:?}");
+        if !extra.is_empty() {
+            assert!(table.stdout.contains("delivered (attempt 2)"), "{table:?}");
+            assert!(table.stdout.contains("lost"), "{table:?}");
+        }
+        // Issue 44: a narrow terminal behind a pipe (COLUMNS) gets a table that fits, its
+        // call ids whole.
+        let narrow = TestDir::new().env("COLUMNS", "80");
+        let db = dir.path("sandbox.db");
+        let mut args = vec!["sandbox", "deliveries", "--db", db.to_str().expect("utf-8")];
+        args.extend_from_slice(extra);
+        let table = narrow.run(&args).await;
+        assert_eq!(table.code, 0, "{table:?}");
+        let widest = table.stdout.lines().map(|l| l.chars().count()).max();
+        assert!(
+            widest.is_some_and(|w| w <= 80),
+            "{widest:?}\n{}",
+            table.stdout
+        );
+        for call in [&sent_twice, &dropped, &retried] {
+            assert!(table.stdout.contains(call.as_str()), "{}", table.stdout);
+        }
+    }
 }
+
+/// Where REFERENCE.md lists the keys of `sandbox deliveries --json`.
+const HEADING: &str = "### `sandbox deliveries`";
 
 /// Issue item 4: the shipped dialer records, dated November 2026, ingest as calls of the last
 /// hours with `--relative-to-now` (as the demo does), in file order; the help says where a
@@ -760,6 +895,36 @@ async fn the_shipped_dialer_records_ingest_relative_to_now() {
         starts.push(started);
     }
     assert!(starts.is_sorted(), "file order: {starts:?}");
+
+    // Issue 44: the README's example, its first call (a sale) re-dispositioned as a no sale,
+    // shows the score change (it printed "overallScore 100 -> 100").
+    let changed = dir
+        .run(&[
+            "sandbox",
+            "redisposition",
+            "--db",
+            "sandbox.db",
+            "--call-id",
+            &call_ids[0],
+            "--disposition",
+            "no_sale",
+        ])
+        .await;
+    assert_eq!(changed.code, 0, "{changed:?}");
+    let overall: Vec<&str> = changed
+        .stdout
+        .split_once("overallScore ")
+        .and_then(|(_, rest)| rest.split_once(','))
+        .map(|(change, _)| change.split(" -> ").collect())
+        .unwrap_or_default();
+    assert!(
+        overall.len() == 2 && overall[0] != overall[1],
+        "the headline moves: {changed:?}"
+    );
+    assert!(
+        changed.stdout.contains("complianceScorecard dropped"),
+        "{changed:?}"
+    );
     let (code, stderr) = sandbox.interrupt().await;
     assert_eq!(code, 0, "{stderr}");
 

@@ -141,6 +141,14 @@ async fn the_curl_command_delivers_the_body_to_a_receiver() {
         ])
         .await;
     assert_eq!(run.code, 0, "{run:?}");
+    // Issue 44: it says what the command is for, and what running it records.
+    assert!(
+        run.stderr.contains("The command tests your own receiver")
+            && run
+                .stderr
+                .contains("Running it records a delivery of svc_call_signed"),
+        "{run:?}"
+    );
     let command = run.stdout.trim_end().to_owned();
     let delivered = tokio::process::Command::new("sh")
         .args(["-c", &command])

@@ -34,7 +34,10 @@ pub struct SignArgs {
     /// Sign at this unix time, in seconds (default: now; receivers accept 5 minutes either way)
     #[arg(long = "t", value_name = "UNIX", value_parser = clap::value_parser!(i64).range(0..=999_999_999_999))]
     t: Option<i64>,
-    /// Print a curl command that POSTs the signed body to this URL instead of the header alone
+    /// Print a curl command that POSTs the signed body to this URL instead of the header alone:
+    /// for testing your own receiver. Running it makes the receiver record a delivery of the
+    /// body's callId, a call the service (or sandbox) never made unless the body came from one
+    /// of its real deliveries
     #[arg(long, value_name = "URL")]
     curl: Option<String>,
     /// The X-Service-Webhook-Id the curl command sends (default: a new random wh_test_… id)
@@ -81,7 +84,8 @@ pub fn exec(ctx: &Ctx, args: SignArgs) -> anyhow::Result<()> {
     };
     let t = args.t.unwrap_or_else(|| Utc::now().timestamp());
     let signature = secret.sign(t, &body);
-    if !is_call_scored(&body) {
+    let call_id = call_scored(&body).map(|event| event.call_id);
+    if call_id.is_none() {
         ctx.out.note(
             "note: the body is not a call.scored event; a receiver verifies its signature, then \
              refuses it (400)",
@@ -103,17 +107,29 @@ pub fn exec(ctx: &Ctx, args: SignArgs) -> anyhow::Result<()> {
         Some(command) => {
             ctx.out.line(&command)?;
             ctx.out.note(&format!(
-                "signed at t={t}: run it within 5 minutes; again with the same id, it is a \
-                 duplicate (200, not processed twice)"
+                "signed at t={t}. The command tests your own receiver: run it within 5 minutes \
+                 to POST the event as the service would; again with the same id, it is a \
+                 duplicate (200, not processed twice)."
             ));
+            if let Some(call_id) = call_id {
+                ctx.out.note(&format!(
+                    "Running it records a delivery of {call_id}: unless the body came from a \
+                     real delivery, the service (or the sandbox) has no such call, so `webhook \
+                     serve --fetch` cannot read it. Point it at a test store, not your \
+                     production one."
+                ));
+            }
         }
         None => ctx.out.line(&signature)?,
     }
     Ok(())
 }
 
-fn is_call_scored(body: &[u8]) -> bool {
-    serde_json::from_slice::<CallScored>(body).is_ok_and(|event| event.event == CALL_SCORED)
+/// The body as a `call.scored` event, if it is one.
+fn call_scored(body: &[u8]) -> Option<CallScored> {
+    serde_json::from_slice::<CallScored>(body)
+        .ok()
+        .filter(|event| event.event == CALL_SCORED)
 }
 
 /// A POSIX-shell command posting the body file with the webhook headers.
