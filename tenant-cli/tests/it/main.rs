@@ -18,6 +18,7 @@ mod readme_flow;
 mod reconcile;
 mod roster;
 mod sandbox;
+mod sandbox_tools;
 mod skips;
 mod store_report;
 mod transport;

@@ -1,6 +1,6 @@
 //! `svc-cli sandbox deliveries`: what the sandbox sent its tenant's webhook endpoint, one row
 //! per attempt (webhook id, call id, attempt, when, the answer or the error, the faults
-//! injected), read from its database through [`svc_service::sandbox::SandboxDb`]; with
+//! injected, whether it was a resend), read from its database through [`svc_service::sandbox::SandboxDb`]; with
 //! `--wait-idle`, first waits until it has nothing left to send, so that a test knows when to
 //! assert.
 
@@ -15,12 +15,12 @@ use crate::commands::Ctx;
 use crate::exit::CliError;
 use crate::output;
 
-/// One attempt as printed.
+/// One attempt as printed (also by `sandbox resend`).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Attempt {
-    webhook_id: String,
-    call_id: String,
+pub(super) struct Attempt {
+    pub(super) webhook_id: String,
+    pub(super) call_id: String,
     attempt: u32,
     attempted_at: String,
     url: Option<String>,
@@ -28,6 +28,37 @@ struct Attempt {
     latency_ms: i64,
     error: Option<String>,
     faults: Vec<&'static str>,
+    /// A resend asked for with `sandbox resend`, outside the retry policy.
+    resend: bool,
+}
+
+impl Attempt {
+    /// Its number, marked when it was a resend.
+    pub(super) fn attempt_label(&self) -> String {
+        if self.resend {
+            format!("{} (resend)", self.attempt)
+        } else {
+            self.attempt.to_string()
+        }
+    }
+
+    /// The answer or the error.
+    pub(super) fn answer(&self) -> String {
+        match (&self.error, self.status) {
+            (Some(error), _) => format!("error: {error}"),
+            (None, Some(status)) => format!("HTTP {status}"),
+            (None, None) => "-".to_owned(),
+        }
+    }
+
+    /// The faults injected, or `-`.
+    pub(super) fn faults_label(&self) -> String {
+        if self.faults.is_empty() {
+            "-".to_owned()
+        } else {
+            self.faults.join(", ")
+        }
+    }
 }
 
 impl From<WebhookAttempt> for Attempt {
@@ -42,6 +73,7 @@ impl From<WebhookAttempt> for Attempt {
             latency_ms: attempt.latency_ms,
             error: attempt.error,
             faults: attempt.faults.iter().map(|f| f.as_str()).collect(),
+            resend: attempt.resend,
         }
     }
 }
@@ -160,22 +192,13 @@ fn print(listing: &Listing, ctx: &Ctx) -> anyhow::Result<()> {
         "faults",
     ]);
     for attempt in &listing.attempts {
-        let answer = match (&attempt.error, attempt.status) {
-            (Some(error), _) => format!("error: {error}"),
-            (None, Some(status)) => format!("HTTP {status}"),
-            (None, None) => "-".to_owned(),
-        };
         table.add_row(vec![
             attempt.webhook_id.clone(),
             attempt.call_id.clone(),
-            attempt.attempt.to_string(),
+            attempt.attempt_label(),
             attempt.attempted_at.clone(),
-            answer,
-            if attempt.faults.is_empty() {
-                "-".to_owned()
-            } else {
-                attempt.faults.join(", ")
-            },
+            attempt.answer(),
+            attempt.faults_label(),
         ]);
     }
     ctx.out.table(&table)
