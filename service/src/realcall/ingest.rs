@@ -533,7 +533,7 @@ impl Ingest {
 
 /// Scores a real call attributed to `agent` of `agency` at `now`, and builds what is stored,
 /// webhook body included (`audio_file`: its archived recording, if any).
-pub(crate) fn build_real_call(
+pub fn build_real_call(
     now: chrono::DateTime<chrono::Utc>,
     tenant_id: &str,
     agency: &RealCallAgency,

@@ -88,7 +88,7 @@ impl Scorer {
 ///
 /// # Errors
 /// Storage failure.
-pub(crate) async fn score_call(
+pub async fn score_call(
     db: &Db,
     clock: &Clock,
     call_id: &str,
