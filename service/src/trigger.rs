@@ -138,104 +138,112 @@ pub async fn trigger(
             Some(handle) => TriggerError::UnknownRep(handle.clone()),
             None => TriggerError::NoRep,
         })?;
+    let maker = Maker {
+        db,
+        clock,
+        tenant_id,
+        agent: &agent,
+        trigger,
+    };
     let mut made = Vec::new();
     for _ in 0..trigger.count {
         let call = match trigger.source {
-            TriggerSource::Roleplay => practice_call(db, clock, tenant_id, &agent, trigger).await?,
-            TriggerSource::RealCall => real_call(db, clock, tenant_id, &agent, trigger).await?,
+            TriggerSource::Roleplay => maker.practice_call().await?,
+            TriggerSource::RealCall => maker.real_call().await?,
         };
         made.push(call);
     }
     Ok(made)
 }
 
-async fn practice_call(
-    db: &Db,
-    clock: &Clock,
-    tenant_id: &str,
-    agent: &TriggerAgent,
-    trigger: &Trigger,
-) -> Result<Triggered, TriggerError> {
-    let now = clock.now();
-    let call_id = crate::ids::call_id();
-    let transcript = match trigger.not_scored {
-        Some(NotScoredCause::NeverCompleted) => None,
-        cause => Some(
-            serde_json::to_string(&turns(agent, cause.is_none()))
-                .map_err(|e| DbError::Corrupt(e.to_string()))?,
-        ),
-    };
-    db.insert_ended_call(NewTriggeredCall {
-        id: call_id.clone(),
-        tenant_id: tenant_id.to_owned(),
-        agent: agent.clone(),
-        drill_key: DRILL.to_owned(),
-        started_at: started_at(now),
-        duration_sec: DURATION_SECS,
-        transcript,
-        now: now.timestamp_millis(),
-    })
-    .await?;
-    // Another scorer (the running service's, woken by a call of its own) may take it first:
-    // either way it is scored once, and the state says how.
-    let queued = score_call(db, clock, &call_id).await?.unwrap_or(false);
-    let scored = db.call_state(&call_id).await?.as_deref() == Some("scored");
-    Ok(Triggered {
-        call_id,
-        source: TriggerSource::Roleplay,
-        scored,
-        webhook_queued: queued,
-    })
+/// What each call of one trigger is made with.
+struct Maker<'a> {
+    db: &'a Db,
+    clock: &'a Clock,
+    tenant_id: &'a str,
+    agent: &'a TriggerAgent,
+    trigger: &'a Trigger,
 }
 
-async fn real_call(
-    db: &Db,
-    clock: &Clock,
-    tenant_id: &str,
-    agent: &TriggerAgent,
-    trigger: &Trigger,
-) -> Result<Triggered, TriggerError> {
-    let now = clock.now();
-    let agency = db
-        .real_call_agency(tenant_id, &agent.agency_id)
-        .await?
-        .ok_or_else(|| TriggerError::AgencyGone(agent.agency_id.clone()))?;
-    let spoke = trigger.not_scored.is_none();
-    let record = DialerRecord {
-        dialer_call_id: format!("trigger-{}", crate::ids::random_text(16)),
-        agency: AgencyName::Id(agency.id.clone()),
-        rep: Rep {
+impl Maker<'_> {
+    /// A practice call stored as ended, then scored by the scoring worker's step.
+    async fn practice_call(&self) -> Result<Triggered, TriggerError> {
+        let now = self.clock.now();
+        let call_id = crate::ids::call_id();
+        let transcript = match self.trigger.not_scored {
+            Some(NotScoredCause::NeverCompleted) => None,
+            cause => Some(
+                serde_json::to_string(&turns(self.agent, cause.is_none()))
+                    .map_err(|e| DbError::Corrupt(e.to_string()))?,
+            ),
+        };
+        self.db.insert_ended_call(NewTriggeredCall {
+            id: call_id.clone(),
+            tenant_id: self.tenant_id.to_owned(),
+            agent: self.agent.clone(),
+            drill_key: DRILL.to_owned(),
+            started_at: started_at(now),
+            duration_sec: DURATION_SECS,
+            transcript,
+            now: now.timestamp_millis(),
+        })
+        .await?;
+        // Another scorer (the running service's, woken by a call of its own) may take it first:
+        // either way it is scored once, and the state says how.
+        let queued = score_call(self.db, self.clock, &call_id).await?.unwrap_or(false);
+        let scored = self.db.call_state(&call_id).await?.as_deref() == Some("scored");
+        Ok(Triggered {
+            call_id,
+            source: TriggerSource::Roleplay,
+            scored,
+            webhook_queued: queued,
+        })
+    }
+
+    /// A real call built and scored as ingestion does, stored with its webhook.
+    async fn real_call(&self) -> Result<Triggered, TriggerError> {
+        let now = self.clock.now();
+        let agency = self.db
+            .real_call_agency(self.tenant_id, &self.agent.agency_id)
+            .await?
+            .ok_or_else(|| TriggerError::AgencyGone(self.agent.agency_id.clone()))?;
+        let spoke = self.trigger.not_scored.is_none();
+        let record = DialerRecord {
+            dialer_call_id: format!("trigger-{}", crate::ids::random_text(16)),
+            agency: AgencyName::Id(agency.id.clone()),
+            rep: Rep {
+                npn: None,
+                agent_id: self.agent.platform_agent_id.clone(),
+                email: None,
+                name: Some(format!("{} {}", self.agent.first_name, self.agent.last_name)),
+            },
+            started_at: started_at(now),
+            duration_sec: DURATION_SECS,
+            recording: None,
+            transcript: Some(timed(turns(self.agent, spoke))),
+            disposition: Disposition::Sale,
+            product_line: ProductLine::HealthPlanEnrollment,
+        };
+        let candidate = Candidate {
+            id: self.agent.id.clone(),
+            first_name: self.agent.first_name.clone(),
+            last_name: self.agent.last_name.clone(),
+            email_lower: None,
             npn: None,
-            agent_id: agent.platform_agent_id.clone(),
-            email: None,
-            name: Some(format!("{} {}", agent.first_name, agent.last_name)),
-        },
-        started_at: started_at(now),
-        duration_sec: DURATION_SECS,
-        recording: None,
-        transcript: Some(timed(turns(agent, spoke))),
-        disposition: Disposition::Sale,
-        product_line: ProductLine::HealthPlanEnrollment,
-    };
-    let candidate = Candidate {
-        id: agent.id.clone(),
-        first_name: agent.first_name.clone(),
-        last_name: agent.last_name.clone(),
-        email_lower: None,
-        npn: None,
-        platform_agent_id: agent.platform_agent_id.clone(),
-    };
-    let call = build_real_call(now, tenant_id, &agency, &candidate, record, None);
-    let (call_id, scored) = (call.id.clone(), call.score.is_some());
-    db.insert_real_calls(vec![call]).await?;
-    // Stored with its webhook queued when the tenant has an endpoint, scored or not.
-    let queued = db.active_endpoint(tenant_id).await?.is_some();
-    Ok(Triggered {
-        call_id,
-        source: TriggerSource::RealCall,
-        scored,
-        webhook_queued: queued,
-    })
+            platform_agent_id: self.agent.platform_agent_id.clone(),
+        };
+        let call = build_real_call(now, self.tenant_id, &agency, &candidate, record, None);
+        let (call_id, scored) = (call.id.clone(), call.score.is_some());
+        self.db.insert_real_calls(vec![call]).await?;
+        // Stored with its webhook queued when the tenant has an endpoint, scored or not.
+        let queued = self.db.active_endpoint(self.tenant_id).await?.is_some();
+        Ok(Triggered {
+            call_id,
+            source: TriggerSource::RealCall,
+            scored,
+            webhook_queued: queued,
+        })
+    }
 }
 
 /// When a call that ends now started.

@@ -51,6 +51,18 @@ pub struct Claimed {
     pub created_at: i64,
 }
 
+/// A [`Claimed`] from a row of `id, tenant_id, body, attempts, call_id, created_at`.
+pub(super) fn claimed_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Claimed> {
+    Ok(Claimed {
+        id: r.get(0)?,
+        tenant_id: r.get(1)?,
+        body: r.get(2)?,
+        attempts: r.get(3)?,
+        call_id: r.get(4)?,
+        created_at: r.get(5)?,
+    })
+}
+
 /// Deliveries of one tenant attempted at once, at most: a tenant whose endpoint accepts and
 /// never answers holds this many workers for the 10-second deadline, never all of them.
 pub(crate) const MAX_IN_FLIGHT_PER_TENANT: i64 = 2;
@@ -77,16 +89,7 @@ pub(super) fn claim_due(conn: &Connection, now: i64) -> rusqlite::Result<Option<
                 LIMIT 1)
              RETURNING id, tenant_id, body, attempts, call_id, created_at",
             params![now, LEASE_MS, MAX_IN_FLIGHT_PER_TENANT],
-            |r| {
-                Ok(Claimed {
-                    id: r.get(0)?,
-                    tenant_id: r.get(1)?,
-                    body: r.get(2)?,
-                    attempts: r.get(3)?,
-                    call_id: r.get(4)?,
-                    created_at: r.get(5)?,
-                })
-            },
+            claimed_row,
         )
         .optional()?;
     if let Some(claimed) = &claimed {
@@ -349,10 +352,11 @@ pub(super) fn backlog(conn: &Connection, tenant_id: &str) -> rusqlite::Result<Ba
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn conn() -> Connection {
+    /// An in-memory database with the whole schema (the resend tests use it too).
+    pub(in crate::db) fn conn() -> Connection {
         let mut conn = Connection::open_in_memory().expect("open");
         super::super::migrations::migrate(&mut conn).expect("schema");
         conn

@@ -86,21 +86,13 @@ fn claim(conn: &Connection, now: i64) -> rusqlite::Result<Option<ClaimedResend>>
             "SELECT id, tenant_id, body, attempts, call_id, created_at FROM webhook_deliveries
              WHERE id = ?1",
             [&id],
-            |r| {
-                Ok(ClaimedResend {
-                    seq,
-                    delivery: Claimed {
-                        id: r.get(0)?,
-                        tenant_id: r.get(1)?,
-                        body: r.get(2)?,
-                        attempts: r.get(3)?,
-                        call_id: r.get(4)?,
-                        created_at: r.get(5)?,
-                    },
-                    with_faults,
-                })
-            },
+            outbox::claimed_row,
         )
+        .map(|delivery| ClaimedResend {
+            seq,
+            delivery,
+            with_faults,
+        })
     })
     .transpose()
 }
@@ -207,13 +199,8 @@ impl Db {
 
 #[cfg(test)]
 mod tests {
+    use super::super::outbox::tests::conn;
     use super::*;
-
-    fn conn() -> Connection {
-        let mut conn = Connection::open_in_memory().expect("open");
-        super::super::migrations::migrate(&mut conn).expect("schema");
-        conn
-    }
 
     #[test]
     fn a_resend_is_claimed_once_and_numbered_after_the_attempts_logged() {

@@ -32,6 +32,21 @@ async fn sandbox(dir: &TestDir, url: &str, extra: &[&str]) -> Running {
     Running::start(dir, &args).await
 }
 
+/// A receiver answering 200, its webhook URL, and a test directory holding the test roster.
+async fn setup() -> (MockServer, String, TestDir) {
+    let receiver = receiver().await;
+    let url = format!("{}/webhooks", receiver.uri());
+    let dir = TestDir::new();
+    dir.write("roster.csv", ROSTER);
+    (receiver, url, dir)
+}
+
+/// Ctrl-C, and a clean stop.
+async fn stop(running: Running) {
+    let (code, log) = running.interrupt().await;
+    assert_eq!(code, 0, "{log}");
+}
+
 /// `svc-cli sandbox <args> --db sandbox.db`.
 async fn step(dir: &TestDir, args: &[&str]) -> Run {
     let mut all = vec!["sandbox"];
@@ -140,10 +155,8 @@ fn signed_by(secret: &str, header: &str, body: &[u8]) -> bool {
 
 #[tokio::test]
 async fn a_resend_arrives_with_the_same_id_and_body_signed_afresh_and_the_log_marks_it() {
-    let receiver = receiver().await;
-    let dir = TestDir::new();
-    dir.write("roster.csv", ROSTER);
-    let running = sandbox(&dir, &format!("{}/webhooks", receiver.uri()), &[]).await;
+    let (receiver, url, dir) = setup().await;
+    let running = sandbox(&dir, &url, &[]).await;
     let secret = running.export("SVC_SIGNING_SECRET").to_owned();
     let calls = trigger(&dir, &[]).await;
     assert_eq!(calls.len(), 1, "{calls:?}");
@@ -184,22 +197,17 @@ async fn a_resend_arrives_with_the_same_id_and_body_signed_afresh_and_the_log_ma
     );
     assert!(again.stderr.contains("1 answered 2xx, 0 not"), "{again:?}");
     assert_eq!(arrivals(&receiver, &id).await.len(), 3);
-    let (code, log) = running.interrupt().await;
-    assert_eq!(code, 0, "{log}");
+    stop(running).await;
 }
 
 #[tokio::test]
 async fn resend_failed_sends_again_only_what_failed_and_faults_apply_only_when_asked() {
-    let receiver = receiver().await;
-    let url = format!("{}/webhooks", receiver.uri());
-    let dir = TestDir::new();
-    dir.write("roster.csv", ROSTER);
+    let (receiver, url, dir) = setup().await;
     let running = sandbox(&dir, &url, &[]).await;
     let delivered = trigger(&dir, &[]).await;
     let listing = settled(&dir).await;
     let delivered = webhook_of(&listing, &delivered[0]);
-    let (code, log) = running.interrupt().await;
-    assert_eq!(code, 0, "{log}");
+    stop(running).await;
 
     // Every delivery dropped, twice (the retry a second later).
     let running = sandbox(&dir, &url, &["--faults", "drop=1", "--retry-delay", "1"]).await;
@@ -264,16 +272,12 @@ async fn resend_failed_sends_again_only_what_failed_and_faults_apply_only_when_a
     let none = step(&dir, &["resend", "--failed"]).await;
     assert_eq!(none.code, 0, "{none:?}");
     assert!(none.stderr.contains("nothing to resend"), "{none:?}");
-    let (code, log) = running.interrupt().await;
-    assert_eq!(code, 0, "{log}");
+    stop(running).await;
 }
 
 #[tokio::test]
 async fn resend_refuses_an_unknown_id_a_stopped_sandbox_and_a_sandbox_without_a_webhook_url() {
-    let receiver = receiver().await;
-    let url = format!("{}/webhooks", receiver.uri());
-    let dir = TestDir::new();
-    dir.write("roster.csv", ROSTER);
+    let (receiver, url, dir) = setup().await;
 
     let missing = step(&dir, &["resend", "wh_nope"]).await;
     assert_eq!(missing.code, 2, "no database yet: {missing:?}");
@@ -288,8 +292,7 @@ async fn resend_refuses_an_unknown_id_a_stopped_sandbox_and_a_sandbox_without_a_
     assert_eq!(neither.code, 2, "{neither:?}");
     let both = step(&dir, &["resend", &id, "--failed"]).await;
     assert_eq!(both.code, 2, "{both:?}");
-    let (code, log) = running.interrupt().await;
-    assert_eq!(code, 0, "{log}");
+    stop(running).await;
 
     let stopped = step(&dir, &["resend", &id]).await;
     assert_eq!(stopped.code, 1, "{stopped:?}");
@@ -305,8 +308,7 @@ async fn resend_refuses_an_unknown_id_a_stopped_sandbox_and_a_sandbox_without_a_
     assert_eq!(arrivals(&receiver, &id).await.len(), 1, "nothing resent");
     let listing = settled(&dir).await;
     assert_eq!(attempts(&listing, &id).len(), 1, "nothing logged");
-    let (code, log) = running.interrupt().await;
-    assert_eq!(code, 0, "{log}");
+    stop(running).await;
 }
 
 /// The calls of `GET /calls` (through `svc-cli calls list`) of the last hour with `args`.
@@ -337,10 +339,8 @@ async fn webhook_body(server: &MockServer, call_id: &str) -> Value {
 
 #[tokio::test]
 async fn trigger_makes_real_scored_calls_with_each_flag_and_sends_their_webhooks() {
-    let receiver = receiver().await;
-    let dir = TestDir::new();
-    dir.write("roster.csv", ROSTER);
-    let running = sandbox(&dir, &format!("{}/webhooks", receiver.uri()), &[]).await;
+    let (receiver, url, dir) = setup().await;
+    let running = sandbox(&dir, &url, &[]).await;
 
     // The defaults: one scored practice call of the first rep.
     let first = trigger(&dir, &[]).await;
@@ -455,8 +455,7 @@ async fn trigger_makes_real_scored_calls_with_each_flag_and_sends_their_webhooks
         let get = running.cli(&dir, &["calls", "show", call], None).await;
         assert_eq!(get.code, 1, "not retrievable: {get:?}");
     }
-    let (code, log) = running.interrupt().await;
-    assert_eq!(code, 0, "{log}");
+    stop(running).await;
 }
 
 #[tokio::test]
@@ -467,8 +466,7 @@ async fn trigger_refuses_bad_input_and_makes_nothing() {
     let empty = step(&dir, &["trigger"]).await;
     assert_eq!(empty.code, 1, "{empty:?}");
     assert!(empty.stderr.contains("the roster has no rep"), "{empty:?}");
-    let (code, log) = running.interrupt().await;
-    assert_eq!(code, 0, "{log}");
+    stop(running).await;
     dir.write("roster.csv", ROSTER);
     let running = Running::start(&dir, &["--roster", "roster.csv"]).await;
     for (args, says) in [
@@ -509,6 +507,5 @@ async fn trigger_refuses_bad_input_and_makes_nothing() {
         let calls = listed(&running, &dir, &["--source", source]).await;
         assert!(calls.is_empty(), "nothing made: {calls:?}");
     }
-    let (code, log) = running.interrupt().await;
-    assert_eq!(code, 0, "{log}");
+    stop(running).await;
 }
