@@ -189,8 +189,12 @@ impl Maker<'_> {
         })
         .await?;
         // Another scorer (the running service's, woken by a call of its own) may take it first:
-        // either way it is scored once, and the state says how.
-        let queued = score_call(self.db, self.clock, &call_id).await?.unwrap_or(false);
+        // either way it is scored once, the state says how, and the webhook was queued if the
+        // tenant had an endpoint.
+        let queued = match score_call(self.db, self.clock, &call_id).await? {
+            Some(queued) => queued,
+            None => self.db.active_endpoint(self.tenant_id).await?.is_some(),
+        };
         let scored = self.db.call_state(&call_id).await?.as_deref() == Some("scored");
         Ok(Triggered {
             call_id,
