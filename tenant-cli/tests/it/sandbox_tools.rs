@@ -311,6 +311,52 @@ async fn resend_refuses_an_unknown_id_a_stopped_sandbox_and_a_sandbox_without_a_
     stop(running).await;
 }
 
+/// A resend the sandbox does not make within --max-wait exits 75 naming it, and stays queued:
+/// the next start makes it, and `deliveries --wait-idle` waits for it.
+#[tokio::test]
+async fn a_resend_not_made_in_time_exits_75_and_the_next_start_makes_it() {
+    let (receiver, url, dir) = setup().await;
+    let running = sandbox(&dir, &url, &[]).await;
+    let call = trigger(&dir, &[]).await;
+    let id = webhook_of(&settled(&dir).await, &call[0]);
+    stop(running).await;
+
+    // Something holds the lock a running sandbox holds, but makes no resend.
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path("sandbox.db.running"))
+        .expect("the sandbox left its lock file");
+    lock.lock().expect("lock");
+    let late = dir
+        .run(&[
+            "--json",
+            "sandbox",
+            "resend",
+            &id,
+            "--max-wait",
+            "1s",
+            "--db",
+            DB,
+        ])
+        .await;
+    assert_eq!(late.code, 75, "{late:?}");
+    assert_eq!(late.json()["notMade"], serde_json::json!([id.as_str()]));
+    assert!(
+        late.stderr.contains("1 resend(s) not made after 1s"),
+        "{late:?}"
+    );
+    drop(lock);
+
+    let running = Running::start(&dir, &[]).await;
+    let listing = settled(&dir).await;
+    assert_eq!(
+        attempts(&listing, &id),
+        vec![(1, Some(200), false, vec![]), (2, Some(200), true, vec![])]
+    );
+    assert_eq!(arrivals(&receiver, &id).await.len(), 2);
+    stop(running).await;
+}
+
 /// The calls of `GET /calls` (through `svc-cli calls list`) of the last hour with `args`.
 async fn listed(running: &Running, dir: &TestDir, args: &[&str]) -> Vec<Value> {
     let from = (chrono::Utc::now() - chrono::Duration::hours(1))
