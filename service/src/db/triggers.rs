@@ -58,8 +58,9 @@ fn agent_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TriggerAgent> {
     })
 }
 
-/// The tenant's rep named by `handle` (service agent id, `platformAgentId`, email or NPN), or
-/// the first one registered when `handle` is `None`.
+/// The tenant's rep named by `handle` (service agent id, `platformAgentId`, email or NPN, in
+/// that order of preference: a handle that is one rep's `platformAgentId` and holds another's
+/// NPN digits names the first), or the first one registered when `handle` is `None`.
 fn find_agent(
     conn: &Connection,
     tenant_id: &str,
@@ -81,7 +82,9 @@ fn find_agent(
                     "SELECT {AGENT_COLUMNS} {from}
                      AND (a.id = ?2 OR a.platform_agent_id = ?2 OR a.email_lower = lower(?2)
                           OR (?3 <> '' AND a.npn = ?3))
-                     ORDER BY a.seq LIMIT 1"
+                     ORDER BY CASE WHEN a.id = ?2 THEN 0 WHEN a.platform_agent_id = ?2 THEN 1
+                                   WHEN a.email_lower = lower(?2) THEN 2 ELSE 3 END, a.seq
+                     LIMIT 1"
                 ),
                 params![tenant_id, handle, digits],
                 agent_row,
@@ -140,5 +143,41 @@ impl Db {
     /// Storage failure.
     pub async fn insert_ended_call(&self, call: NewTriggeredCall) -> Result<(), DbError> {
         self.write(move |tx| Ok(insert_ended(tx, &call)?)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::outbox::tests::conn;
+    use super::*;
+
+    #[test]
+    fn a_handle_names_a_rep_by_id_then_platform_id_then_email_then_npn() {
+        let c = conn();
+        c.execute_batch(
+            "INSERT INTO tenants (id, name, signing_secret, created_at)
+             VALUES ('ten_1', 'T', 'whsec_x', 0);
+             INSERT INTO agencies (id, tenant_id, platform_agency_id, name, created_at, updated_at)
+             VALUES ('svc_agency_1', 'ten_1', 'agency-1', 'First', 0, 0);
+             INSERT INTO agents (id, tenant_id, agency_id, first_name, last_name, email,
+                 email_lower, npn, platform_agent_id, created_at)
+             VALUES ('svc_agent_npn', 'ten_1', 'svc_agency_1', 'Ada', 'Lovelace', NULL, NULL,
+                     '1234', 'rep-ada', 0),
+                    ('svc_agent_pid', 'ten_1', 'svc_agency_1', 'Grace', 'Hopper',
+                     'Grace@Example.com', 'grace@example.com', NULL, 'rep-1234', 0);",
+        )
+        .expect("seed");
+        let named = |handle: Option<&str>| {
+            find_agent(&c, "ten_1", handle)
+                .expect("read")
+                .map(|agent| agent.id)
+        };
+        assert_eq!(named(None).as_deref(), Some("svc_agent_npn"), "the first");
+        assert_eq!(named(Some("rep-1234")).as_deref(), Some("svc_agent_pid"));
+        assert_eq!(named(Some("12-34")).as_deref(), Some("svc_agent_npn"));
+        assert_eq!(named(Some("GRACE@example.com")).as_deref(), Some("svc_agent_pid"));
+        assert_eq!(named(Some("svc_agent_pid")).as_deref(), Some("svc_agent_pid"));
+        assert_eq!(named(Some("nobody")), None);
+        assert_eq!(find_agent(&c, "ten_2", None).expect("read"), None);
     }
 }
