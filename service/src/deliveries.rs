@@ -1,5 +1,6 @@
 //! The operator's `deliveries list` command: every queued `call.scored` delivery with its state
-//! and each attempt (time, URL, HTTP status, latency, error, injected faults), newest first. Reads the same
+//! and each attempt (time, URL, HTTP status, latency, error, injected faults, whether it was a
+//! resend the operator asked for), newest first. Reads the same
 //! database a running server writes. Data goes to stdout (`--json` for machines).
 
 use std::path::PathBuf;
@@ -88,6 +89,7 @@ pub fn to_json(row: &DeliveryRow) -> Value {
             "latencyMs": a.latency_ms,
             "error": a.error,
             "faults": a.faults.iter().map(|f| f.as_str()).collect::<Vec<_>>(),
+            "resend": a.resend,
         })).collect::<Vec<_>>(),
     })
 }
@@ -108,8 +110,9 @@ fn to_lines(row: &DeliveryRow) -> String {
         let status = a.status.map_or_else(|| "-".to_string(), |s| s.to_string());
         let faults = a.faults.iter().map(|f| f.as_str()).collect::<Vec<_>>();
         text.push_str(&format!(
-            "\n  attempt {}  {}  status {}  {} ms{}{}",
+            "\n  attempt {}{}  {}  status {}  {} ms{}{}",
             n + 1,
+            if a.resend { " (resend)" } else { "" },
             format_millis(a.attempted_at),
             status,
             a.latency_ms,

@@ -18,7 +18,8 @@
 //!   [`envelope`], [`extract`]; the roster's field rules: [`domain`].
 //! - Storage: [`db`] ([`db::Db`], every SQL statement and the migrations, a file per resource).
 //! - Shared state and small codecs: [`state`] ([`AppState`]), [`config`] ([`Config`]),
-//!   [`clock`] ([`Clock`]), [`ids`], [`time`], [`cursor`], [`credentials`]; [`faults`].
+//!   [`clock`] ([`Clock`]), [`ids`], [`time`], [`cursor`], [`credentials`]; [`faults`];
+//!   [`trigger`] (the sandbox's triggered calls).
 //! - Practice calls: [`session_token`], [`practice`], [`live`], [`scoring`], [`webhook`] (one
 //!   attempt, and the durable outbox), [`deliveries`].
 //! - Real calls: [`realcall`] (records, ingestion, attribution, the audio archive,
@@ -94,6 +95,7 @@ internal_modules!(
     session_token,
     state,
     time,
+    trigger,
     webhook,
 );
 

@@ -6,7 +6,9 @@
 //! the service operator"): provision the one tenant, set its faults and webhook URL, switch an
 //! agency on for real calls, ingest a dialer file, re-disposition a real call, and read a
 //! call's state, the webhooks (each with its fate: delivered, lost for good, pending) and their
-//! attempts (with the faults injected into each), and what is left to send, to know when scoring and delivery have settled.
+//! attempts (with the faults injected into each), and what is left to send, to know when scoring
+//! and delivery have settled; trigger scored calls ([`SandboxDb::trigger`]) and ask the running
+//! sandbox to resend deliveries ([`SandboxDb::request_resends`]).
 //! [`operate`] runs the operator's real-call steps (`svc-service agency …` and `calls …`, with
 //! their printed results and exit-code errors) from a typed [`OperatorStep`]: the caller's
 //! command line converts its own flags into it.
@@ -22,7 +24,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::clock::Clock;
-use crate::db::{Db, DbError, NewTenant, TenantChange};
+use crate::db::{Db, DbError, NewTenant, ResendRefused, TenantChange};
 use crate::realcall::audio::Archive;
 use crate::realcall::ingest::{Ingest, IngestError};
 use crate::realcall::redisposition::RedispositionError;
@@ -39,6 +41,9 @@ pub use crate::realcall::redisposition::Redisposed;
 pub use crate::realcall::replay::relative_to_now;
 pub use crate::scoring::real_call::Disposition;
 pub use crate::webhook::fate::WebhookFate;
+pub use crate::trigger::{
+    MAX_COUNT as MAX_TRIGGER_COUNT, NotScoredCause, Trigger, TriggerError, TriggerSource, Triggered,
+};
 
 /// Why an operator step failed.
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +109,70 @@ pub struct WebhookAttempt {
     pub error: Option<String>,
     /// The faults injected into it.
     pub faults: Vec<AppliedFault>,
+    /// Whether it was a resend asked for with [`SandboxDb::request_resends`].
+    pub resend: bool,
+}
+
+impl WebhookAttempt {
+    /// Whether it was answered 2xx.
+    pub fn succeeded(&self) -> bool {
+        self.error.is_none() && self.status.is_some_and(|s| (200..300).contains(&s))
+    }
+
+    fn from_log(webhook_id: String, call_id: String, attempt: u32, log: AttemptLog) -> Self {
+        Self {
+            webhook_id,
+            call_id,
+            attempt,
+            attempted_at: DateTime::from_timestamp_millis(log.attempted_at)
+                .unwrap_or(DateTime::UNIX_EPOCH),
+            url: log.url,
+            status: log.status,
+            latency_ms: log.latency_ms,
+            error: log.error,
+            faults: log.faults,
+            resend: log.resend,
+        }
+    }
+}
+
+/// Which deliveries to resend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResendWhich {
+    /// These, by `wh_…` id.
+    Ids(Vec<String>),
+    /// Every delivery whose last attempt was not answered 2xx.
+    Failed,
+}
+
+/// Why no resend was asked for.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResendError {
+    /// No delivery of the tenant has this id.
+    #[error(
+        "no webhook {0} among the sandbox's deliveries (`svc-cli sandbox deliveries` lists them)"
+    )]
+    UnknownWebhook(String),
+    /// The tenant has no webhook URL: a resend would send nothing.
+    #[error("the sandbox has no webhook URL: restart it with --webhook-url URL, then resend")]
+    NoWebhookUrl,
+    /// The service's database failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// A resend asked for, to follow with [`SandboxDb::resends`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResendTicket(i64);
+
+/// A resend asked for and, once the running sandbox made it, its attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resend {
+    /// The delivery's `wh_…` id.
+    pub webhook_id: String,
+    /// The attempt, once made (its `resend` is true).
+    pub attempt: Option<WebhookAttempt>,
 }
 
 /// One webhook the sandbox queued for its tenant (a `call.scored` event, under one `wh_…` id
@@ -285,16 +354,8 @@ impl SandboxDb {
                 } = delivery;
                 let attempts = (1_u32..)
                     .zip(attempts)
-                    .map(|(number, log)| WebhookAttempt {
-                        webhook_id: id.clone(),
-                        call_id: call_id.clone(),
-                        attempt: number,
-                        attempted_at: millis(log.attempted_at),
-                        url: log.url,
-                        status: log.status,
-                        latency_ms: log.latency_ms,
-                        error: log.error,
-                        faults: log.faults,
+                    .map(|(number, log)| {
+                        WebhookAttempt::from_log(id.clone(), call_id.clone(), number, log)
                     })
                     .collect();
                 Webhook {
@@ -359,6 +420,98 @@ impl SandboxDb {
             }
             tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + IDLE_POLL)).await;
         }
+    }
+
+    /// Makes the scored calls `trigger` asks for, now, for `tenant_id` (see [`Trigger`]):
+    /// real calls of the service, listed by `GET /calls` when scored, each with its
+    /// `call.scored` webhook queued for the running sandbox to send.
+    ///
+    /// # Errors
+    /// A count out of range, an unknown rep, a cause the source cannot have (nothing made), or
+    /// a database error (the calls made before it stay made).
+    pub async fn trigger(
+        &self,
+        tenant_id: &str,
+        trigger: &Trigger,
+    ) -> Result<Vec<Triggered>, TriggerError> {
+        crate::trigger::trigger(&self.db, &Clock::System, tenant_id, trigger).await
+    }
+
+    /// Asks the running sandbox to send deliveries of `tenant_id` again: each once, now, as an
+    /// attempt of its own marked as a resend, with the same webhook id and body, signed
+    /// afresh; with the tenant's faults only when `with_faults`. A resend is outside the
+    /// retry policy: a failed one is not retried, and the delivery's own retry (if pending)
+    /// still goes out. Returns one ticket per delivery (none for [`ResendWhich::Failed`] when
+    /// nothing failed), in the order of `which` (oldest first for `Failed`); only a running
+    /// sandbox makes them.
+    ///
+    /// # Errors
+    /// An id that is not one of the tenant's deliveries, no webhook URL (nothing is asked
+    /// for), or a database error.
+    pub async fn request_resends(
+        &self,
+        tenant_id: &str,
+        which: ResendWhich,
+        with_faults: bool,
+    ) -> Result<Vec<(String, ResendTicket)>, ResendError> {
+        if self.db.active_endpoint(tenant_id).await?.is_none() {
+            return Err(ResendError::NoWebhookUrl);
+        }
+        let ids = match which {
+            ResendWhich::Ids(ids) => ids,
+            ResendWhich::Failed => {
+                let mut failed: Vec<DeliveryRow> = self
+                    .db
+                    .list_deliveries(Some(tenant_id.to_owned()), u32::MAX)
+                    .await?
+                    .into_iter()
+                    .filter(|d| {
+                        d.attempts.last().is_some_and(|last| {
+                            last.error.is_some()
+                                || !last.status.is_some_and(|s| (200..300).contains(&s))
+                        })
+                    })
+                    .collect();
+                failed.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+                failed.into_iter().map(|d| d.id).collect()
+            }
+        };
+        let now = Utc::now().timestamp_millis();
+        match self
+            .db
+            .queue_resends(tenant_id, ids.clone(), with_faults, now)
+            .await?
+        {
+            Ok(seqs) => Ok(ids
+                .into_iter()
+                .zip(seqs.into_iter().map(ResendTicket))
+                .collect()),
+            Err(ResendRefused::UnknownWebhook(id)) => Err(ResendError::UnknownWebhook(id)),
+        }
+    }
+
+    /// The resends of `tickets`, made or not, in that order.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn resends(&self, tickets: &[ResendTicket]) -> Result<Vec<Resend>, SandboxError> {
+        let seqs = tickets.iter().map(|t| t.0).collect();
+        let rows = self.db.resends(seqs).await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| Resend {
+                attempt: match (row.log, row.attempt) {
+                    (Some(log), Some(number)) => Some(WebhookAttempt::from_log(
+                        row.webhook_id.clone(),
+                        row.call_id,
+                        number,
+                        log,
+                    )),
+                    _ => None,
+                },
+                webhook_id: row.webhook_id,
+            })
+            .collect())
     }
 
     /// Switches the agency whose platform id is `platform_agency_id` on for real calls (the

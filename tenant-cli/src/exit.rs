@@ -28,7 +28,8 @@ Exit codes:
   1   failure (bad request or data; a response body over 16 MiB; a failed row of an
       import, unless every failed row failed for a temporary reason; a practice run whose
       single-use token is now spent; a reconcile that could not store a listed call; an
-      inbox requeue or discard of an id that is not a dead letter)
+      inbox requeue or discard of an id that is not a dead letter; a sandbox resend refused
+      or not answered 2xx)
   2   usage error (bad flags or arguments, missing base URL or API key, a config file named
       by --config or SVC_CONFIG that does not exist, a store path in a missing directory or
       a file that is not a store; a plain-http base URL to a host that is not loopback,
@@ -41,7 +42,7 @@ Exit codes:
       errors, timeouts; an import whose failed rows all failed so: rerun the same file later;
       another reconcile run holds the store's lock; the store stayed locked for an inbox
       command; the store's database cannot be reached or refused the credentials; the
-      store's disk is full)
+      store's disk is full; a sandbox resend not made within --max-wait)
 
 Environment: SVC_BASE_URL, SVC_API_KEY, SVC_PROFILE, SVC_CONFIG, SVC_INSECURE_HTTP, SVC_STORE,
 NO_COLOR, RUST_LOG.";

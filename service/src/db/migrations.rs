@@ -173,6 +173,21 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE webhook_attempts ADD COLUMN faults TEXT;
     "#,
+    // 8: resends the operator asks for (`svc-cli sandbox resend`): queued here for the running
+    // service's outbox worker, each made once as its own attempt, marked in the attempt log.
+    r#"
+    ALTER TABLE webhook_attempts ADD COLUMN resend INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE webhook_resends (
+        seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+        delivery_id  TEXT NOT NULL,
+        tenant_id    TEXT NOT NULL,
+        with_faults  INTEGER NOT NULL,
+        requested_at INTEGER NOT NULL,
+        lease_until  INTEGER,
+        attempt      INTEGER
+    ) STRICT;
+    CREATE INDEX webhook_resends_due ON webhook_resends (requested_at) WHERE attempt IS NULL;
+    "#,
 ];
 
 /// Brings `conn` up to the latest schema version inside one transaction.

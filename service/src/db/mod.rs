@@ -16,7 +16,9 @@ mod ops;
 mod outbox;
 mod practice;
 mod real_calls;
+mod resends;
 mod tenants;
+mod triggers;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -34,6 +36,8 @@ pub use ops::TenantGauges;
 pub use outbox::{AttemptLog, Backlog, Claimed, DeliveryRow, Next};
 pub use practice::{AgentRef, Endpoint, MintResult, OutcomeRecord, SessionAgent};
 pub use real_calls::{Candidate, NewRealCall, RealCallAgency, RealCallRecord, Rubric, Stored};
+pub use resends::{ClaimedResend, ResendRefused, ResendRow};
+pub use triggers::{NewTriggeredCall, TriggerAgent};
 pub use tenants::{ApiKeyStatus, AuthRecord, NewTenant, TenantChange, TenantRecord};
 
 /// How long a connection waits for a lock held by another connection or process.

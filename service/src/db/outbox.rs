@@ -1,7 +1,8 @@
 //! SQL for the durable webhook outbox: deliveries queued in the same transaction as a call's
 //! outcome, claimed with a lease (so a crash mid-send retries rather than loses), the attempt
 //! log (with the faults injected into each attempt), the operator's delivery listing, and what a
-//! tenant still has to be sent. Times are unix milliseconds.
+//! tenant still has to be sent (resends asked for included: see [`super::resends`]). Times are
+//! unix milliseconds.
 //!
 //! Delivery states: `pending` (an attempt is due at `next_attempt_at`), `delivered`, `failed`
 //! (both attempts failed; never sent again).
@@ -50,6 +51,18 @@ pub struct Claimed {
     pub created_at: i64,
 }
 
+/// A [`Claimed`] from a row of `id, tenant_id, body, attempts, call_id, created_at`.
+pub(super) fn claimed_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Claimed> {
+    Ok(Claimed {
+        id: r.get(0)?,
+        tenant_id: r.get(1)?,
+        body: r.get(2)?,
+        attempts: r.get(3)?,
+        call_id: r.get(4)?,
+        created_at: r.get(5)?,
+    })
+}
+
 /// Deliveries of one tenant attempted at once, at most: a tenant whose endpoint accepts and
 /// never answers holds this many workers for the 10-second deadline, never all of them.
 pub(crate) const MAX_IN_FLIGHT_PER_TENANT: i64 = 2;
@@ -76,16 +89,7 @@ pub(super) fn claim_due(conn: &Connection, now: i64) -> rusqlite::Result<Option<
                 LIMIT 1)
              RETURNING id, tenant_id, body, attempts, call_id, created_at",
             params![now, LEASE_MS, MAX_IN_FLIGHT_PER_TENANT],
-            |r| {
-                Ok(Claimed {
-                    id: r.get(0)?,
-                    tenant_id: r.get(1)?,
-                    body: r.get(2)?,
-                    attempts: r.get(3)?,
-                    call_id: r.get(4)?,
-                    created_at: r.get(5)?,
-                })
-            },
+            claimed_row,
         )
         .optional()?;
     if let Some(claimed) = &claimed {
@@ -104,7 +108,12 @@ pub(super) fn claim_due(conn: &Connection, now: i64) -> rusqlite::Result<Option<
 /// SQLite errors.
 pub(super) fn next_due(conn: &Connection) -> rusqlite::Result<Option<i64>> {
     conn.query_row(
-        "SELECT MIN(MAX(next_attempt_at, COALESCE(lease_until, 0))) FROM webhook_deliveries WHERE state = 'pending'",
+        "SELECT MIN(due) FROM (
+            SELECT MAX(next_attempt_at, COALESCE(lease_until, 0)) AS due FROM webhook_deliveries
+            WHERE state = 'pending'
+            UNION ALL
+            SELECT MAX(requested_at, COALESCE(lease_until, 0)) FROM webhook_resends
+            WHERE attempt IS NULL)",
         [],
         |r| r.get(0),
     )
@@ -137,6 +146,8 @@ pub struct AttemptLog {
     pub error: Option<String>,
     /// The faults injected into it (none outside fault injection).
     pub faults: Vec<AppliedFault>,
+    /// Whether it was a resend the operator asked for, outside the retry policy.
+    pub resend: bool,
 }
 
 /// The faults of an attempt as stored: their names, comma-separated; `None` for none.
@@ -152,7 +163,7 @@ fn faults_text(faults: &[AppliedFault]) -> Option<String> {
 
 /// The faults of an attempt from their stored text (a name this build does not know is left
 /// out rather than failing the listing).
-fn faults_of(text: Option<String>) -> Vec<AppliedFault> {
+pub(super) fn faults_of(text: Option<String>) -> Vec<AppliedFault> {
     text.as_deref()
         .unwrap_or_default()
         .split(',')
@@ -181,16 +192,12 @@ pub(super) fn record_attempt(
     attempt: &AttemptLog,
     next: Next,
 ) -> rusqlite::Result<()> {
-    let number: i64 = conn.query_row(
-        "UPDATE webhook_deliveries SET attempts = attempts + 1 WHERE id = ?1 RETURNING attempts",
-        [id],
-        |r| r.get(0),
-    )?;
+    // The retry policy counts its own attempts; the log numbers every attempt, resends too.
     conn.execute(
-        "INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, url, status, latency_ms, error, faults)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![id, number, attempt.attempted_at, attempt.url, attempt.status, attempt.latency_ms, attempt.error, faults_text(&attempt.faults)],
+        "UPDATE webhook_deliveries SET attempts = attempts + 1 WHERE id = ?1",
+        [id],
     )?;
+    log_attempt(conn, id, attempt)?;
     let (state, due) = match next {
         Next::Delivered => ("delivered", None),
         Next::RetryAt(at) => ("pending", Some(at)),
@@ -201,6 +208,26 @@ pub(super) fn record_attempt(
         params![id, state, due, attempt.attempted_at],
     )?;
     Ok(())
+}
+
+/// Adds `attempt` to the log of delivery `id`, numbered after the last one logged; returns
+/// its number.
+///
+/// # Errors
+/// SQLite errors.
+pub(super) fn log_attempt(
+    conn: &Connection,
+    id: &str,
+    attempt: &AttemptLog,
+) -> rusqlite::Result<i64> {
+    conn.query_row(
+        "INSERT INTO webhook_attempts (delivery_id, attempt, attempted_at, url, status, latency_ms, error, faults, resend)
+         VALUES (?1, (SELECT COALESCE(MAX(attempt), 0) + 1 FROM webhook_attempts WHERE delivery_id = ?1),
+                 ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         RETURNING attempt",
+        params![id, attempt.attempted_at, attempt.url, attempt.status, attempt.latency_ms, attempt.error, faults_text(&attempt.faults), attempt.resend],
+        |r| r.get(0),
+    )
 }
 
 /// A delivery with its attempts, for the operator listing.
@@ -249,7 +276,7 @@ pub(super) fn list_deliveries(
         })?
         .collect::<rusqlite::Result<_>>()?;
     let mut attempts = conn.prepare(
-        "SELECT attempted_at, url, status, latency_ms, error, faults FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY attempt",
+        "SELECT attempted_at, url, status, latency_ms, error, faults, resend FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY attempt",
     )?;
     for row in &mut rows {
         row.attempts = attempts
@@ -261,6 +288,7 @@ pub(super) fn list_deliveries(
                     latency_ms: r.get(3)?,
                     error: r.get(4)?,
                     faults: faults_of(r.get(5)?),
+                    resend: r.get(6)?,
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;
@@ -278,15 +306,17 @@ pub struct Backlog {
     pub retries: u64,
     /// Calls that ended and are being scored.
     pub scoring: u64,
+    /// Resends asked for and not made yet.
+    pub resends: u64,
     /// When the earliest pending delivery is due (ms), if any.
     pub next_attempt_at: Option<i64>,
 }
 
 impl Backlog {
     /// Whether nothing is left to send: every first attempt made, every retry made or given
-    /// up, no call being scored.
+    /// up, every resend asked for made, no call being scored.
     pub fn is_idle(&self) -> bool {
-        self.first_attempts == 0 && self.retries == 0 && self.scoring == 0
+        self.first_attempts == 0 && self.retries == 0 && self.scoring == 0 && self.resends == 0
     }
 }
 
@@ -306,20 +336,27 @@ pub(super) fn backlog(conn: &Connection, tenant_id: &str) -> rusqlite::Result<Ba
         [tenant_id],
         |r| r.get(0),
     )?;
+    let resends: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM webhook_resends WHERE tenant_id = ?1 AND attempt IS NULL",
+        [tenant_id],
+        |r| r.get(0),
+    )?;
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
     Ok(Backlog {
         first_attempts: count(first_attempts),
         retries: count(retries),
         scoring: count(scoring),
+        resends: count(resends),
         next_attempt_at,
     })
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn conn() -> Connection {
+    /// An in-memory database with the whole schema (the resend tests use it too).
+    pub(in crate::db) fn conn() -> Connection {
         let mut conn = Connection::open_in_memory().expect("open");
         super::super::migrations::migrate(&mut conn).expect("schema");
         conn
@@ -333,6 +370,7 @@ mod tests {
             latency_ms: 3,
             error: error.map(Into::into),
             faults: Vec::new(),
+            resend: false,
         }
     }
 

@@ -520,53 +520,72 @@ impl Ingest {
         record: DialerRecord,
         audio_file: String,
     ) -> NewRealCall {
-        let now = self.clock.now();
-        let call_id = ids::call_id();
-        let turns = record.turns();
-        let outcome = real_call::score(RealCall {
-            turns: &turns,
-            disposition: record.disposition,
-            product_line: record.product_line,
-            rubric: agency.rubric,
-        });
-        let ids = EventIds {
-            call_id: &call_id,
-            agent_id: &agent.id,
-            agency_id: &agency.id,
-            platform_agent_id: agent.platform_agent_id.as_deref(),
-            platform_agency_id: Some(&agency.platform_agency_id),
-            external_user_id: None,
-            external_agency_id: None,
-        };
-        let event = event_for(
-            &ids,
-            CallSource::RealCall,
-            outcome.as_ref().err().copied(),
-            format_timestamp(now),
-            ids::request_id(),
-        );
-        NewRealCall {
-            id: call_id.clone(),
-            tenant_id: tenant_id.to_owned(),
-            agency_id: agency.id.clone(),
-            platform_agency_id: agency.platform_agency_id.clone(),
-            agent_id: agent.id.clone(),
-            platform_agent_id: agent.platform_agent_id.clone(),
-            dialer_call_id: record.dialer_call_id,
-            disposition: record.disposition.as_str().to_owned(),
-            product_line: record.product_line.as_str().to_owned(),
-            started_at: record.started_at,
-            duration_sec: record.duration_sec,
-            transcript: serde_json::to_string(&record.transcript.unwrap_or_default())
-                .unwrap_or_else(|_| "[]".to_owned()),
-            score: outcome
-                .ok()
-                .and_then(|score| serde_json::to_string(&score).ok()),
-            audio_file: Some(audio_file),
-            webhook_id: ids::webhook_id(),
-            webhook_body: serde_json::to_string(&event).unwrap_or_default(),
-            now: now.timestamp_millis(),
-        }
+        build_real_call(
+            self.clock.now(),
+            tenant_id,
+            agency,
+            agent,
+            record,
+            Some(audio_file),
+        )
+    }
+}
+
+/// Scores a real call attributed to `agent` of `agency` at `now`, and builds what is stored,
+/// webhook body included (`audio_file`: its archived recording, if any).
+pub fn build_real_call(
+    now: chrono::DateTime<chrono::Utc>,
+    tenant_id: &str,
+    agency: &RealCallAgency,
+    agent: &Candidate,
+    record: DialerRecord,
+    audio_file: Option<String>,
+) -> NewRealCall {
+    let call_id = ids::call_id();
+    let turns = record.turns();
+    let outcome = real_call::score(RealCall {
+        turns: &turns,
+        disposition: record.disposition,
+        product_line: record.product_line,
+        rubric: agency.rubric,
+    });
+    let ids = EventIds {
+        call_id: &call_id,
+        agent_id: &agent.id,
+        agency_id: &agency.id,
+        platform_agent_id: agent.platform_agent_id.as_deref(),
+        platform_agency_id: Some(&agency.platform_agency_id),
+        external_user_id: None,
+        external_agency_id: None,
+    };
+    let event = event_for(
+        &ids,
+        CallSource::RealCall,
+        outcome.as_ref().err().copied(),
+        format_timestamp(now),
+        ids::request_id(),
+    );
+    NewRealCall {
+        id: call_id.clone(),
+        tenant_id: tenant_id.to_owned(),
+        agency_id: agency.id.clone(),
+        platform_agency_id: agency.platform_agency_id.clone(),
+        agent_id: agent.id.clone(),
+        platform_agent_id: agent.platform_agent_id.clone(),
+        dialer_call_id: record.dialer_call_id,
+        disposition: record.disposition.as_str().to_owned(),
+        product_line: record.product_line.as_str().to_owned(),
+        started_at: record.started_at,
+        duration_sec: record.duration_sec,
+        transcript: serde_json::to_string(&record.transcript.unwrap_or_default())
+            .unwrap_or_else(|_| "[]".to_owned()),
+        score: outcome
+            .ok()
+            .and_then(|score| serde_json::to_string(&score).ok()),
+        audio_file,
+        webhook_id: ids::webhook_id(),
+        webhook_body: serde_json::to_string(&event).unwrap_or_default(),
+        now: now.timestamp_millis(),
     }
 }
 

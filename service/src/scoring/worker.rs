@@ -52,58 +52,15 @@ impl Scorer {
     }
 
     async fn score_one(&self, call_id: &str) -> Result<bool, DbError> {
-        let now = self.clock.now();
-        let Some(call) = self
-            .db
-            .begin_scoring(call_id, now.timestamp_millis())
-            .await?
-        else {
-            return Ok(false);
-        };
-        let outcome = evaluate::evaluate(call.drill_key.as_deref(), call.transcript.as_deref());
-        let ids = EventIds {
-            call_id,
-            agent_id: &call.agent_id,
-            agency_id: &call.agency_id,
-            platform_agent_id: call.platform_agent_id.as_deref(),
-            platform_agency_id: call.platform_agency_id.as_deref(),
-            external_user_id: call.external_user_id.as_deref(),
-            external_agency_id: call.external_agency_id.as_deref(),
-        };
-        let event = evaluate::event(
-            &ids,
-            &outcome,
-            crate::time::format_timestamp(now),
-            crate::ids::request_id(),
-        );
-        let body = serde_json::to_string(&event).map_err(|e| DbError::Corrupt(e.to_string()))?;
-        let score_json = match &outcome {
-            Outcome::Scored(score) => {
-                Some(serde_json::to_string(score).map_err(|e| DbError::Corrupt(e.to_string()))?)
+        match score_call(&self.db, &self.clock, call_id).await? {
+            None => Ok(false),
+            Some(queued) => {
+                if queued {
+                    self.outbox.notify();
+                }
+                Ok(true)
             }
-            Outcome::NotScored(_) => None,
-        };
-        let queued = self
-            .db
-            .record_outcome(OutcomeRecord {
-                call_id: call_id.to_owned(),
-                tenant_id: call.tenant_id,
-                score_json,
-                webhook_id: crate::ids::webhook_id(),
-                body,
-                now: now.timestamp_millis(),
-            })
-            .await?;
-        if queued {
-            self.outbox.notify();
         }
-        tracing::info!(
-            call_id,
-            scored = matches!(outcome, Outcome::Scored(_)),
-            webhook_queued = queued,
-            "call outcome recorded"
-        );
-        Ok(true)
     }
 
     /// Runs until `shutdown` resolves, scoring whenever woken (and once at start).
@@ -123,4 +80,61 @@ impl Scorer {
             () = shutdown => {}
         }
     }
+}
+
+/// Scores the ended call `call_id` and records its outcome with its queued webhook, in one
+/// transaction: `None` when the call was not waiting to be scored, else whether a webhook was
+/// queued (the tenant has an active endpoint). The outbox is not woken: the caller does.
+///
+/// # Errors
+/// Storage failure.
+pub async fn score_call(
+    db: &Db,
+    clock: &Clock,
+    call_id: &str,
+) -> Result<Option<bool>, DbError> {
+    let now = clock.now();
+    let Some(call) = db.begin_scoring(call_id, now.timestamp_millis()).await? else {
+        return Ok(None);
+    };
+    let outcome = evaluate::evaluate(call.drill_key.as_deref(), call.transcript.as_deref());
+    let ids = EventIds {
+        call_id,
+        agent_id: &call.agent_id,
+        agency_id: &call.agency_id,
+        platform_agent_id: call.platform_agent_id.as_deref(),
+        platform_agency_id: call.platform_agency_id.as_deref(),
+        external_user_id: call.external_user_id.as_deref(),
+        external_agency_id: call.external_agency_id.as_deref(),
+    };
+    let event = evaluate::event(
+        &ids,
+        &outcome,
+        crate::time::format_timestamp(now),
+        crate::ids::request_id(),
+    );
+    let body = serde_json::to_string(&event).map_err(|e| DbError::Corrupt(e.to_string()))?;
+    let score_json = match &outcome {
+        Outcome::Scored(score) => {
+            Some(serde_json::to_string(score).map_err(|e| DbError::Corrupt(e.to_string()))?)
+        }
+        Outcome::NotScored(_) => None,
+    };
+    let queued = db
+        .record_outcome(OutcomeRecord {
+            call_id: call_id.to_owned(),
+            tenant_id: call.tenant_id,
+            score_json,
+            webhook_id: crate::ids::webhook_id(),
+            body,
+            now: now.timestamp_millis(),
+        })
+        .await?;
+    tracing::info!(
+        call_id,
+        scored = matches!(outcome, Outcome::Scored(_)),
+        webhook_queued = queued,
+        "call outcome recorded"
+    );
+    Ok(Some(queued))
 }

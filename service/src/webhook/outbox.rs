@@ -7,6 +7,11 @@
 //! delay; a failed retry is final. Every attempt is logged in the database and failures in the
 //! service log. The worker wakes on [`Outbox::notify`] and otherwise sleeps until the next due
 //! row, so it never busy-polls and resumes pending retries after a restart.
+//!
+//! Resends the operator asked for (`svc-cli sandbox resend`, queued in the database by another
+//! process) go first: each is one attempt, signed afresh, without the tenant's faults unless
+//! the request asked for them, logged as a resend, and outside the retry policy (a failed
+//! resend is not retried; the delivery's own state and schedule stay as they were).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +20,7 @@ use tokio::sync::Notify;
 
 use super::client::{Attempt, Target, WebhookClient};
 use crate::clock::Clock;
-use crate::db::{AttemptLog, Claimed, Db, DbError, Endpoint, Next};
+use crate::db::{AttemptLog, Claimed, ClaimedResend, Db, DbError, Endpoint, Next};
 use crate::faults::AppliedFault;
 
 /// The key a delivery is signed with when a `bad-signature` fault hits it: not the tenant's.
@@ -47,6 +52,33 @@ fn log_fault(claimed: &Claimed, fault: AppliedFault, what: &str) {
     );
 }
 
+/// The attempt logged when the tenant has no active endpoint: nothing was sent.
+fn no_endpoint() -> Attempt {
+    Attempt {
+        status: None,
+        latency: Duration::ZERO,
+        error: Some("the tenant has no active webhook endpoint".to_string()),
+    }
+}
+
+/// The log entry of an attempt made at `now` to `url`.
+fn attempt_log(
+    now: chrono::DateTime<chrono::Utc>,
+    url: Option<String>,
+    attempt: Attempt,
+    faults: Vec<AppliedFault>,
+) -> AttemptLog {
+    AttemptLog {
+        attempted_at: now.timestamp_millis(),
+        url,
+        status: attempt.status,
+        latency_ms: i64::try_from(attempt.latency.as_millis()).unwrap_or(i64::MAX),
+        error: attempt.error,
+        faults,
+        resend: false,
+    }
+}
+
 /// A streak of storage failures, shared by the loops.
 #[derive(Debug, Default)]
 struct Streak {
@@ -67,6 +99,8 @@ pub enum Outcome {
     Failed,
     /// The first attempt was put off (an injected delay, see [`crate::faults`]).
     Deferred,
+    /// A resend the operator asked for was made (whatever it was answered).
+    Resent,
     /// Nothing was due.
     Empty,
 }
@@ -78,7 +112,7 @@ impl Outcome {
             Self::Delivered => Some("delivered"),
             Self::Retried => Some("retried"),
             Self::Failed => Some("failed"),
-            Self::Deferred | Self::Empty => None,
+            Self::Deferred | Self::Resent | Self::Empty => None,
         }
     }
 }
@@ -127,6 +161,10 @@ impl Outbox {
     /// Storage failure.
     pub async fn try_deliver_next(&self) -> Result<Outcome, DbError> {
         let now = self.clock.now();
+        if let Some(resend) = self.db.claim_resend(now.timestamp_millis()).await? {
+            self.resend(resend, now).await?;
+            return Ok(Outcome::Resent);
+        }
         let Some(claimed) = self.db.claim_delivery(now.timestamp_millis()).await? else {
             return Ok(Outcome::Empty);
         };
@@ -145,18 +183,13 @@ impl Outbox {
                     return Ok(Outcome::Deferred);
                 }
                 let url = endpoint.url.clone();
-                let (attempt, faults) = self.attempt_with_faults(&claimed, endpoint, now).await;
+                let first = claimed.attempts == 0;
+                let (attempt, faults) = self
+                    .attempt_with_faults(&claimed, endpoint, now, first)
+                    .await;
                 (Some(url), attempt, faults)
             }
-            None => (
-                None,
-                super::client::Attempt {
-                    status: None,
-                    latency: Duration::ZERO,
-                    error: Some("the tenant has no active webhook endpoint".to_string()),
-                },
-                Vec::new(),
-            ),
+            None => (None, no_endpoint(), Vec::new()),
         };
         let succeeded = attempt.succeeded();
         let (next, outcome) = if succeeded {
@@ -183,14 +216,7 @@ impl Outbox {
                 "webhook delivery failed"
             );
         }
-        let log = AttemptLog {
-            attempted_at: now.timestamp_millis(),
-            url,
-            status: attempt.status,
-            latency_ms: i64::try_from(attempt.latency.as_millis()).unwrap_or(i64::MAX),
-            error: attempt.error,
-            faults,
-        };
+        let log = attempt_log(now, url, attempt, faults);
         self.db.record_attempt(&claimed.id, log, next).await?;
         if let (Some(metrics), Some(label)) = (self.metrics.get(), outcome.metric_label()) {
             metrics.delivery(&claimed.tenant_id, label);
@@ -198,18 +224,66 @@ impl Outbox {
         Ok(outcome)
     }
 
+    /// Makes the one attempt of a resend the operator asked for, and logs it.
+    async fn resend(
+        &self,
+        resend: ClaimedResend,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(), DbError> {
+        let ClaimedResend {
+            seq,
+            delivery,
+            with_faults,
+        } = resend;
+        let (url, attempt, faults) = match self.db.active_endpoint(&delivery.tenant_id).await? {
+            None => (None, no_endpoint(), Vec::new()),
+            Some(endpoint) if with_faults => {
+                let url = endpoint.url.clone();
+                let (attempt, faults) = self
+                    .attempt_with_faults(&delivery, endpoint, now, false)
+                    .await;
+                (Some(url), attempt, faults)
+            }
+            Some(endpoint) => {
+                let target = Target {
+                    url: endpoint.url,
+                    secret: endpoint.secret,
+                };
+                let attempt = self
+                    .client
+                    .attempt(&target, &delivery.id, delivery.body.as_bytes(), now.timestamp())
+                    .await;
+                (Some(target.url), attempt, Vec::new())
+            }
+        };
+        tracing::info!(
+            webhook_id = %delivery.id,
+            tenant_id = %delivery.tenant_id,
+            status = attempt.status,
+            error = attempt.error.as_deref().unwrap_or(""),
+            with_faults,
+            "webhook resent on the operator's request"
+        );
+        let log = AttemptLog {
+            resend: true,
+            ..attempt_log(now, url, attempt, faults)
+        };
+        self.db.record_resend(seq, &delivery.id, log).await
+    }
+
     /// One attempt at `claimed` to `endpoint` with the tenant's faults applied, each logged:
     /// what the attempt did and the faults it applied (an injected delay is counted on the
-    /// first attempt it put off).
+    /// `first` attempt, the one it put off).
     async fn attempt_with_faults(
         &self,
         claimed: &Claimed,
         endpoint: Endpoint,
         now: chrono::DateTime<chrono::Utc>,
+        first: bool,
     ) -> (Attempt, Vec<AppliedFault>) {
         let faults = endpoint.faults;
         let mut applied = Vec::new();
-        if claimed.attempts == 0 && faults.delay_deliveries_ms > 0 {
+        if first && faults.delay_deliveries_ms > 0 {
             applied.push(AppliedFault::Delayed);
             let queued_ms = now.timestamp_millis().saturating_sub(claimed.created_at);
             log_fault(

@@ -8,10 +8,16 @@
 //! database): switch an agency's real calls on or off, ingest dialer records, re-disposition a
 //! call. They do what `svc-service agency …` and `svc-service calls …` do, without the second
 //! binary or the tenant id. `sandbox deliveries` ([`deliveries`]) lists the webhook attempts
-//! it made, or each webhook's fate, and waits until it has nothing left to send.
+//! it made, or each webhook's fate, and waits until it has nothing left to send; `sandbox
+//! trigger` ([`trigger`]) makes scored calls now and `sandbox resend` ([`resend`]) has the
+//! running sandbox send webhooks again.
 
 #[cfg(feature = "sandbox")]
 mod deliveries;
+#[cfg(feature = "sandbox")]
+mod resend;
+#[cfg(feature = "sandbox")]
+mod trigger;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -142,6 +148,56 @@ pub enum SandboxCommand {
             value_parser = svc_reconcile::time::parse_duration)]
         max_wait: std::time::Duration,
     },
+    /// Send webhooks again now, as Stripe's `events resend` does: the running sandbox sends each
+    /// once more (same webhook id and body, signed afresh; its faults only with --with-faults),
+    /// as an attempt of its own that `sandbox deliveries` marks as a resend. Waits for the
+    /// attempts and prints them. Exit 1 when one was not answered 2xx, or for an unknown id,
+    /// no sandbox running or no webhook URL; 75 when not all were made within --max-wait
+    Resend {
+        #[command(flatten)]
+        db: SandboxDb,
+        /// The deliveries to resend (wh_… ids, as `sandbox deliveries` lists them)
+        #[arg(value_name = "WEBHOOK_ID", required_unless_present = "failed")]
+        webhook_ids: Vec<String>,
+        /// Resend every delivery whose last attempt was not answered 2xx (dropped, refused,
+        /// timed out)
+        #[arg(long, conflicts_with = "webhook_ids")]
+        failed: bool,
+        /// Inject the sandbox's faults into the resends too (drop, bad-signature, duplicate)
+        #[arg(long)]
+        with_faults: bool,
+        /// How long to wait for the running sandbox to make them (it looks for requests at
+        /// least every 5 s)
+        #[arg(long, value_name = "DUR", default_value = "30s",
+            value_parser = svc_reconcile::time::parse_duration)]
+        max_wait: std::time::Duration,
+    },
+    /// Make scored calls now, as Stripe's `trigger` does: each a real call of the sandbox
+    /// (GET /calls, reconcile and the report find it when scored) with its call.scored webhook
+    /// queued for the running sandbox to send. Prints one call id per line
+    Trigger {
+        #[command(flatten)]
+        db: SandboxDb,
+        /// The kind of call
+        #[arg(long, value_parser = ["roleplay", "real_call"], default_value = "roleplay")]
+        source: String,
+        /// Whether the call is scored (false: its webhook says success false,
+        /// SCORING_INCOMPLETE, and the call is not listed)
+        #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+        success: bool,
+        /// Why the call is not scored, with --success false: the rep never spoke, or (roleplay
+        /// only) the call never completed [default: rep-never-spoke]
+        #[arg(long, value_name = "REASON", value_parser = ["rep-never-spoke", "never-completed"])]
+        failure_reason: Option<String>,
+        /// The rep: a service agent id, platformAgentId, email or NPN of the roster [default:
+        /// the first rep registered]
+        #[arg(long, value_name = "HANDLE")]
+        agent: Option<String>,
+        /// How many calls to make (1-100)
+        #[arg(long, value_name = "N", default_value_t = 1,
+            value_parser = clap::value_parser!(u32).range(1..=100))]
+        count: u32,
+    },
     /// Change a real call's disposition and score it again, as a dialer's correction does: no
     /// webhook is sent (reconcile's --refresh-real finds it)
     Redisposition {
@@ -164,6 +220,8 @@ impl SandboxCommand {
             | Self::DisableRealCalls { db, .. }
             | Self::IngestReal { db, .. }
             | Self::Deliveries { db, .. }
+            | Self::Resend { db, .. }
+            | Self::Trigger { db, .. }
             | Self::Redisposition { db, .. } => &db.db,
         }
     }
@@ -293,6 +351,36 @@ async fn operate(command: SandboxCommand, ctx: &Ctx) -> anyhow::Result<()> {
             let wait = wait_idle.then_some(max_wait);
             return deliveries::exec(&db, &tenant, wait, by_webhook, ctx).await;
         }
+        SandboxCommand::Resend {
+            webhook_ids,
+            failed,
+            with_faults,
+            max_wait,
+            ..
+        } => {
+            let which = if failed {
+                svc_service::sandbox::ResendWhich::Failed
+            } else {
+                svc_service::sandbox::ResendWhich::Ids(webhook_ids)
+            };
+            let request = resend::Request {
+                which,
+                with_faults,
+                max_wait,
+            };
+            return resend::exec(&db, &tenant, request, ctx).await;
+        }
+        SandboxCommand::Trigger {
+            source,
+            success,
+            failure_reason,
+            agent,
+            count,
+            ..
+        } => {
+            let trigger = trigger_of(&source, success, failure_reason.as_deref(), agent, count)?;
+            return trigger::exec(&db, &tenant, trigger, ctx).await;
+        }
     };
     let done = svc_service::sandbox::operate(&target, step).await;
     done.map_err(|e| {
@@ -305,6 +393,48 @@ async fn operate(command: SandboxCommand, ctx: &Ctx) -> anyhow::Result<()> {
         } else {
             e
         }
+    })
+}
+
+/// `sandbox trigger`'s flags, as the service's typed request.
+#[cfg(feature = "sandbox")]
+fn trigger_of(
+    source: &str,
+    success: bool,
+    failure_reason: Option<&str>,
+    agent: Option<String>,
+    count: u32,
+) -> Result<svc_service::sandbox::Trigger, CliError> {
+    use svc_service::sandbox::{NotScoredCause, Trigger, TriggerSource};
+
+    let not_scored = match (success, failure_reason) {
+        (true, None) => None,
+        (true, Some(_)) => {
+            return Err(CliError::Usage(
+                "--failure-reason says why a call is not scored: add --success false".to_owned(),
+            ));
+        }
+        (false, reason) => Some(
+            NotScoredCause::parse(reason.unwrap_or("rep-never-spoke"))
+                .ok_or_else(|| CliError::Usage(format!("unknown --failure-reason {reason:?}")))?,
+        ),
+    };
+    if agent.as_deref().is_some_and(|a| a.trim().is_empty()) {
+        return Err(CliError::Usage(
+            "--agent is empty: give a service agent id, platformAgentId, email or NPN, or \
+             leave it out for the first rep"
+                .to_owned(),
+        ));
+    }
+    Ok(Trigger {
+        source: if source == "real_call" {
+            TriggerSource::RealCall
+        } else {
+            TriggerSource::Roleplay
+        },
+        not_scored,
+        agent,
+        count,
     })
 }
 

@@ -6,6 +6,10 @@
 //! `<db>.credentials.json` (mode 0600: it holds the API key and the signing secret); later
 //! starts on the same database read them back, so the key an integration was given keeps
 //! working. Being local, the sandbox delivers webhooks to `http://` and private addresses.
+//!
+//! While it runs it holds a lock on `<db>.running` (left in place after it stops), so that an
+//! operator step that needs the running sandbox (`sandbox resend`) can tell whether one runs
+//! ([`is_running`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -91,6 +95,54 @@ pub struct Sandbox {
     pub config: Config,
     stop: Option<oneshot::Sender<()>>,
     server: tokio::task::JoinHandle<anyhow::Result<()>>,
+    /// The lock on `<db>.running`, held while the sandbox runs (`None` when another sandbox on
+    /// the same database holds it).
+    _running: Option<std::fs::File>,
+}
+
+/// The file a running sandbox at `db` keeps locked.
+fn running_path(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(".running");
+    PathBuf::from(name)
+}
+
+/// Takes the lock that says a sandbox runs on `db`: `None` when another process holds it.
+fn lock_running(db: &Path) -> anyhow::Result<Option<std::fs::File>> {
+    let path = running_path(db);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(error).with_context(|| format!("locking {}", path.display()))
+        }
+    }
+}
+
+/// Whether a sandbox runs on the database at `db` (in this process or another).
+///
+/// # Errors
+/// The lock file exists but cannot be opened or locked.
+pub fn is_running(db: &Path) -> anyhow::Result<bool> {
+    let path = running_path(db);
+    let file = match std::fs::File::open(&path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(error) => return Err(error).with_context(|| format!("opening {}", path.display())),
+    };
+    match file.try_lock_shared() {
+        Ok(()) => Ok(false),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(true),
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(error).with_context(|| format!("locking {}", path.display()))
+        }
+    }
 }
 
 /// Where the credentials of the sandbox at `db` are kept.
@@ -150,6 +202,7 @@ impl Sandbox {
             .await
             .with_context(|| format!("opening the sandbox database {}", options.db.display()))?;
         let (credentials, created) = tenant(&db, &options).await?;
+        let running = lock_running(&options.db)?;
         if let Some(faults) = options.faults {
             db.set_faults(&credentials.tenant_id, faults).await?;
         }
@@ -172,6 +225,7 @@ impl Sandbox {
             config,
             stop: Some(stop),
             server,
+            _running: running,
         })
     }
 

@@ -19,6 +19,7 @@ mod reconcile;
 mod reference_keys;
 mod roster;
 mod sandbox;
+mod sandbox_tools;
 mod skips;
 mod store_report;
 mod transport;

@@ -31,6 +31,7 @@ const EXPECTED: &[&str] = &[
     "webhook-sign",
     "store",
     "real-calls",
+    "faults",
 ];
 
 /// The READMEs read, in the order a newcomer reads them (paths from the repository's root).

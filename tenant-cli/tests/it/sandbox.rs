@@ -12,19 +12,20 @@ use tokio::process::Child;
 use crate::helpers::{Run, Sandbox as TestDir};
 use crate::reference_keys;
 
-const ROSTER: &str = "platformAgencyId,agencyName,firstName,lastName,email,npn,platformAgentId
+pub(crate) const ROSTER: &str =
+    "platformAgencyId,agencyName,firstName,lastName,email,npn,platformAgentId
 agency-1,First Agency,Ada,Lovelace,ada@example.com,1234567,rep-ada
 agency-1,First Agency,Grace,Hopper,grace@example.com,,rep-grace
 ";
 
 /// A running `svc-cli sandbox` and the `export` lines it printed.
-struct Running {
+pub(crate) struct Running {
     child: Child,
     exports: Vec<(String, String)>,
 }
 
 impl Running {
-    async fn start(dir: &TestDir, extra: &[&str]) -> Running {
+    pub(crate) async fn start(dir: &TestDir, extra: &[&str]) -> Running {
         let mut args = vec!["sandbox", "--listen", "127.0.0.1:0", "--db", "sandbox.db"];
         args.extend_from_slice(extra);
         let mut child = dir.command(&args).spawn().expect("spawn sandbox");
@@ -46,7 +47,7 @@ impl Running {
         Running { child, exports }
     }
 
-    fn export(&self, name: &str) -> &str {
+    pub(crate) fn export(&self, name: &str) -> &str {
         self.exports
             .iter()
             .find(|(n, _)| n == name)
@@ -55,7 +56,7 @@ impl Running {
     }
 
     /// Runs `svc-cli` against the sandbox, with its exports in the environment.
-    async fn cli(&self, dir: &TestDir, args: &[&str], log: Option<&str>) -> Run {
+    pub(crate) async fn cli(&self, dir: &TestDir, args: &[&str], log: Option<&str>) -> Run {
         let mut command = dir.command(args);
         command.envs(self.exports.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         if let Some(filter) = log {
@@ -70,7 +71,7 @@ impl Running {
     }
 
     /// Ctrl-C, then the exit code and stderr.
-    async fn interrupt(mut self) -> (i32, String) {
+    pub(crate) async fn interrupt(mut self) -> (i32, String) {
         let pid = self.child.id().expect("running").to_string();
         let sent = std::process::Command::new("kill")
             .args(["-INT", &pid])

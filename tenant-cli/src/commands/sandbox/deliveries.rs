@@ -1,6 +1,6 @@
 //! `svc-cli sandbox deliveries`: what the sandbox sent its tenant's webhook endpoint, one row
-//! per attempt (call id, attempt, when, the answer or the error, the faults injected; the
-//! webhook id too with `--json`), or with `--by-webhook` one row per webhook with its fate ([`by_webhook`]), read
+//! per attempt (call id, attempt, when, the answer or the error, the faults injected, whether it
+//! was a resend; the webhook id too with `--json`), or with `--by-webhook` one row per webhook with its fate ([`by_webhook`]), read
 //! from its database through [`svc_service::sandbox::SandboxDb`]; both views open with the
 //! counts (attempts, webhooks, delivered, lost, pending). With `--wait-idle`, first waits
 //! until it has nothing left to send, so that a test knows when to assert.
@@ -20,12 +20,12 @@ use crate::commands::Ctx;
 use crate::exit::CliError;
 use crate::output::{self, count};
 
-/// One attempt as printed.
+/// One attempt as printed (also by `sandbox resend`).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Attempt {
-    webhook_id: String,
-    call_id: String,
+pub(super) struct Attempt {
+    pub(super) webhook_id: String,
+    pub(super) call_id: String,
     attempt: u32,
     attempted_at: String,
     url: Option<String>,
@@ -33,6 +33,29 @@ struct Attempt {
     latency_ms: i64,
     error: Option<String>,
     faults: Vec<&'static str>,
+    /// A resend asked for with `sandbox resend`, outside the retry policy.
+    resend: bool,
+}
+
+impl Attempt {
+    /// Its number, marked when it was a resend.
+    pub(super) fn attempt_label(&self) -> String {
+        if self.resend {
+            format!("{} (resend)", self.attempt)
+        } else {
+            self.attempt.to_string()
+        }
+    }
+
+    /// The answer or the error.
+    pub(super) fn answer(&self) -> String {
+        answer_cell(self.status, self.error.as_deref(), &self.faults)
+    }
+
+    /// The faults injected, or `-`.
+    pub(super) fn faults_label(&self) -> String {
+        faults_cell(&self.faults)
+    }
 }
 
 impl From<WebhookAttempt> for Attempt {
@@ -47,6 +70,7 @@ impl From<WebhookAttempt> for Attempt {
             latency_ms: attempt.latency_ms,
             error: attempt.error,
             faults: attempt.faults.iter().map(|f| f.as_str()).collect(),
+            resend: attempt.resend,
         }
     }
 }
@@ -246,10 +270,10 @@ fn print(listing: &Listing, ctx: &Ctx) -> anyhow::Result<()> {
     for attempt in &listing.attempts {
         table.add_row(vec![
             attempt.call_id.clone(),
-            attempt.attempt.to_string(),
+            attempt.attempt_label(),
             short_time(&attempt.attempted_at),
-            answer_cell(attempt.status, attempt.error.as_deref(), &attempt.faults),
-            faults_cell(&attempt.faults),
+            attempt.answer(),
+            attempt.faults_label(),
         ]);
     }
     ctx.out.table(&table)
