@@ -1,6 +1,6 @@
 //! Receive `call.scored` webhooks from the Roleplay and Call-Scoring Service: signature
 //! verification, deduplication on `X-Service-Webhook-Id`, replay protection, typed events, a
-//! durable inbox and axum integration.
+//! durable inbox, axum integration and a tower layer.
 //!
 //! With the default features, the crate's README follows: the durable inbox, direct mode and
 //! exactly once, with their examples compiled as this crate's doc tests. Beside it in the
