@@ -23,11 +23,13 @@ async fn layered(verifier: Verifier) -> (SocketAddr, Seen) {
     let record = Arc::clone(&seen);
     let handler = move |verified: Verified, body: Bytes| async move {
         let call_id = verified.event.call_id.clone();
+        tracing::info!(%call_id, "handling a scored call");
         record.lock().expect("seen").push((verified, body));
         format!("scored {call_id}")
     };
     let layer = VerifyWebhookLayer::new(verifier).with_clock(ManualClock::new(T));
-    let router = Router::new().route("/webhooks", routing::post(handler).layer(layer));
+    // On the route (POST) only: another method is still 405, not a refused delivery.
+    let router = Router::new().route("/webhooks", routing::post(handler).route_layer(layer));
     (spawn(router).await, seen)
 }
 
@@ -204,4 +206,114 @@ async fn the_extractor_without_the_layer_answers_503_and_logs_why() {
     let lines = logs.lines_with("VerifyWebhookLayer is not in front of this route");
     assert_eq!(lines.len(), 1, "{}", logs.text());
     assert!(lines[0].contains("ERROR"), "{}", lines[0]);
+}
+
+#[tokio::test]
+async fn another_method_is_405_not_a_refused_delivery() {
+    let (addr, seen) = layered(verifier()).await;
+    let response = client()
+        .get(format!("http://{addr}/webhooks"))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(response.status(), 405);
+    assert!(seen.lock().expect("seen").is_empty());
+}
+
+#[tokio::test]
+async fn the_refusal_and_the_handlers_own_logs_carry_the_webhook_id() {
+    let (logs, _guard) = Logs::capture();
+    let (addr, _seen) = layered(verifier()).await;
+    let client = client();
+    let body = event_body("svc_call_logged");
+    let good = sign(SECRET, T, &body);
+    let wrong = sign("whsec_other", T, &body);
+
+    assert_eq!(
+        post(&client, addr, Some("wh_logged"), Some(&good), body.clone())
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        post(&client, addr, Some("wh_forged"), Some(&wrong), body)
+            .await
+            .0,
+        401
+    );
+
+    let handled = logs.lines_with("handling a scored call");
+    assert_eq!(handled.len(), 1, "{}", logs.text());
+    assert!(handled[0].contains("webhook_id=wh_logged"), "{handled:?}");
+    let rejected = logs.lines_with("webhook delivery rejected");
+    assert_eq!(rejected.len(), 1, "{}", logs.text());
+    assert!(rejected[0].contains("webhook_id=wh_forged"), "{rejected:?}");
+    assert!(rejected[0].contains("no signature matches"), "{rejected:?}");
+}
+
+#[test]
+fn the_layer_debug_shows_no_secret() {
+    let layer = VerifyWebhookLayer::new(verifier());
+    let shown = format!("{layer:?} {:?}", tower::Layer::layer(&layer, ()));
+    assert!(shown.contains("VerifyWebhookLayer"), "{shown}");
+    assert!(!shown.contains(SECRET), "{shown}");
+}
+
+/// The layer's refusals are counted under `mode="layer"`, and a delivery it hands on is not
+/// (what becomes of it is the handler's); every check is timed.
+#[cfg(feature = "metrics")]
+#[tokio::test]
+async fn the_layer_counts_its_refusals_only() {
+    use metrics_util::MetricKind;
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use svc_receiver::metrics::{DELIVERIES, VERIFY_SECONDS};
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let (addr, _seen) = layered(verifier()).await;
+    let client = client();
+    let body = event_body("svc_call_counted");
+    let good = sign(SECRET, T, &body);
+    let stale = sign(SECRET, T - 301, &body);
+    post(&client, addr, Some("wh_counted"), Some(&good), body.clone()).await;
+    post(&client, addr, Some("wh_stale"), Some(&stale), body.clone()).await;
+    post(
+        &client,
+        addr,
+        Some("wh_stale_2"),
+        Some(&stale),
+        body.clone(),
+    )
+    .await;
+    post(&client, addr, Some("wh_unsigned"), None, body).await;
+
+    let mut counted = Vec::new();
+    let mut timed = 0;
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let labels: Vec<String> = key
+            .key()
+            .labels()
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        match (key.kind(), key.key().name(), value) {
+            (MetricKind::Counter, DELIVERIES, DebugValue::Counter(n)) => {
+                counted.push(format!("{} {n}", labels.join(",")));
+            }
+            (MetricKind::Histogram, VERIFY_SECONDS, DebugValue::Histogram(samples)) => {
+                assert_eq!(labels, ["mode=layer"]);
+                timed += samples.len();
+            }
+            _ => {}
+        }
+    }
+    counted.sort();
+    assert_eq!(
+        counted,
+        [
+            "mode=layer,outcome=bad_header 1",
+            "mode=layer,outcome=stale 2"
+        ]
+    );
+    assert_eq!(timed, 4);
 }
