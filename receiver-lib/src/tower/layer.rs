@@ -34,41 +34,35 @@ struct Config {
 /// sees them (see [the module](super) for what is checked and answered).
 ///
 /// ```
-/// use http::{Request, Response};
-/// use http_body_util::Full;
 /// use bytes::Bytes;
-/// use svc_contract::{Keyring, SigningSecret, Verifier};
+/// use http::{Request, Response, StatusCode};
+/// use http_body_util::Full;
+/// use svc_contract::{Clock, Keyring, SigningSecret, SystemClock, Verifier, sign};
 /// use svc_receiver::tower::{Verified, VerifyWebhookLayer};
-/// use tower_layer::Layer;
+/// use tower::{Layer, ServiceExt, service_fn};
 ///
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let verifier = Verifier::new(Keyring::single(SigningSecret::new("whsec_fixture")?));
-/// let layer = VerifyWebhookLayer::new(verifier);
-/// // Any tower service taking the verified request: here one written by hand.
-/// let service = layer.layer(ScoredCalls);
-/// # let _ = service;
+/// let service = VerifyWebhookLayer::new(verifier).layer(service_fn(
+///     |request: Request<Full<Bytes>>| async move {
+///         // Only a verified delivery gets here, with what was verified.
+///         let verified = request.extensions().get::<Verified>();
+///         let call_id = verified.map(|v| v.event.call_id.clone()).unwrap_or_default();
+///         Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(call_id))))
+///     },
+/// ));
+///
+/// // Signed with another secret: answered 401 by the layer, the service is not called.
+/// let body = r#"{"event":"call.scored"}"#;
+/// let header = sign("whsec_other", SystemClock.now(), body.as_bytes());
+/// let request = Request::post("/webhooks/svc")
+///     .header("x-service-webhook-id", "wh_1")
+///     .header("x-service-signature", header)
+///     .body(Full::new(Bytes::from(body)))?;
+/// let response = service.oneshot(request).await?;
+/// assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
 /// # Ok(()) }
-///
-/// #[derive(Clone)]
-/// struct ScoredCalls;
-///
-/// impl tower_service::Service<Request<Full<Bytes>>> for ScoredCalls {
-///     type Response = Response<Full<Bytes>>;
-///     type Error = std::convert::Infallible;
-///     type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
-///
-///     fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
-///         std::task::Poll::Ready(Ok(()))
-///     }
-///
-///     fn call(&mut self, request: Request<Full<Bytes>>) -> Self::Future {
-///         // The layer put it there: a request without it never gets here.
-///         if let Some(verified) = request.extensions().get::<Verified>() {
-///             println!("call {} scored", verified.event.call_id);
-///         }
-///         std::future::ready(Ok(Response::new(Full::default())))
-///     }
-/// }
 /// ```
 #[derive(Clone)]
 pub struct VerifyWebhookLayer {
