@@ -16,6 +16,11 @@ use svc_contract::{UnknownEvents, Verifier, signature_header};
 /// Every way receiving a delivery can end without user code processing it, each with a fixed
 /// HTTP status. All but one are failures the sender sees as such; an unknown event
 /// acknowledged by choice ([`ReceiveError::UnknownEventAcknowledged`]) answers 200.
+///
+/// The axum routes and extractor (feature `axum`) and the tower layer (feature `tower`)
+/// answer with these statuses and [`public_message`](Self::public_message)s alike; the layer
+/// and the extractor meet only those of reading and verifying (deduplicating and running user
+/// code are the routes').
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum ReceiveError {
