@@ -179,7 +179,7 @@ impl VerifyError {
     /// The HTTP status to answer with: 400 for a missing or malformed header, an undecodable
     /// body or an unknown event, 401 for a timestamp out of tolerance or no matching signature,
     /// 413 for a body over the limit. The same type as
-    /// `svc_contract::axum::ReceiveError::http_status` (and axum's own `StatusCode`).
+    /// `svc_receiver::ReceiveError::http_status` (and axum's own `StatusCode`).
     pub fn http_status(&self) -> StatusCode {
         match self {
             Self::MissingHeader

@@ -100,7 +100,12 @@ where
 /// in either mode), with the webhook id when the request carries a well-formed one, so that
 /// logs can be matched with the service's delivery list. It is an ERROR-level span so that a
 /// subscriber filtering at any level still shows the id on the events it keeps.
-#[cfg(any(feature = "sqlite", feature = "postgres", feature = "axum"))]
+#[cfg(any(
+    feature = "sqlite",
+    feature = "postgres",
+    feature = "axum",
+    feature = "tower"
+))]
 pub(crate) fn delivery_span(id: Option<&WebhookId>) -> tracing::Span {
     match id {
         Some(id) => tracing::error_span!("webhook_delivery", webhook_id = %id),

@@ -1,6 +1,6 @@
 //! Receive `call.scored` webhooks from the Roleplay and Call-Scoring Service: signature
 //! verification, deduplication on `X-Service-Webhook-Id`, replay protection, typed events, a
-//! durable inbox and axum integration.
+//! durable inbox, axum integration and a tower layer.
 //!
 //! With the default features, the crate's README follows: the durable inbox, direct mode and
 //! exactly once, with their examples compiled as this crate's doc tests. Beside it in the
@@ -44,6 +44,10 @@
 //!   transaction, beside your writes.
 //! - `handler`: the [`EventHandler`] user code implements (any async closure) and [`Received`].
 //! - `axum` (feature `axum`): the routes and the `VerifiedWebhook` extractor.
+//! - `tower` (feature `tower`): `VerifyWebhookLayer`, verifying in front of any tower service,
+//!   and `Verified`, what it hands on (an axum extractor too, with feature `axum`).
+//! - `receive` (feature `axum` or `tower`): what both share: the checks of a request and
+//!   [`ReceiveError`], every way receiving one can fail, with its status and fixed text.
 //! - [`reload`]: a secret file reloaded on change and on SIGHUP.
 //! - [`metrics`]: the names of what is counted and measured (feature `metrics`).
 //! - `store_error`: [`StoreError`], why a durable store could not answer.
@@ -63,16 +67,22 @@ pub mod postgres;
 pub mod reload;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 mod handler;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod pruner;
+#[cfg(any(feature = "axum", feature = "tower"))]
+mod receive;
 mod record_check;
 mod store_error;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod throttle;
 
 pub use handler::{EventHandler, Received};
+#[cfg(any(feature = "axum", feature = "tower"))]
+pub use receive::ReceiveError;
 pub use store_error::StoreError;
 
 /// OPERATIONS.md (rotation, logs, metrics, answers), whose examples are compiled as doc tests.

@@ -12,9 +12,9 @@
 //! | [`INBOX_ENTRIES`] | gauge | `state` | inbox entries by state |
 //! | [`INBOX_OLDEST_PENDING_AGE_SECONDS`] | gauge | | age of the oldest entry not yet processed |
 //!
-//! `mode` is `inbox` (`axum::inbox_route`), `direct` (`axum::webhook_route`) or `extractor`
-//! (`axum::VerifiedWebhook`, which counts its rejections only: what becomes of a delivery it
-//! accepts is your code's). The `outcome` of a delivery is one of [`OUTCOMES`]; of
+//! `mode` is `inbox` (`axum::inbox_route`), `direct` (`axum::webhook_route`), `extractor`
+//! (`axum::VerifiedWebhook`) or `layer` (`tower::VerifyWebhookLayer`); the last two count
+//! their rejections only: what becomes of a delivery they accept is your code's. The `outcome` of a delivery is one of [`OUTCOMES`]; of
 //! a handler run, `ok`, `error`, `panic` or `timeout` (inbox mode: cancelled at 90% of the
 //! lease). `store` is `inbox` or `dedup`. `state` is `pending` (waiting: due, or backing off
 //! after a failure), `leased` (in the hands of this process's workers) or `dead`.
@@ -122,15 +122,22 @@ pub(crate) fn describe() {}
 
 /// Which integration a delivery went through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg(feature = "axum")]
+#[cfg(any(feature = "axum", feature = "tower"))]
 pub(crate) enum Mode {
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
     Direct,
-    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+    #[cfg_attr(
+        not(all(feature = "axum", any(feature = "sqlite", feature = "postgres"))),
+        allow(dead_code)
+    )]
     Inbox,
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
     Extractor,
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    Layer,
 }
 
-#[cfg(feature = "axum")]
+#[cfg(any(feature = "axum", feature = "tower"))]
 impl Mode {
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     fn as_str(self) -> &'static str {
@@ -138,12 +145,13 @@ impl Mode {
             Self::Direct => "direct",
             Self::Inbox => "inbox",
             Self::Extractor => "extractor",
+            Self::Layer => "layer",
         }
     }
 }
 
 /// Counts one delivery answered.
-#[cfg(feature = "axum")]
+#[cfg(any(feature = "axum", feature = "tower"))]
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn delivery(mode: Mode, outcome: &'static str) {
     #[cfg(feature = "metrics")]
@@ -178,13 +186,13 @@ pub(crate) fn inbox_gauges(pending: u64, leased: u64, dead: u64, oldest_age_secs
 
 /// A stopwatch that reads the clock only with the feature.
 #[derive(Debug, Clone, Copy)]
-#[cfg(any(feature = "sqlite", feature = "axum"))]
+#[cfg(any(feature = "sqlite", feature = "axum", feature = "tower"))]
 pub(crate) struct Stopwatch {
     #[cfg(feature = "metrics")]
     started: std::time::Instant,
 }
 
-#[cfg(any(feature = "sqlite", feature = "axum"))]
+#[cfg(any(feature = "sqlite", feature = "axum", feature = "tower"))]
 impl Stopwatch {
     pub(crate) fn start() -> Self {
         Self {
@@ -194,7 +202,7 @@ impl Stopwatch {
     }
 
     /// Records the time since [`Stopwatch::start`] as one verification.
-    #[cfg(feature = "axum")]
+    #[cfg(any(feature = "axum", feature = "tower"))]
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
     pub(crate) fn verified(self, mode: Mode) {
         #[cfg(feature = "metrics")]

@@ -36,4 +36,3 @@ pub use direct::{DEFAULT_HANDLER_DEADLINE, WebhookReceiver, webhook_route};
 pub use extract::{VerifiedWebhook, VerifyState};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use inbox::{InboxReceiver, inbox_route};
-pub use request::ReceiveError;

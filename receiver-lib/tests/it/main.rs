@@ -21,4 +21,6 @@ mod request;
 mod rotation;
 mod serve;
 mod store_suite;
+mod tower_axum;
+mod tower_hyper;
 mod worker;

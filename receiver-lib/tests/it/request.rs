@@ -10,13 +10,11 @@ use svc_contract::{
     Clock, MalformedHeader, ManualClock, SigningSecret, SystemClock, UnknownEvents, VerifyError,
     sign, verify_request,
 };
-use svc_receiver::Received;
-use svc_receiver::axum::{
-    InboxReceiver, ReceiveError, WebhookReceiver, inbox_route, webhook_route,
-};
+use svc_receiver::axum::{InboxReceiver, WebhookReceiver, inbox_route, webhook_route};
 use svc_receiver::dedup::MemoryDedupStore;
 use svc_receiver::inbox::{InboxAdmin, InboxPolicy};
 use svc_receiver::sqlite::SqliteInbox;
+use svc_receiver::{ReceiveError, Received};
 
 use crate::helpers::{Logs, SECRET, T, client, event_body, post, spawn, verifier};
 
