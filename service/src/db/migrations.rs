@@ -173,6 +173,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE webhook_attempts ADD COLUMN faults TEXT;
     "#,
+    // 8: the W3C trace context of the span that queued each delivery (`00-<trace>-<span>-<flags>`;
+    // NULL: not traced), so that every attempt, a retry after a restart included, joins the
+    // trace of the call's scoring.
+    r#"
+    ALTER TABLE webhook_deliveries ADD COLUMN traceparent TEXT;
+    "#,
 ];
 
 /// Brings `conn` up to the latest schema version inside one transaction.

@@ -522,6 +522,9 @@ impl Ingest {
     ) -> NewRealCall {
         let now = self.clock.now();
         let call_id = ids::call_id();
+        // The root of the delivery's trace: its attempts continue it from the outbox row.
+        let span = tracing::info_span!("call_scoring", call_id = %call_id, source = "real_call");
+        let _scoring = span.enter();
         let turns = record.turns();
         let outcome = real_call::score(RealCall {
             turns: &turns,
@@ -565,6 +568,7 @@ impl Ingest {
             audio_file: Some(audio_file),
             webhook_id: ids::webhook_id(),
             webhook_body: serde_json::to_string(&event).unwrap_or_default(),
+            traceparent: svc_ops::traces::traceparent(&span),
             now: now.timestamp_millis(),
         }
     }

@@ -7,11 +7,15 @@
 //! delay; a failed retry is final. Every attempt is logged in the database and failures in the
 //! service log. The worker wakes on [`Outbox::notify`] and otherwise sleeps until the next due
 //! row, so it never busy-polls and resumes pending retries after a restart.
+//!
+//! Each attempt runs in a `webhook_attempt` span that continues the trace kept with the row
+//! (the scoring's, see [`crate::scoring`]), and its request carries that span as `traceparent`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tracing::Instrument as _;
 
 use super::client::{Attempt, Target, WebhookClient};
 use crate::clock::Clock;
@@ -45,6 +49,35 @@ fn log_fault(claimed: &Claimed, fault: AppliedFault, what: &str) {
         "fault injection: {}: {what}",
         fault.as_str()
     );
+}
+
+/// The span of one attempt (its fields filled in as it goes), a child of the span that queued
+/// the delivery when the row kept its trace context: every attempt of a delivery, the retry
+/// minutes later or after a restart included, is in the trace of the call's scoring. The
+/// request carries the span as its `traceparent` ([`super::client`]).
+fn attempt_span(claimed: &Claimed) -> tracing::Span {
+    let span = tracing::info_span!(
+        "webhook_attempt",
+        webhook_id = %claimed.id,
+        tenant_id = %claimed.tenant_id,
+        call_id = %claimed.call_id,
+        attempt = claimed.attempts + 1,
+        status = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
+    if let Some(traceparent) = &claimed.traceparent {
+        svc_ops::traces::continue_trace(&span, traceparent);
+    }
+    span
+}
+
+/// The `outcome` of an attempt's span.
+fn outcome_label(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Deferred => "deferred",
+        Outcome::Empty => "empty",
+        attempted => attempted.metric_label().unwrap_or("attempted"),
+    }
 }
 
 /// A streak of storage failures, shared by the loops.
@@ -130,6 +163,18 @@ impl Outbox {
         let Some(claimed) = self.db.claim_delivery(now.timestamp_millis()).await? else {
             return Ok(Outcome::Empty);
         };
+        let span = attempt_span(&claimed);
+        let outcome = self.deliver(claimed, now).instrument(span.clone()).await?;
+        span.record("outcome", outcome_label(outcome));
+        Ok(outcome)
+    }
+
+    /// One attempt at `claimed` (or its injected delay), logged and recorded.
+    async fn deliver(
+        &self,
+        claimed: Claimed,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Outcome, DbError> {
         let endpoint = self.db.active_endpoint(&claimed.tenant_id).await?;
         let (url, attempt, faults) = match endpoint {
             Some(endpoint) => {
@@ -158,6 +203,9 @@ impl Outbox {
                 Vec::new(),
             ),
         };
+        if let Some(status) = attempt.status {
+            tracing::Span::current().record("status", status);
+        }
         let succeeded = attempt.succeeded();
         let (next, outcome) = if succeeded {
             (Next::Delivered, Outcome::Delivered)
