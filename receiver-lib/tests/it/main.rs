@@ -21,4 +21,6 @@ mod request;
 mod rotation;
 mod serve;
 mod store_suite;
+#[cfg(feature = "opentelemetry")]
+mod traces;
 mod worker;
