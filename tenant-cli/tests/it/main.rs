@@ -20,6 +20,7 @@ mod roster;
 mod sandbox;
 mod skips;
 mod store_report;
+mod traces;
 mod transport;
 mod webhook_serve;
 mod webhook_serve_reload;

@@ -17,13 +17,13 @@ agency-1,First Agency,Grace,Hopper,grace@example.com,,rep-grace
 ";
 
 /// A running `svc-cli sandbox` and the `export` lines it printed.
-struct Running {
+pub(crate) struct Running {
     child: Child,
     exports: Vec<(String, String)>,
 }
 
 impl Running {
-    async fn start(dir: &TestDir, extra: &[&str]) -> Running {
+    pub(crate) async fn start(dir: &TestDir, extra: &[&str]) -> Running {
         let mut args = vec!["sandbox", "--listen", "127.0.0.1:0", "--db", "sandbox.db"];
         args.extend_from_slice(extra);
         let mut child = dir.command(&args).spawn().expect("spawn sandbox");
@@ -45,7 +45,7 @@ impl Running {
         Running { child, exports }
     }
 
-    fn export(&self, name: &str) -> &str {
+    pub(crate) fn export(&self, name: &str) -> &str {
         self.exports
             .iter()
             .find(|(n, _)| n == name)
@@ -54,7 +54,7 @@ impl Running {
     }
 
     /// Runs `svc-cli` against the sandbox, with its exports in the environment.
-    async fn cli(&self, dir: &TestDir, args: &[&str], log: Option<&str>) -> Run {
+    pub(crate) async fn cli(&self, dir: &TestDir, args: &[&str], log: Option<&str>) -> Run {
         let mut command = dir.command(args);
         command.envs(self.exports.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         if let Some(filter) = log {
@@ -69,7 +69,7 @@ impl Running {
     }
 
     /// Ctrl-C, then the exit code and stderr.
-    async fn interrupt(mut self) -> (i32, String) {
+    pub(crate) async fn interrupt(mut self) -> (i32, String) {
         let pid = self.child.id().expect("running").to_string();
         let sent = std::process::Command::new("kill")
             .args(["-INT", &pid])
@@ -457,7 +457,12 @@ fn the_reference_names_every_key(summary: &Value) {
 
 /// The service id of the roster's agency `platform_id` (an upsert of the same name changes
 /// nothing and answers its id).
-async fn agency_id(sandbox: &Running, dir: &TestDir, platform_id: &str, name: &str) -> String {
+pub(crate) async fn agency_id(
+    sandbox: &Running,
+    dir: &TestDir,
+    platform_id: &str,
+    name: &str,
+) -> String {
     let upserted = sandbox
         .cli(
             dir,
@@ -506,7 +511,7 @@ fn attempts_of(listing: &Value, call_id: &str) -> Vec<(u64, Option<u64>, Vec<Str
 }
 
 /// Ingests one dialer record `dialer_call_id` into the sandbox at `sandbox.db`; its call id.
-async fn ingest_one(dir: &TestDir, dialer_call_id: &str, agency: &str) -> String {
+pub(crate) async fn ingest_one(dir: &TestDir, dialer_call_id: &str, agency: &str) -> String {
     let file = format!("{dialer_call_id}.jsonl");
     dir.write(
         &file,
