@@ -212,3 +212,58 @@ pub(crate) mod otlp {
         }
     }
 }
+
+#[cfg(all(test, feature = "otlp"))]
+mod tests {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    use super::{continue_trace, traceparent};
+
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    /// Runs `f` with spans traced by an OpenTelemetry layer (nothing exported).
+    fn traced<R>(f: impl FnOnce() -> R) -> R {
+        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("test"));
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), f)
+    }
+
+    #[test]
+    fn a_continued_span_is_in_the_parents_trace_under_an_id_of_its_own() {
+        let own = traced(|| {
+            let span = tracing::info_span!("webhook_attempt");
+            continue_trace(&span, PARENT);
+            traceparent(&span)
+        })
+        .expect("traced");
+        let fields: Vec<&str> = own.split('-').collect();
+        assert_eq!(fields.len(), 4, "{own}");
+        assert_eq!(fields[0], "00");
+        assert_eq!(
+            fields[1], "4bf92f3577b34da6a3ce929d0e0e4736",
+            "the parent's trace"
+        );
+        assert_eq!(fields[2].len(), 16);
+        assert_ne!(fields[2], "00f067aa0ba902b7", "a span id of its own");
+        assert_eq!(fields[3], "01", "sampled, as its parent");
+    }
+
+    #[test]
+    fn a_malformed_parent_leaves_the_span_in_a_trace_of_its_own() {
+        let own = traced(|| {
+            let span = tracing::info_span!("webhook_attempt");
+            continue_trace(&span, "00-not-a-trace-01");
+            traceparent(&span)
+        })
+        .expect("traced");
+        assert!(!own.contains("4bf92f3577b34da6a3ce929d0e0e4736"), "{own}");
+    }
+
+    #[test]
+    fn an_untraced_span_has_no_traceparent() {
+        let span = tracing::info_span!("webhook_attempt");
+        continue_trace(&span, PARENT);
+        assert_eq!(traceparent(&span), None);
+    }
+}

@@ -215,43 +215,35 @@ impl Inbox for SqliteInbox {
         let row = self
             .writer
             .run(move |conn, _| {
-                let row: Option<(i64, String, Vec<u8>, i64, i64, Option<String>)> = conn
+                let row = conn
                     .prepare_cached(
                         "SELECT rowid, id, body, attempts, received_at, traceparent FROM webhook_inbox
                          WHERE state = 'pending' AND due_at <= ?1 ORDER BY due_at, rowid LIMIT 1",
                     )?
                     .query_row([now], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+                        Ok(DueRow {
+                            seq: r.get(0)?,
+                            id: r.get(1)?,
+                            body: r.get(2)?,
+                            attempts: r.get(3)?,
+                            received_at: r.get(4)?,
+                            traceparent: r.get(5)?,
+                        })
                     })
                     .optional()?;
-                if let Some((seq, ..)) = &row {
+                if let Some(row) = &row {
                     conn.prepare_cached(
                         "UPDATE webhook_inbox SET attempts = attempts + 1, due_at = ?2 WHERE rowid = ?1",
                     )?
-                    .execute(params![seq, lease_until])?;
+                    .execute(params![row.seq, lease_until])?;
                 }
-                Ok(row.map(|(_, id, body, attempts, received_at, traceparent)| {
-                    (id, body, attempts, received_at, traceparent)
-                }))
+                Ok(row)
             })
             .await?;
         if row.is_some() {
             self.in_hand.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(
-            row.and_then(|(id, body, attempts, received_at, traceparent)| {
-                let webhook_id = WebhookId::parse(id.as_bytes()).ok()?;
-                let attempt = u32::try_from(attempts.saturating_add(1)).unwrap_or(u32::MAX);
-                Some(InboxEntry {
-                    webhook_id,
-                    body,
-                    attempt,
-                    received_at,
-                    // Written by `accept_traced` only, from a parsed value; anything else is ignored.
-                    traceparent: traceparent.and_then(|t| TraceParent::parse(t.as_bytes())),
-                })
-            }),
-        )
+        Ok(row.and_then(DueRow::into_entry))
     }
 
     async fn settle(
@@ -445,6 +437,32 @@ impl InboxAdmin for SqliteInbox {
             })
             .await?;
         Ok(discarded > 0)
+    }
+}
+
+/// The entry `next_due` hands out, as read (before this attempt is counted).
+struct DueRow {
+    seq: i64,
+    id: String,
+    body: Vec<u8>,
+    attempts: i64,
+    received_at: i64,
+    traceparent: Option<String>,
+}
+
+impl DueRow {
+    /// The entry; `None` for an id that is not a webhook id (the file was edited by hand).
+    fn into_entry(self) -> Option<InboxEntry> {
+        Some(InboxEntry {
+            webhook_id: WebhookId::parse(self.id.as_bytes()).ok()?,
+            body: self.body,
+            attempt: u32::try_from(self.attempts.saturating_add(1)).unwrap_or(u32::MAX),
+            received_at: self.received_at,
+            // Written by `accept_traced` only, from a parsed value; anything else is ignored.
+            traceparent: self
+                .traceparent
+                .and_then(|t| TraceParent::parse(t.as_bytes())),
+        })
     }
 }
 
