@@ -14,7 +14,8 @@ use serde_json::Value;
 use svc_test_support::webhook_serve;
 
 use crate::helpers::{Sandbox as TestDir, webhook_serve_command};
-use crate::sandbox::{Running, agency_id, ingest_one};
+use crate::sandbox::{Running, deliveries_when_idle, ingest_one, real_calls_agency};
+use crate::webhook_serve::terminate;
 
 /// A span as the collector received it.
 #[derive(Debug, Clone)]
@@ -128,20 +129,6 @@ fn otlp_env(endpoint: &str, service: &str) -> Vec<(String, String)> {
     .collect()
 }
 
-async fn terminate(child: &mut tokio::process::Child) -> i32 {
-    let pid = child.id().expect("running").to_string();
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(sent.success());
-    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
-        .await
-        .expect("exits after SIGTERM")
-        .expect("wait");
-    status.code().unwrap_or(-1)
-}
-
 fn ledger_count(store: &std::path::Path, webhook_id: &str) -> i64 {
     rusqlite::Connection::open(store)
         .and_then(|conn| {
@@ -188,31 +175,9 @@ async fn one_trace_runs_from_the_services_attempt_to_the_receivers_commit() {
 
     // The sandbox sends a real call's webhook to it.
     let sandbox = Running::start(&dir, &["--webhook-url", &receiving.url()]).await;
-    let agency = agency_id(&sandbox, &dir, "agency-1", "First Agency").await;
-    let enabled = dir
-        .run(&[
-            "sandbox",
-            "enable-real-calls",
-            "--db",
-            "sandbox.db",
-            "--agency-id",
-            &agency,
-        ])
-        .await;
-    assert_eq!(enabled.code, 0, "{enabled:?}");
+    let agency = real_calls_agency(&sandbox, &dir, "agency-1", "First Agency").await;
     let call_id = ingest_one(&dir, "d-traced", &agency).await;
-    let listed = dir
-        .run(&[
-            "--json",
-            "sandbox",
-            "deliveries",
-            "--db",
-            "sandbox.db",
-            "--wait-idle",
-            "--max-wait",
-            "30s",
-        ])
-        .await;
+    let listed = deliveries_when_idle(&dir, "30s").await;
     assert_eq!(listed.code, 0, "{listed:?}");
     let webhook_id = listed.json()["attempts"]
         .as_array()
