@@ -6,6 +6,9 @@
 //! - [`logs`]: one JSON object per log line (`time`, `level`, `target`, `message`, `fields`),
 //!   the same shape from every process so that one pipeline reads them all.
 //! - [`errors`]: an error and its causes on one line, each said once.
+//! - [`traces`]: spans exported over OTLP (feature `otlp`) and the W3C `traceparent` that
+//!   carries a trace across processes and queues.
 
 pub mod errors;
 pub mod logs;
+pub mod traces;

@@ -10,10 +10,14 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
-use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::{JsonFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
+use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
+
+use crate::traces::{Traces, TracesError};
 
 /// How log lines are written on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -28,34 +32,62 @@ pub enum LogFormat {
 /// Installs the process's log subscriber on stderr in `format`, filtered by `RUST_LOG`, else by
 /// `default_filter` (such as `info`). A second call does nothing.
 pub fn init(format: LogFormat, default_filter: &str) {
+    install(format, default_filter, None);
+}
+
+/// Like [`init`], and exports the process's spans as `service_name` when the environment asks
+/// for it (see [`crate::traces`]; feature `otlp`). Keep the returned [`Traces`] until `main`
+/// returns: dropping it sends the spans not sent yet.
+///
+/// # Errors
+/// The environment asks for an export this build cannot make (a gRPC protocol, an endpoint
+/// that is not a URL); nothing is installed then.
+pub fn init_with_traces(
+    format: LogFormat,
+    default_filter: &str,
+    service_name: &str,
+) -> Result<Traces, TracesError> {
+    #[cfg(feature = "otlp")]
+    if let Some(provider) = crate::traces::otlp::provider(service_name)? {
+        let (layer, traces) = crate::traces::otlp::layer(provider, service_name);
+        install(format, default_filter, Some(layer));
+        return Ok(traces);
+    }
+    let _ = service_name;
+    install(format, default_filter, None);
+    Ok(Traces::off())
+}
+
+/// A layer of the process's subscriber.
+type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
+
+/// The log lines (filtered by `RUST_LOG` or `default_filter`) and, beside them with a filter of
+/// their own, `traces`. A second call does nothing.
+fn install(format: LogFormat, default_filter: &str, traces: Option<BoxedLayer>) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
-    match format {
+    let lines: BoxedLayer = match format {
         LogFormat::Text => {
             // Colour only on a terminal, and never with NO_COLOR: a log sent to a file or a
             // journal stays plain text.
             let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
                 && std::env::var_os("NO_COLOR").is_none();
-            let _ = tracing_subscriber::fmt()
-                .with_env_filter(filter)
+            tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
                 .with_ansi(ansi)
-                .try_init();
+                .with_filter(filter)
+                .boxed()
         }
-        LogFormat::Json => init_json(filter),
-    }
-}
-
-/// Installs the process's log subscriber on stderr writing [`JsonLines`], filtered by
-/// `filter`. A second call does nothing.
-fn init_json(filter: EnvFilter) {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .fmt_fields(JsonFields::new())
-        .event_format(JsonLines)
-        .try_init();
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .fmt_fields(JsonFields::new())
+            .event_format(JsonLines)
+            .with_filter(filter)
+            .boxed(),
+    };
+    let layers: Vec<BoxedLayer> = std::iter::once(lines).chain(traces).collect();
+    let _ = tracing_subscriber::registry().with(layers).try_init();
 }
 
 /// Writes each event as one JSON object on one line. Span fields are read as the JSON objects

@@ -99,7 +99,9 @@ where
 /// The span every log event of one delivery is recorded in (the crate's own, and user code's
 /// in either mode), with the webhook id when the request carries a well-formed one, so that
 /// logs can be matched with the service's delivery list. It is an ERROR-level span so that a
-/// subscriber filtering at any level still shows the id on the events it keeps.
+/// subscriber filtering at any level still shows the id on the events it keeps. Its
+/// `attempt` (inbox workers: which attempt at user code) and `outcome` are recorded as they
+/// become known.
 #[cfg(any(
     feature = "sqlite",
     feature = "postgres",
@@ -107,10 +109,35 @@ where
     feature = "tower"
 ))]
 pub(crate) fn delivery_span(id: Option<&WebhookId>) -> tracing::Span {
+    use tracing::field::Empty;
     match id {
-        Some(id) => tracing::error_span!("webhook_delivery", webhook_id = %id),
-        None => tracing::error_span!("webhook_delivery"),
+        Some(id) => {
+            tracing::error_span!("webhook_delivery", webhook_id = %id, attempt = Empty, outcome = Empty)
+        }
+        None => tracing::error_span!("webhook_delivery", attempt = Empty, outcome = Empty),
     }
+}
+
+/// [`delivery_span`] in the sender's trace: a child of the span `trace` names (feature
+/// `opentelemetry`; without it, or without a `trace`, the plain span).
+#[cfg(any(
+    feature = "sqlite",
+    feature = "postgres",
+    feature = "axum",
+    feature = "tower"
+))]
+pub(crate) fn delivery_span_in_trace(
+    id: Option<&WebhookId>,
+    trace: Option<&crate::TraceParent>,
+) -> tracing::Span {
+    let span = delivery_span(id);
+    #[cfg(feature = "opentelemetry")]
+    if let Some(trace) = trace {
+        trace.link(&span);
+    }
+    #[cfg(not(feature = "opentelemetry"))]
+    let _ = trace;
+    span
 }
 
 /// Runs `handler` on one event the way both integrations do (`mode` is `inbox` or `direct`,

@@ -51,6 +51,8 @@
 //! - [`reload`]: a secret file reloaded on change and on SIGHUP.
 //! - [`metrics`]: the names of what is counted and measured (feature `metrics`).
 //! - `store_error`: [`StoreError`], why a durable store could not answer.
+//! - `trace_context`: [`TraceParent`], the sender's W3C trace context, linked to the delivery's
+//!   span with the feature `opentelemetry` and kept with inbox entries.
 
 #![warn(missing_docs)]
 
@@ -79,11 +81,13 @@ mod record_check;
 mod store_error;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod throttle;
+mod trace_context;
 
 pub use handler::{EventHandler, Received};
 #[cfg(any(feature = "axum", feature = "tower"))]
 pub use receive::ReceiveError;
 pub use store_error::StoreError;
+pub use trace_context::{TRACEPARENT_HEADER, TraceParent};
 
 /// OPERATIONS.md (rotation, logs, metrics, answers), whose examples are compiled as doc tests.
 #[doc = include_str!("../OPERATIONS.md")]

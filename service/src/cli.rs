@@ -45,11 +45,24 @@ pub enum Command {
 /// Parses the command line, runs the command and maps the outcome to an exit code.
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
-    crate::ops::logs::init(match &cli.command {
+    let traces = match crate::ops::logs::init(match &cli.command {
         Command::Serve(args) => args.log_format,
         _ => crate::ops::logs::LogFormat::Text,
-    });
-    let outcome = match cli.command {
+    }) {
+        Ok(traces) => traces,
+        Err(error) => {
+            let _ = writeln!(std::io::stderr(), "error: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = run(cli.command).await;
+    // The last spans are sent before the exit code is.
+    drop(traces);
+    outcome
+}
+
+async fn run(command: Command) -> ExitCode {
+    let outcome = match command {
         Command::Serve(args) => serve(args).await,
         Command::Tenant(args) => args.exec().await,
         Command::Deliveries(args) => args.exec().await,

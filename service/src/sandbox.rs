@@ -40,10 +40,10 @@ pub use crate::realcall::ingest::{Disposal, Dropped, RecordOutcome};
 pub use crate::realcall::redisposition::Redisposed;
 pub use crate::realcall::replay::relative_to_now;
 pub use crate::scoring::real_call::Disposition;
-pub use crate::webhook::fate::WebhookFate;
 pub use crate::trigger::{
     MAX_COUNT as MAX_TRIGGER_COUNT, NotScoredCause, Trigger, TriggerError, TriggerSource, Triggered,
 };
+pub use crate::webhook::fate::WebhookFate;
 
 /// Why an operator step failed.
 #[derive(Debug, thiserror::Error)]

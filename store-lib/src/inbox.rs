@@ -5,13 +5,13 @@ use std::future::Future;
 use std::time::Duration;
 
 use svc_contract::WebhookId;
-use svc_receiver::StoreError;
 use svc_receiver::inbox::{
     Accepted, DeadLetter, Inbox, InboxAdmin, InboxEntry, InboxPolicy, InboxStats, Settled,
 };
 #[cfg(feature = "postgres")]
 use svc_receiver::postgres::{PgDatabase, PgInbox};
 use svc_receiver::sqlite::SqliteInbox;
+use svc_receiver::{StoreError, TraceParent};
 
 use super::{Store, StoreLocation};
 
@@ -109,6 +109,17 @@ impl Inbox for StoreInbox {
         now: i64,
     ) -> impl Future<Output = Result<Accepted, StoreError>> + Send {
         each!(self, inbox => Inbox::accept(inbox, id, signature, body, now))
+    }
+
+    fn accept_traced(
+        &self,
+        id: &WebhookId,
+        signature: &[u8; 32],
+        body: &[u8],
+        traceparent: Option<&TraceParent>,
+        now: i64,
+    ) -> impl Future<Output = Result<Accepted, StoreError>> + Send {
+        each!(self, inbox => Inbox::accept_traced(inbox, id, signature, body, traceparent, now))
     }
 
     fn next_due(

@@ -61,7 +61,21 @@ pub fn main_entry() -> ExitCode {
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(exit::USAGE));
         }
     };
-    let log = init_tracing(&cli.command);
+    let (log, traces) = match init_tracing(&cli.command) {
+        Ok(initialised) => initialised,
+        Err(error) => {
+            output::stderr_line(&format!("svc-cli: error: {error}"));
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    let code = run(cli, log);
+    // The last spans are sent before the process exits.
+    drop(traces);
+    code
+}
+
+/// Runs the command on a fresh runtime and maps its outcome to the exit code.
+fn run(cli: commands::Cli, log: ops::logs::LogArgs) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -94,8 +108,11 @@ pub fn main_entry() -> ExitCode {
 
 /// Logs go to stderr, filtered by `RUST_LOG` (default: warnings only), as plain text or, with a
 /// long-running command's `--log-format json`, one JSON object per line (see [`ops::logs`]).
-/// Nothing logged carries a credential: requests are logged by method and path.
-fn init_tracing(command: &commands::Command) -> ops::logs::LogArgs {
+/// Nothing logged carries a credential: requests are logged by method and path. Spans are
+/// exported over OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (not by the demo).
+fn init_tracing(
+    command: &commands::Command,
+) -> Result<(ops::logs::LogArgs, svc_ops::traces::Traces), svc_ops::traces::TracesError> {
     if matches!(command, commands::Command::Demo(_)) {
         // The demo tells its own story; the warnings of the faults it injects on purpose
         // would drown it: errors only, unless RUST_LOG says otherwise.
@@ -108,7 +125,9 @@ fn init_tracing(command: &commands::Command) -> ops::logs::LogArgs {
             .try_init();
     }
     let log = command.log_args();
-    // Does nothing when the demo's subscriber is installed.
-    ops::logs::init(log.log_format);
-    log
+    if matches!(command, commands::Command::Demo(_)) {
+        return Ok((log, svc_ops::traces::Traces::off()));
+    }
+    let traces = ops::logs::init(log.log_format)?;
+    Ok((log, traces))
 }

@@ -9,6 +9,11 @@
 //! events (`success: false`) are recorded with their `reason` and `reasonMessage`: they are the
 //! only trace of the attempt.
 //!
+//! Each delivery is one trace with the service's attempt when the service sent a
+//! `traceparent` and spans are exported (`OTEL_EXPORTER_OTLP_ENDPOINT`): the route's and the
+//! worker's `webhook_delivery` spans are children of the attempt, and the worker's holds the
+//! `ledger_commit` (and, with `--fetch`, `call_store`) span.
+//!
 //! The same listener answers `GET /healthz`, `GET /readyz` and `GET /metrics` (see
 //! [`crate::ops::health`]; [`Listeners::metrics`] moves them, `/metrics` included, to another
 //! address), with what `svc-receiver` counts (its feature `metrics`) rendered by the process's
@@ -28,6 +33,7 @@ use svc_receiver::inbox::run_inbox_workers_until_drained;
 use svc_receiver::reload::SecretFile;
 use svc_server::Server;
 use tokio::net::TcpListener;
+use tracing::Instrument as _;
 
 use crate::ops::health::{HEALTHZ, METRICS, Ops, READYZ};
 use crate::ops::prometheus::Metrics;
@@ -242,6 +248,9 @@ async fn record(
 ) -> Result<(), String> {
     let event = received.event.clone();
     let verified_at = DateTime::<Utc>::from_timestamp(received.received_at, 0).unwrap_or_default();
+    // Inside the inbox worker's `webhook_delivery` span: with traces exported, the commit is
+    // the last span of the delivery's trace, which starts at the service's scoring.
+    let commit = tracing::info_span!("ledger_commit", call_id = %event.call_id, inserted = tracing::field::Empty);
     let inserted = {
         let received = received.clone();
         store
@@ -253,9 +262,11 @@ async fn record(
                     verified_at: &format_ts(verified_at),
                 })
             })
+            .instrument(commit.clone())
             .await
             .map_err(|e| format!("recording the delivery: {e}"))?
     };
+    commit.record("inserted", inserted);
     if inserted {
         if event.success {
             // The inbox worker's span carries the webhook id.
@@ -270,6 +281,7 @@ async fn record(
     match calls {
         Some(calls) => calls
             .store(&received)
+            .instrument(tracing::info_span!("call_store", call_id = %event.call_id))
             .await
             .map(drop)
             .map_err(|e| e.to_string()),

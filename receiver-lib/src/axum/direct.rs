@@ -11,7 +11,7 @@ use ::axum::routing::{MethodRouter, post};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::request::{Answered, ReceiveError, answer, check, delivery_span, webhook_id};
+use super::request::{Answered, ReceiveError, answer, check, request_span, webhook_id};
 use crate::dedup::{Claim, DedupStore};
 use crate::handler::{EventHandler, Received, run_handler};
 use crate::metrics::Mode;
@@ -174,7 +174,7 @@ where
          headers: HeaderMap,
          body: Result<Bytes, BytesRejection>| async move {
             let id = webhook_id(&headers);
-            let span = delivery_span(id.as_ref());
+            let span = request_span(id.as_ref(), &headers);
             async move { answer(Mode::Direct, receiver.receive(headers, id, body).await) }
                 .instrument(span)
                 .await

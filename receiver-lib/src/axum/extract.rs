@@ -8,7 +8,7 @@ use ::axum::extract::{FromRef, FromRequest, Request};
 
 use tracing::Instrument;
 
-use super::request::{ReceiveError, check, delivery_span, webhook_id};
+use super::request::{ReceiveError, check, request_span, webhook_id};
 use crate::metrics::{self, Mode};
 use svc_contract::CallScored;
 use svc_contract::Clock;
@@ -70,7 +70,7 @@ where
         let verify = VerifyState::from_ref(state);
         let headers = request.headers().clone();
         let id = webhook_id(&headers);
-        let span = delivery_span(id.as_ref());
+        let span = request_span(id.as_ref(), &headers);
         async move {
             let body = Bytes::from_request(request, state).await;
             let now = verify.clock.now();
@@ -79,6 +79,7 @@ where
                     // The rejection is counted and logged here, in the delivery's span, with its
                     // webhook id.
                     metrics::delivery(Mode::Extractor, err.outcome());
+                    tracing::Span::current().record("outcome", err.outcome());
                     err.log();
                 })?;
             Ok(Self {

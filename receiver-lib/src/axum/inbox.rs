@@ -12,7 +12,8 @@ use ::axum::routing::{MethodRouter, post};
 
 use tracing::Instrument;
 
-use super::request::{Answered, ReceiveError, answer, check, delivery_span, webhook_id};
+use super::request::{Answered, ReceiveError, answer, check, request_span, webhook_id};
+use crate::TraceParent;
 use crate::inbox::{Accepted, Inbox};
 use crate::metrics::Mode;
 use svc_contract::Verifier;
@@ -60,9 +61,16 @@ impl<I: Inbox> InboxReceiver<I> {
     ) -> Result<Answered, ReceiveError> {
         let now = self.clock.now();
         let (checked, body) = check(Mode::Inbox, &self.verifier, &headers, webhook_id, body, now)?;
+        let trace = TraceParent::from_headers(&headers);
         match self
             .inbox
-            .accept(&checked.webhook_id, &checked.signature, &body, now)
+            .accept_traced(
+                &checked.webhook_id,
+                &checked.signature,
+                &body,
+                trace.as_ref(),
+                now,
+            )
             .await?
         {
             Accepted::Stored => Ok(Answered::Accepted),
@@ -87,7 +95,7 @@ where
          headers: HeaderMap,
          body: Result<Bytes, BytesRejection>| async move {
             let id = webhook_id(&headers);
-            let span = delivery_span(id.as_ref());
+            let span = request_span(id.as_ref(), &headers);
             async move { answer(Mode::Inbox, receiver.receive(headers, id, body).await) }
                 .instrument(span)
                 .await

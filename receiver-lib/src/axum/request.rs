@@ -10,7 +10,8 @@ use crate::metrics::{self, Mode};
 use crate::receive::{Checked, rejection_response};
 use svc_contract::{Verifier, VerifyError, WebhookId};
 
-pub(crate) use crate::handler::delivery_span;
+use crate::TraceParent;
+use crate::handler::delivery_span_in_trace;
 pub(crate) use crate::receive::{ReceiveError, webhook_id};
 
 /// The response: the status, and `{"error": "<fixed text>"}` for a failure. Logging is done
@@ -24,6 +25,13 @@ impl IntoResponse for ReceiveError {
     }
 }
 
+/// The span of a request to a route: the delivery's span (`crate::handler::delivery_span`), in
+/// the sender's trace when the request
+/// carries a well-formed `traceparent` (see [`TraceParent`]).
+pub(crate) fn request_span(id: Option<&WebhookId>, headers: &HeaderMap) -> tracing::Span {
+    delivery_span_in_trace(id, TraceParent::from_headers(headers).as_ref())
+}
+
 /// A delivery the routes answer 200 for, other than an unknown event acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Answered {
@@ -33,9 +41,10 @@ pub(crate) enum Answered {
     Duplicate,
 }
 
-/// Counts and logs a route's outcome (inside the delivery's span) and turns it into the
-/// response.
+/// Counts and logs a route's outcome (inside the delivery's span, whose `outcome` it records:
+/// the label of [`metrics::DELIVERIES`]) and turns it into the response.
 pub(crate) fn answer(mode: Mode, outcome: Result<Answered, ReceiveError>) -> Response {
+    let span = tracing::Span::current();
     match outcome {
         Ok(answered) => {
             let label = match answered {
@@ -43,10 +52,12 @@ pub(crate) fn answer(mode: Mode, outcome: Result<Answered, ReceiveError>) -> Res
                 Answered::Duplicate => "duplicate",
             };
             metrics::delivery(mode, label);
+            span.record("outcome", label);
             StatusCode::OK.into_response()
         }
         Err(err) => {
             metrics::delivery(mode, err.outcome());
+            span.record("outcome", err.outcome());
             err.log();
             err.into_response()
         }

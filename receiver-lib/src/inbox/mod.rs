@@ -13,7 +13,7 @@ mod worker;
 use std::future::Future;
 use std::time::Duration;
 
-use crate::StoreError;
+use crate::{StoreError, TraceParent};
 use svc_contract::WebhookId;
 
 pub use worker::{
@@ -116,6 +116,9 @@ pub struct InboxEntry {
     pub attempt: u32,
     /// When it was stored (unix seconds).
     pub received_at: i64,
+    /// The sender's trace context it arrived with ([`Inbox::accept_traced`]), if any: the
+    /// worker's span continues that trace.
+    pub traceparent: Option<TraceParent>,
 }
 
 /// What happened to an entry after its handler ran.
@@ -131,6 +134,15 @@ pub enum Settled {
 }
 
 impl Settled {
+    /// The `outcome` of the worker's `webhook_delivery` span.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::Done => "done",
+            Self::Retrying => "retrying",
+            Self::Dead => "dead",
+        }
+    }
+
     /// The state column's value for this outcome.
     #[cfg(feature = "postgres")]
     pub(crate) fn state(self) -> &'static str {
@@ -227,6 +239,25 @@ pub trait Inbox: Clone + Send + Sync + 'static {
         body: &[u8],
         now: i64,
     ) -> impl Future<Output = Result<Accepted, StoreError>> + Send;
+
+    /// [`Inbox::accept`], keeping the sender's trace context with a stored entry
+    /// ([`InboxEntry::traceparent`]) so that the worker's span joins the sender's trace; the
+    /// inbox route calls it. The crate's inboxes keep it; the default forgets it (an inbox of
+    /// your own stays correct, its workers' spans just start traces of their own).
+    ///
+    /// # Errors
+    /// As [`Inbox::accept`].
+    fn accept_traced(
+        &self,
+        id: &WebhookId,
+        signature: &[u8; 32],
+        body: &[u8],
+        traceparent: Option<&TraceParent>,
+        now: i64,
+    ) -> impl Future<Output = Result<Accepted, StoreError>> + Send {
+        let _ = traceparent;
+        self.accept(id, signature, body, now)
+    }
 
     /// Hands out the oldest due entry, reserving it for the lease; `None` when nothing is due.
     ///

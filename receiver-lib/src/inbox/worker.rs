@@ -15,7 +15,7 @@ use tracing::Instrument;
 
 use super::{Inbox, InboxEntry, InboxPolicy, Settled};
 use crate::StoreError;
-use crate::handler::{EventHandler, Received, delivery_span, run_handler};
+use crate::handler::{EventHandler, Received, delivery_span_in_trace, run_handler};
 use crate::throttle::{REPEAT_EVERY, Say, Throttle};
 use svc_contract::Clock;
 
@@ -67,11 +67,17 @@ pub async fn process_next<I: Inbox, H: EventHandler>(
     let Some(entry) = inbox.next_due(clock.now()).await? else {
         return Ok(Step::Empty);
     };
-    // The entry's log events, user code's included, carry its webhook id.
-    let span = delivery_span(Some(&entry.webhook_id));
-    settle_next(inbox, handler, entry, clock)
-        .instrument(span)
-        .await
+    // The entry's log events, user code's included, carry its webhook id; its span continues
+    // the sender's trace the entry was stored with.
+    let span = delivery_span_in_trace(Some(&entry.webhook_id), entry.traceparent.as_ref());
+    span.record("attempt", entry.attempt);
+    let step = settle_next(inbox, handler, entry, clock)
+        .instrument(span.clone())
+        .await;
+    if let Ok(Step::Settled(settled)) = &step {
+        span.record("outcome", settled.label());
+    }
+    step
 }
 
 /// Hands one reserved entry to `handler` and records the outcome, timed when the attempt ended.

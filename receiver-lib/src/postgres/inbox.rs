@@ -1,5 +1,6 @@
 //! The durable inbox in PostgreSQL, one queue for every replica: accepting is one row of a
-//! batched call of `svc_receiver_inbox_accept_many` (one round trip, one commit before the 2xx,
+//! batched call of `svc_receiver_inbox_accept_traced_many` (`svc_receiver_inbox_accept_many`,
+//! then each stored row's trace context, in one transaction; one round trip, one commit before the 2xx,
 //! shared by the accepts that arrived together: see the `batch` module); workers of any
 //! process take the oldest due entry with `FOR UPDATE SKIP LOCKED`, so two never take the same
 //! one, and push its due time past the lease, so an entry whose worker died is due again (to
@@ -17,11 +18,11 @@ use tokio::sync::Notify;
 
 use super::PgDatabase;
 use super::batch::{BatchStatement, Batcher};
-use crate::StoreError;
 use crate::inbox::{
     Accepted, DeadLetter, Inbox, InboxAdmin, InboxEntry, InboxPolicy, InboxStats, Settled,
 };
 use crate::pruner::Pruner;
+use crate::{StoreError, TraceParent};
 use svc_contract::WebhookId;
 
 /// The durable inbox in a PostgreSQL database; cheap to clone. Every replica that opens the
@@ -34,17 +35,19 @@ pub struct PgInbox {
     pruner: Arc<Pruner>,
     /// Entries handed out through this handle (or a clone) and not yet settled.
     in_hand: Arc<AtomicU64>,
-    /// Combines concurrent accepts into one call of `svc_receiver_inbox_accept_many`.
+    /// Combines concurrent accepts into one call of `svc_receiver_inbox_accept_traced_many`.
     accepts: Arc<Batcher<AcceptMany>>,
 }
 
-/// One accept, as a row of `svc_receiver_inbox_accept_many`.
+/// One accept, as a row of `svc_receiver_inbox_accept_traced_many`.
 #[derive(Debug)]
 struct AcceptRow {
     id: String,
     signature: [u8; 32],
     body: Vec<u8>,
     now: i64,
+    /// The sender's trace context, as [`TraceParent::as_str`] wrote it.
+    traceparent: Option<String>,
 }
 
 /// The inbox's batched statement.
@@ -67,14 +70,19 @@ impl BatchStatement for AcceptMany {
         let signatures: Vec<&[u8]> = rows.iter().map(|row| &row.signature[..]).collect();
         let bodies: Vec<&[u8]> = rows.iter().map(|row| &row.body[..]).collect();
         let nows: Vec<i64> = rows.iter().map(|row| row.now).collect();
+        let traceparents: Vec<Option<&str>> =
+            rows.iter().map(|row| row.traceparent.as_deref()).collect();
         let statement = client
             .prepare_cached(&format!(
-                "SELECT {}($1::TEXT[], $2::BYTEA[], $3::BYTEA[], $4::BIGINT[])",
-                database.qualified("svc_receiver_inbox_accept_many")
+                "SELECT {}($1::TEXT[], $2::BYTEA[], $3::BYTEA[], $4::BIGINT[], $5::TEXT[])",
+                database.qualified("svc_receiver_inbox_accept_traced_many")
             ))
             .await?;
         client
-            .query_one(&statement, &[&ids, &signatures, &bodies, &nows])
+            .query_one(
+                &statement,
+                &[&ids, &signatures, &bodies, &nows, &traceparents],
+            )
             .await?
             .try_get(0)
     }
@@ -154,6 +162,17 @@ impl Inbox for PgInbox {
         body: &[u8],
         now: i64,
     ) -> Result<Accepted, StoreError> {
+        self.accept_traced(id, signature, body, None, now).await
+    }
+
+    async fn accept_traced(
+        &self,
+        id: &WebhookId,
+        signature: &[u8; 32],
+        body: &[u8],
+        traceparent: Option<&TraceParent>,
+        now: i64,
+    ) -> Result<Accepted, StoreError> {
         if self.pruner.due(now) {
             self.prune(now.saturating_sub(self.policy.retention_secs()))
                 .await?;
@@ -165,6 +184,7 @@ impl Inbox for PgInbox {
                 signature: *signature,
                 body: body.to_vec(),
                 now,
+                traceparent: traceparent.map(|t| t.as_str().to_owned()),
             })
             .await?;
         let accepted = match answer.as_str() {
@@ -173,7 +193,7 @@ impl Inbox for PgInbox {
             "replayed" => Accepted::Replayed,
             other => {
                 return Err(StoreError::database(format!(
-                    "svc_receiver_inbox_accept_many answered {other:?}"
+                    "svc_receiver_inbox_accept_traced_many answered {other:?}"
                 )));
             }
         };
@@ -192,7 +212,7 @@ impl Inbox for PgInbox {
                  WHERE id = (SELECT id FROM {s}.webhook_inbox
                              WHERE state = 'pending' AND due_at <= $1
                              ORDER BY due_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED)
-                 RETURNING id, body, attempts, received_at",
+                 RETURNING id, body, attempts, received_at, traceparent",
             )))
             .await?;
         let row = client
@@ -209,6 +229,10 @@ impl Inbox for PgInbox {
                 body: row.get(1),
                 attempt: u32::try_from(row.get::<_, i32>(2)).unwrap_or(u32::MAX),
                 received_at: row.get(3),
+                // Written by `accept_traced` only, from a parsed value; anything else is ignored.
+                traceparent: row
+                    .get::<_, Option<&str>>(4)
+                    .and_then(|t| TraceParent::parse(t.as_bytes())),
             })
         }))
     }

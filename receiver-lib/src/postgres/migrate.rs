@@ -1,8 +1,7 @@
 //! The crate's tables and functions in PostgreSQL: `svc_receiver_schema` records the version
 //! applied; opening creates what is missing in one transaction under an advisory lock, so
 //! replicas starting at once create it exactly once, and refuses a database migrated by a
-//! newer build. Before 0.1.0 there is one migration; append the next ones, never edit a
-//! released one.
+//! newer build. Append the next migrations, never edit a released one.
 //!
 //! Nothing here trusts the environment the crate runs in:
 //! - every object is named with the crate's schema, in the migration and in every statement
@@ -256,6 +255,34 @@ const MIGRATIONS: &[&str] = &[
                 RAISE EXCEPTION 'svc_receiver_dedup_many: unknown operation %', p_ops[i];
             END IF;
         END LOOP;
+        RETURN answers;
+    END
+    $$;
+    "#,
+    // 2: the sender's W3C trace context each stored delivery arrived with (NULL: none), so
+    // that the worker's span continues the sender's trace, and the batched accept that keeps it.
+    r#"
+    ALTER TABLE {s}.webhook_inbox ADD COLUMN traceparent TEXT;
+
+    -- Accepts every row as svc_receiver_inbox_accept_many does, then keeps the trace context
+    -- (p_traceparents, in step with the other arrays; NULL: none) of each row it stored, in
+    -- the same transaction.
+    CREATE FUNCTION {s}.svc_receiver_inbox_accept_traced_many(
+        p_ids TEXT[], p_signatures BYTEA[], p_bodies BYTEA[], p_nows BIGINT[],
+        p_traceparents TEXT[]
+    ) RETURNS TEXT[] LANGUAGE plpgsql SET search_path = pg_catalog, {s}, pg_temp AS $$
+    DECLARE
+        answers TEXT[];
+    BEGIN
+        IF coalesce(pg_catalog.cardinality(p_traceparents), 0)
+           <> coalesce(pg_catalog.cardinality(p_ids), 0) THEN
+            RAISE EXCEPTION 'svc_receiver_inbox_accept_traced_many: arrays of different lengths';
+        END IF;
+        answers := {s}.svc_receiver_inbox_accept_many(p_ids, p_signatures, p_bodies, p_nows);
+        UPDATE {s}.webhook_inbox AS i SET traceparent = t.traceparent
+        FROM ROWS FROM (pg_catalog.unnest(p_ids), pg_catalog.unnest(p_traceparents),
+                        pg_catalog.unnest(answers)) AS t (id, traceparent, answer)
+        WHERE t.answer = 'stored' AND t.traceparent IS NOT NULL AND i.id = t.id;
         RETURN answers;
     END
     $$;

@@ -13,11 +13,11 @@ use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::Notify;
 
 use super::writer::{Index, Writer};
-use crate::StoreError;
 use crate::inbox::{
     Accepted, DeadLetter, Inbox, InboxAdmin, InboxEntry, InboxPolicy, InboxStats, Settled,
 };
 use crate::pruner::Pruner;
+use crate::{StoreError, TraceParent};
 use svc_contract::WebhookId;
 
 // Rows are appended in arrival order (`seq`, the rowid; queries say `rowid` so that files
@@ -28,7 +28,9 @@ use svc_contract::WebhookId;
 // grows at its end, as new rows are pending and due now. `webhook_inbox_signatures` holds the
 // signatures of later attempts of stored deliveries (the sender signs each attempt afresh),
 // so that a captured retry cannot be replayed under another id; they are kept for the
-// retention.
+// retention. `traceparent` is the sender's W3C trace context a delivery arrived with (NULL:
+// none), for the worker's span; a file made before it existed gets the column when opened
+// (`InboxIndex::upgrade`).
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS webhook_inbox (
     seq         INTEGER PRIMARY KEY,
@@ -39,7 +41,8 @@ CREATE TABLE IF NOT EXISTS webhook_inbox (
     state       TEXT NOT NULL CHECK (state IN ('pending', 'done', 'dead')),
     attempts    INTEGER NOT NULL DEFAULT 0,
     due_at      INTEGER NOT NULL,
-    last_error  TEXT
+    last_error  TEXT,
+    traceparent TEXT
 );
 CREATE INDEX IF NOT EXISTS webhook_inbox_due ON webhook_inbox (state, due_at);
 DROP INDEX IF EXISTS webhook_inbox_signature;
@@ -83,6 +86,23 @@ impl InboxIndex {
 
 impl Index for InboxIndex {
     const STORE: &'static str = "inbox";
+
+    /// A table made before trace contexts were kept gets their column, in a transaction that
+    /// keeps other processes opening the file meanwhile out (they then find it there).
+    fn upgrade(conn: &Connection) -> rusqlite::Result<()> {
+        let tx =
+            rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
+        let (columns, with_traceparent): (i64, i64) = tx.query_row(
+            "SELECT COUNT(*), COUNT(*) FILTER (WHERE name = 'traceparent')
+             FROM pragma_table_info('webhook_inbox')",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        if columns > 0 && with_traceparent == 0 {
+            tx.execute_batch("ALTER TABLE webhook_inbox ADD COLUMN traceparent TEXT")?;
+        }
+        tx.commit()
+    }
 
     fn load(conn: &Connection) -> rusqlite::Result<Self> {
         let mut index = Self::default();
@@ -161,11 +181,28 @@ impl Inbox for SqliteInbox {
         body: &[u8],
         now: i64,
     ) -> Result<Accepted, StoreError> {
-        let (id, signature, body) = (id.as_str().to_owned(), *signature, body.to_vec());
+        self.accept_traced(id, signature, body, None, now).await
+    }
+
+    async fn accept_traced(
+        &self,
+        id: &WebhookId,
+        signature: &[u8; 32],
+        body: &[u8],
+        traceparent: Option<&TraceParent>,
+        now: i64,
+    ) -> Result<Accepted, StoreError> {
+        let arrival = Arrival {
+            id: id.as_str().to_owned(),
+            signature: *signature,
+            body: body.to_vec(),
+            traceparent: traceparent.map(|t| t.as_str().to_owned()),
+            now,
+        };
         let cutoff = self.prune_cutoff(now);
         let accepted = self
             .writer
-            .run(move |conn, index| accept_in(conn, index, &id, &signature, &body, now, cutoff))
+            .run(move |conn, index| accept_in(conn, index, &arrival, cutoff))
             .await?;
         if accepted == Accepted::Stored {
             self.arrived.notify_one();
@@ -178,37 +215,35 @@ impl Inbox for SqliteInbox {
         let row = self
             .writer
             .run(move |conn, _| {
-                let row: Option<(i64, String, Vec<u8>, i64, i64)> = conn
+                let row = conn
                     .prepare_cached(
-                        "SELECT rowid, id, body, attempts, received_at FROM webhook_inbox
+                        "SELECT rowid, id, body, attempts, received_at, traceparent FROM webhook_inbox
                          WHERE state = 'pending' AND due_at <= ?1 ORDER BY due_at, rowid LIMIT 1",
                     )?
                     .query_row([now], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                        Ok(DueRow {
+                            seq: r.get(0)?,
+                            id: r.get(1)?,
+                            body: r.get(2)?,
+                            attempts: r.get(3)?,
+                            received_at: r.get(4)?,
+                            traceparent: r.get(5)?,
+                        })
                     })
                     .optional()?;
-                if let Some((seq, ..)) = &row {
+                if let Some(row) = &row {
                     conn.prepare_cached(
                         "UPDATE webhook_inbox SET attempts = attempts + 1, due_at = ?2 WHERE rowid = ?1",
                     )?
-                    .execute(params![seq, lease_until])?;
+                    .execute(params![row.seq, lease_until])?;
                 }
-                Ok(row.map(|(_, id, body, attempts, received_at)| (id, body, attempts, received_at)))
+                Ok(row)
             })
             .await?;
         if row.is_some() {
             self.in_hand.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(row.and_then(|(id, body, attempts, received_at)| {
-            let webhook_id = WebhookId::parse(id.as_bytes()).ok()?;
-            let attempt = u32::try_from(attempts.saturating_add(1)).unwrap_or(u32::MAX);
-            Some(InboxEntry {
-                webhook_id,
-                body,
-                attempt,
-                received_at,
-            })
-        }))
+        Ok(row.and_then(DueRow::into_entry))
     }
 
     async fn settle(
@@ -405,15 +440,55 @@ impl InboxAdmin for SqliteInbox {
     }
 }
 
+/// The entry `next_due` hands out, as read (before this attempt is counted).
+struct DueRow {
+    seq: i64,
+    id: String,
+    body: Vec<u8>,
+    attempts: i64,
+    received_at: i64,
+    traceparent: Option<String>,
+}
+
+impl DueRow {
+    /// The entry; `None` for an id that is not a webhook id (the file was edited by hand).
+    fn into_entry(self) -> Option<InboxEntry> {
+        Some(InboxEntry {
+            webhook_id: WebhookId::parse(self.id.as_bytes()).ok()?,
+            body: self.body,
+            attempt: u32::try_from(self.attempts.saturating_add(1)).unwrap_or(u32::MAX),
+            received_at: self.received_at,
+            // Written by `accept_traced` only, from a parsed value; anything else is ignored.
+            traceparent: self
+                .traceparent
+                .and_then(|t| TraceParent::parse(t.as_bytes())),
+        })
+    }
+}
+
+/// A verified delivery to store.
+#[derive(Debug)]
+pub(super) struct Arrival {
+    pub(super) id: String,
+    pub(super) signature: [u8; 32],
+    pub(super) body: Vec<u8>,
+    /// The sender's trace context, as [`TraceParent::as_str`] wrote it.
+    pub(super) traceparent: Option<String>,
+    pub(super) now: i64,
+}
+
 pub(super) fn accept_in(
     conn: &Connection,
     index: &mut InboxIndex,
-    id: &str,
-    signature: &[u8; 32],
-    body: &[u8],
-    now: i64,
+    arrival: &Arrival,
     prune_before: Option<i64>,
 ) -> rusqlite::Result<Accepted> {
+    let (id, signature, body, now) = (
+        arrival.id.as_str(),
+        &arrival.signature,
+        arrival.body.as_slice(),
+        arrival.now,
+    );
     if let Some(cutoff) = prune_before {
         prune_in(conn, index, cutoff)?;
     }
@@ -432,10 +507,10 @@ pub(super) fn accept_in(
         return Ok(Accepted::Replayed);
     }
     conn.prepare_cached(
-        "INSERT INTO webhook_inbox (id, signature, body, received_at, state, due_at)
-         VALUES (?1, ?2, ?3, ?4, 'pending', ?4)",
+        "INSERT INTO webhook_inbox (id, signature, body, received_at, state, due_at, traceparent)
+         VALUES (?1, ?2, ?3, ?4, 'pending', ?4, ?5)",
     )?
-    .execute(params![id, &signature[..], body, now])?;
+    .execute(params![id, &signature[..], body, now, arrival.traceparent])?;
     index.insert(id, *signature, conn.last_insert_rowid());
     Ok(Accepted::Stored)
 }

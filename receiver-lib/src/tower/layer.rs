@@ -15,7 +15,8 @@ use tower_service::Service;
 use tracing::Instrument;
 
 use super::Verified;
-use crate::handler::delivery_span;
+use crate::TraceParent;
+use crate::handler::delivery_span_in_trace;
 use crate::metrics::{self, Mode};
 use crate::receive::{ReceiveError, check, rejection_response, webhook_id};
 use svc_contract::{Clock, SystemClock, Verifier, VerifyError};
@@ -154,7 +155,11 @@ where
         let config = Arc::clone(&self.config);
         let (parts, body) = request.into_parts();
         let id = webhook_id(&parts.headers);
-        let span = delivery_span(id.as_ref());
+        // In the sender's trace when the request carries a well-formed `traceparent`.
+        let span = delivery_span_in_trace(
+            id.as_ref(),
+            TraceParent::from_headers(&parts.headers).as_ref(),
+        );
         let verify = async move {
             let limit = config.verifier.max_body_bytes();
             let body = read_body(&parts.headers, body, limit).await;

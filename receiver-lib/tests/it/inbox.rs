@@ -559,3 +559,61 @@ async fn the_readiness_probe_fails_on_a_full_disk_as_a_delivery_does_and_passes_
     );
     assert_eq!(inbox.counts().await.expect("counts"), (2, 0, 0));
 }
+
+/// A file made before trace contexts were kept: opening it adds their column, its entries are
+/// handed out without one, and a new entry keeps the one it was accepted with.
+#[tokio::test]
+async fn an_inbox_file_of_the_earlier_layout_keeps_its_entries_and_the_trace_of_new_ones() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("inbox.db");
+    {
+        let conn = rusqlite::Connection::open(&path).expect("file");
+        conn.execute_batch(
+            "CREATE TABLE webhook_inbox (
+                 seq INTEGER PRIMARY KEY, id TEXT NOT NULL, signature BLOB NOT NULL,
+                 body BLOB NOT NULL, received_at INTEGER NOT NULL,
+                 state TEXT NOT NULL CHECK (state IN ('pending', 'done', 'dead')),
+                 attempts INTEGER NOT NULL DEFAULT 0, due_at INTEGER NOT NULL, last_error TEXT);",
+        )
+        .expect("earlier layout");
+        conn.execute(
+            "INSERT INTO webhook_inbox (id, signature, body, received_at, state, due_at)
+             VALUES ('wh_old', ?1, ?2, ?3, 'pending', ?3)",
+            rusqlite::params![&[3_u8; 32][..], event_body("svc_call_old"), T],
+        )
+        .expect("an entry of the earlier layout");
+    }
+    let inbox = SqliteInbox::open(&path, InboxPolicy::default()).expect("opened and upgraded");
+    let traceparent = svc_receiver::TraceParent::parse(
+        b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    )
+    .expect("traceparent");
+    let accepted = inbox
+        .accept_traced(
+            &webhook_id("wh_new"),
+            &[4; 32],
+            &event_body("svc_call_new"),
+            Some(&traceparent),
+            T + 1,
+        )
+        .await
+        .expect("accept");
+    assert_eq!(accepted, Accepted::Stored);
+    let old = inbox
+        .next_due(T + 5)
+        .await
+        .expect("next")
+        .expect("the old entry");
+    assert_eq!((old.webhook_id.as_str(), old.traceparent), ("wh_old", None));
+    let new = inbox
+        .next_due(T + 5)
+        .await
+        .expect("next")
+        .expect("the new entry");
+    assert_eq!(new.webhook_id.as_str(), "wh_new");
+    assert_eq!(new.traceparent, Some(traceparent));
+    drop(inbox);
+    // Opened again (the column is there now): nothing to add, nothing lost.
+    let again = SqliteInbox::open(&path, InboxPolicy::default()).expect("reopened");
+    assert_eq!(again.counts().await.expect("counts").0, 2);
+}

@@ -23,4 +23,6 @@ mod serve;
 mod store_suite;
 mod tower_axum;
 mod tower_hyper;
+#[cfg(feature = "opentelemetry")]
+mod traces;
 mod worker;

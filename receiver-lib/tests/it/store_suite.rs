@@ -7,9 +7,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use svc_receiver::Received;
 use svc_receiver::dedup::{Claim, DedupPolicy, DedupStore};
 use svc_receiver::inbox::{Accepted, InboxAdmin, InboxPolicy, Settled, Step, process_next};
+
+use svc_receiver::{Received, TraceParent};
 
 use crate::helpers::{T, event_body, webhook_id as id};
 
@@ -210,6 +211,47 @@ pub(crate) async fn accepts_store_once_and_catch_replays<I: InboxAdmin>(inbox: I
     assert!(inbox.contains(&id("wh_a")).await.expect("contains"));
     assert!(!inbox.contains(&id("wh_b")).await.expect("contains"));
     assert_eq!(inbox.counts().await.expect("counts"), (1, 0, 0));
+}
+
+/// The trace context a delivery was stored with comes back with its entry, on each attempt;
+/// a duplicate's (the sender's retry, another span) does not replace it; an entry stored
+/// without one has none.
+pub(crate) async fn entries_keep_the_trace_context_they_were_stored_with<I: InboxAdmin>(inbox: I) {
+    let first = TraceParent::parse(b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+        .expect("traceparent");
+    let retry = TraceParent::parse(b"00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01")
+        .expect("traceparent");
+    for (traceparent, signature, at) in [(&first, 1, T), (&retry, 2, T + 1)] {
+        inbox
+            .accept_traced(
+                &id("wh_t"),
+                &sig(signature),
+                &event_body("wh_t"),
+                Some(traceparent),
+                at,
+            )
+            .await
+            .expect("accept");
+    }
+    assert_eq!(accept(&inbox, "wh_plain", 3, T + 2).await, Accepted::Stored);
+    let entry = inbox.next_due(T + 3).await.expect("next").expect("due");
+    assert_eq!(entry.webhook_id.as_str(), "wh_t");
+    assert_eq!(entry.traceparent.as_ref(), Some(&first));
+    inbox
+        .settle(&entry, Err("not yet".into()), T + 3)
+        .await
+        .expect("settle");
+    let plain = inbox.next_due(T + 3).await.expect("next").expect("due");
+    assert_eq!(
+        (plain.webhook_id.as_str(), plain.traceparent),
+        ("wh_plain", None)
+    );
+    let again = inbox
+        .next_due(T + 3600)
+        .await
+        .expect("next")
+        .expect("the retry");
+    assert_eq!((again.attempt, again.traceparent), (2, Some(first)));
 }
 
 pub(crate) async fn concurrent_accepts_of_one_id_store_it_once<I: InboxAdmin>(inbox: I) {
@@ -534,6 +576,7 @@ dedup_suite!(
 
 inbox_suite!(
     accepts_store_once_and_catch_replays,
+    entries_keep_the_trace_context_they_were_stored_with,
     concurrent_accepts_of_one_id_store_it_once,
     entries_are_leased_retried_and_set_aside,
     concurrent_workers_take_each_entry_once,

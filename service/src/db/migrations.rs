@@ -188,6 +188,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX webhook_resends_due ON webhook_resends (requested_at) WHERE attempt IS NULL;
     "#,
+    // 9: the W3C trace context of the span that queued each delivery (`00-<trace>-<span>-<flags>`;
+    // NULL: not traced), so that every attempt, a retry after a restart included, joins the
+    // trace of the call's scoring.
+    r#"
+    ALTER TABLE webhook_deliveries ADD COLUMN traceparent TEXT;
+    "#,
 ];
 
 /// Brings `conn` up to the latest schema version inside one transaction.

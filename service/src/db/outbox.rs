@@ -14,22 +14,37 @@ use crate::faults::AppliedFault;
 /// How long a claimed delivery is hidden from other claimers (longer than any attempt).
 pub(super) const LEASE_MS: i64 = 60_000;
 
+/// A delivery to queue.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NewDelivery<'a> {
+    /// `wh_…` id.
+    pub(super) id: &'a str,
+    /// Tenant.
+    pub(super) tenant_id: &'a str,
+    /// The call it announces.
+    pub(super) call_id: &'a str,
+    /// The body, sent as is on every attempt.
+    pub(super) body: &'a str,
+    /// The trace context of the span that queued it, if traced.
+    pub(super) traceparent: Option<&'a str>,
+}
+
 /// Queues a delivery due now.
 ///
 /// # Errors
 /// SQLite errors.
-pub(super) fn enqueue(
-    conn: &Connection,
-    id: &str,
-    tenant_id: &str,
-    call_id: &str,
-    body: &str,
-    now: i64,
-) -> rusqlite::Result<()> {
+pub(super) fn enqueue(conn: &Connection, delivery: NewDelivery<'_>, now: i64) -> rusqlite::Result<()> {
     conn.execute(
-        "INSERT INTO webhook_deliveries (id, tenant_id, call_id, body, state, next_attempt_at, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?5)",
-        params![id, tenant_id, call_id, body, now],
+        "INSERT INTO webhook_deliveries (id, tenant_id, call_id, body, state, next_attempt_at, created_at, updated_at, traceparent)
+         VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?5, ?6)",
+        params![
+            delivery.id,
+            delivery.tenant_id,
+            delivery.call_id,
+            delivery.body,
+            now,
+            delivery.traceparent
+        ],
     )?;
     Ok(())
 }
@@ -49,6 +64,9 @@ pub struct Claimed {
     pub call_id: String,
     /// When it was queued (ms).
     pub created_at: i64,
+    /// The trace context of the span that queued it (W3C `traceparent`), if traced: each
+    /// attempt's span continues that trace.
+    pub traceparent: Option<String>,
 }
 
 /// A [`Claimed`] from a row of `id, tenant_id, body, attempts, call_id, created_at`.
@@ -60,6 +78,7 @@ pub(super) fn claimed_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Claimed> {
         attempts: r.get(3)?,
         call_id: r.get(4)?,
         created_at: r.get(5)?,
+        traceparent: r.get(6)?,
     })
 }
 
@@ -87,7 +106,7 @@ pub(super) fn claim_due(conn: &Connection, now: i64) -> rusqlite::Result<Option<
                          AND l.lease_until > ?1) < ?3
                 ORDER BY COALESCE(t.last_claimed_at, 0), d.next_attempt_at
                 LIMIT 1)
-             RETURNING id, tenant_id, body, attempts, call_id, created_at",
+             RETURNING id, tenant_id, body, attempts, call_id, created_at, traceparent",
             params![now, LEASE_MS, MAX_IN_FLIGHT_PER_TENANT],
             claimed_row,
         )
@@ -362,6 +381,16 @@ pub(super) mod tests {
         conn
     }
 
+    fn queued<'a>(id: &'a str, tenant_id: &'a str, call_id: &'a str) -> NewDelivery<'a> {
+        NewDelivery {
+            id,
+            tenant_id,
+            call_id,
+            body: "{}",
+            traceparent: None,
+        }
+    }
+
     fn log(at: i64, status: Option<u16>, error: Option<&str>) -> AttemptLog {
         AttemptLog {
             attempted_at: at,
@@ -377,7 +406,7 @@ pub(super) mod tests {
     #[test]
     fn a_claimed_delivery_is_hidden_until_its_lease_ends() {
         let c = conn();
-        enqueue(&c, "wh_1", "ten_1", "svc_call_1", "{}", 100).expect("enqueue");
+        enqueue(&c, queued("wh_1", "ten_1", "svc_call_1"), 100).expect("enqueue");
         assert_eq!(claim_due(&c, 99).expect("claim"), None);
         let claimed = claim_due(&c, 100).expect("claim").expect("due");
         assert_eq!((claimed.id.as_str(), claimed.attempts), ("wh_1", 0));
@@ -391,9 +420,9 @@ pub(super) mod tests {
         let c = conn();
         for n in 0..5 {
             let id = format!("wh_busy_{n}");
-            enqueue(&c, &id, "ten_busy", "svc_call_b", "{}", n).expect("enqueue");
+            enqueue(&c, queued(&id, "ten_busy", "svc_call_b"), n).expect("enqueue");
         }
-        enqueue(&c, "wh_quiet", "ten_quiet", "svc_call_q", "{}", 10).expect("enqueue");
+        enqueue(&c, queued("wh_quiet", "ten_quiet", "svc_call_q"), 10).expect("enqueue");
         let tenant = |c: &Connection, now| {
             claim_due(c, now)
                 .expect("claim")
@@ -417,7 +446,7 @@ pub(super) mod tests {
     #[test]
     fn a_failed_attempt_schedules_the_retry_and_the_second_failure_gives_up() {
         let c = conn();
-        enqueue(&c, "wh_1", "ten_1", "svc_call_1", "{}", 0).expect("enqueue");
+        enqueue(&c, queued("wh_1", "ten_1", "svc_call_1"), 0).expect("enqueue");
         claim_due(&c, 0).expect("claim");
         record_attempt(
             &c,
@@ -452,7 +481,7 @@ pub(super) mod tests {
     #[test]
     fn the_faults_of_an_attempt_are_logged_with_it() {
         let c = conn();
-        enqueue(&c, "wh_1", "ten_1", "svc_call_1", "{}", 0).expect("enqueue");
+        enqueue(&c, queued("wh_1", "ten_1", "svc_call_1"), 0).expect("enqueue");
         let attempt = AttemptLog {
             faults: vec![AppliedFault::Delayed, AppliedFault::SentTwice],
             ..log(0, Some(200), None)
@@ -466,9 +495,9 @@ pub(super) mod tests {
     fn the_backlog_counts_first_attempts_retries_and_calls_being_scored_of_one_tenant() {
         let c = conn();
         assert!(backlog(&c, "ten_1").expect("backlog").is_idle());
-        enqueue(&c, "wh_1", "ten_1", "svc_call_1", "{}", 10).expect("enqueue");
-        enqueue(&c, "wh_2", "ten_1", "svc_call_2", "{}", 20).expect("enqueue");
-        enqueue(&c, "wh_3", "ten_2", "svc_call_3", "{}", 5).expect("enqueue");
+        enqueue(&c, queued("wh_1", "ten_1", "svc_call_1"), 10).expect("enqueue");
+        enqueue(&c, queued("wh_2", "ten_1", "svc_call_2"), 20).expect("enqueue");
+        enqueue(&c, queued("wh_3", "ten_2", "svc_call_3"), 5).expect("enqueue");
         record_attempt(
             &c,
             "wh_2",

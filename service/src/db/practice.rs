@@ -73,6 +73,8 @@ pub struct OutcomeRecord {
     pub webhook_id: String,
     /// The webhook body.
     pub body: String,
+    /// The trace context of the scoring span (W3C `traceparent`), kept with the delivery.
+    pub traceparent: Option<String>,
     /// Now (ms).
     pub now: i64,
 }
@@ -376,14 +378,14 @@ impl Db {
             if active_endpoint(tx, &outcome.tenant_id)?.is_none() {
                 return Ok(false);
             }
-            outbox::enqueue(
-                tx,
-                &outcome.webhook_id,
-                &outcome.tenant_id,
-                &outcome.call_id,
-                &outcome.body,
-                outcome.now,
-            )?;
+            let delivery = outbox::NewDelivery {
+                id: &outcome.webhook_id,
+                tenant_id: &outcome.tenant_id,
+                call_id: &outcome.call_id,
+                body: &outcome.body,
+                traceparent: outcome.traceparent.as_deref(),
+            };
+            outbox::enqueue(tx, delivery, outcome.now)?;
             Ok(true)
         })
         .await
@@ -533,7 +535,16 @@ impl Db {
         now: i64,
     ) -> Result<(), DbError> {
         let (id, tenant_id, call_id) = (id.to_owned(), tenant_id.to_owned(), call_id.to_owned());
-        self.write(move |tx| Ok(outbox::enqueue(tx, &id, &tenant_id, &call_id, &body, now)?))
-            .await
+        self.write(move |tx| {
+            let delivery = outbox::NewDelivery {
+                id: &id,
+                tenant_id: &tenant_id,
+                call_id: &call_id,
+                body: &body,
+                traceparent: None,
+            };
+            Ok(outbox::enqueue(tx, delivery, now)?)
+        })
+        .await
     }
 }

@@ -104,6 +104,8 @@ pub struct NewRealCall {
     pub webhook_id: String,
     /// Webhook body.
     pub webhook_body: String,
+    /// The trace context of the scoring span (W3C `traceparent`), kept with the delivery.
+    pub traceparent: Option<String>,
     /// Now (ms).
     pub now: i64,
 }
@@ -516,14 +518,14 @@ fn insert_real_call(conn: &Connection, call: &NewRealCall) -> Result<Stored, DbE
         call.audio_file.as_ref().map(|_| call.now),
     ])?;
     if active_endpoint(conn, &call.tenant_id)?.is_some() {
-        outbox::enqueue(
-            conn,
-            &call.webhook_id,
-            &call.tenant_id,
-            &call.id,
-            &call.webhook_body,
-            call.now,
-        )?;
+        let delivery = outbox::NewDelivery {
+            id: &call.webhook_id,
+            tenant_id: &call.tenant_id,
+            call_id: &call.id,
+            body: &call.webhook_body,
+            traceparent: call.traceparent.as_deref(),
+        };
+        outbox::enqueue(conn, delivery, call.now)?;
     }
     Ok(Stored::New)
 }

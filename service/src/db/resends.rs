@@ -83,7 +83,7 @@ fn claim(conn: &Connection, now: i64) -> rusqlite::Result<Option<ClaimedResend>>
     .optional()?
     .map(|(seq, id, with_faults)| {
         conn.query_row(
-            "SELECT id, tenant_id, body, attempts, call_id, created_at FROM webhook_deliveries
+            "SELECT id, tenant_id, body, attempts, call_id, created_at, traceparent FROM webhook_deliveries
              WHERE id = ?1",
             [&id],
             outbox::claimed_row,
@@ -205,7 +205,14 @@ mod tests {
     #[test]
     fn a_resend_is_claimed_once_and_numbered_after_the_attempts_logged() {
         let c = conn();
-        outbox::enqueue(&c, "wh_1", "ten_1", "svc_call_1", "{\"a\":1}", 0).expect("enqueue");
+        let delivery = outbox::NewDelivery {
+            id: "wh_1",
+            tenant_id: "ten_1",
+            call_id: "svc_call_1",
+            body: "{\"a\":1}",
+            traceparent: None,
+        };
+        outbox::enqueue(&c, delivery, 0).expect("enqueue");
         let first = AttemptLog {
             attempted_at: 1,
             url: None,

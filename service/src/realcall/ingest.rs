@@ -542,6 +542,9 @@ pub fn build_real_call(
     audio_file: Option<String>,
 ) -> NewRealCall {
     let call_id = ids::call_id();
+    // The root of the delivery's trace: its attempts continue it from the outbox row.
+    let span = tracing::info_span!("call_scoring", call_id = %call_id, source = "real_call");
+    let _scoring = span.enter();
     let turns = record.turns();
     let outcome = real_call::score(RealCall {
         turns: &turns,
@@ -585,6 +588,7 @@ pub fn build_real_call(
         audio_file,
         webhook_id: ids::webhook_id(),
         webhook_body: serde_json::to_string(&event).unwrap_or_default(),
+        traceparent: svc_ops::traces::traceparent(&span),
         now: now.timestamp_millis(),
     }
 }

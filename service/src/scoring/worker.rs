@@ -1,11 +1,13 @@
 //! The scoring worker: picks up ended calls, scores them with [`super::evaluate`], and records
 //! the outcome together with its queued webhook in one transaction, then wakes the outbox.
-//! It wakes on [`Scorer::notify`] and resumes calls left `ended`/`scoring` by a restart.
+//! It wakes on [`Scorer::notify`] and resumes calls left `ended`/`scoring` by a restart. Each
+//! call is scored in a `call_scoring` span, the root of its delivery's trace.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tracing::Instrument as _;
 
 use super::evaluate::{self, EventIds, Outcome};
 use crate::clock::Clock;
@@ -44,7 +46,9 @@ impl Scorer {
     pub async fn score_pending(&self) -> Result<usize, DbError> {
         let mut recorded = 0;
         for call_id in self.db.calls_to_score().await? {
-            if self.score_one(&call_id).await? {
+            // The root of the delivery's trace: its attempts continue it from the outbox row.
+            let span = tracing::info_span!("call_scoring", call_id = %call_id);
+            if self.score_one(&call_id).instrument(span).await? {
                 recorded += 1;
             }
         }
@@ -127,6 +131,7 @@ pub async fn score_call(
             score_json,
             webhook_id: crate::ids::webhook_id(),
             body,
+            traceparent: svc_ops::traces::traceparent(&tracing::Span::current()),
             now: now.timestamp_millis(),
         })
         .await?;

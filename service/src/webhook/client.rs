@@ -194,15 +194,18 @@ impl WebhookClient {
             ));
         }
         let signature = svc_contract::sign(&target.secret, timestamp, body);
-        let result = self
+        let mut request = self
             .http
             .post(url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header("X-Service-Signature", signature)
-            .header("X-Service-Webhook-Id", webhook_id)
-            .body(body.to_vec())
-            .send()
-            .await;
+            .header("X-Service-Webhook-Id", webhook_id);
+        // The attempt's span (W3C Trace Context), when traced: not signed, so a receiver that
+        // ignores it verifies the same bytes.
+        if let Some(traceparent) = svc_ops::traces::traceparent(&tracing::Span::current()) {
+            request = request.header(svc_ops::traces::TRACEPARENT_HEADER, traceparent);
+        }
+        let result = request.body(body.to_vec()).send().await;
         let latency = started.elapsed();
         match result {
             Ok(response) => {

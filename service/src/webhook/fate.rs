@@ -70,6 +70,7 @@ mod tests {
             latency_ms: 3,
             error: error.map(str::to_owned),
             faults: Vec::new(),
+            resend: false,
         }
     }
 

@@ -12,11 +12,14 @@
 //! process) go first: each is one attempt, signed afresh, without the tenant's faults unless
 //! the request asked for them, logged as a resend, and outside the retry policy (a failed
 //! resend is not retried; the delivery's own state and schedule stay as they were).
+//! Each attempt runs in a `webhook_attempt` span that continues the trace kept with the row
+//! (the scoring's, see [`crate::scoring`]), and its request carries that span as `traceparent`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tracing::Instrument as _;
 
 use super::client::{Attempt, Target, WebhookClient};
 use crate::clock::Clock;
@@ -76,6 +79,35 @@ fn attempt_log(
         error: attempt.error,
         faults,
         resend: false,
+    }
+}
+
+/// The span of one attempt (its fields filled in as it goes), a child of the span that queued
+/// the delivery when the row kept its trace context: every attempt of a delivery, the retry
+/// minutes later or after a restart included, is in the trace of the call's scoring. The
+/// request carries the span as its `traceparent` ([`super::client`]).
+fn attempt_span(claimed: &Claimed) -> tracing::Span {
+    let span = tracing::info_span!(
+        "webhook_attempt",
+        webhook_id = %claimed.id,
+        tenant_id = %claimed.tenant_id,
+        call_id = %claimed.call_id,
+        attempt = claimed.attempts + 1,
+        status = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
+    if let Some(traceparent) = &claimed.traceparent {
+        svc_ops::traces::continue_trace(&span, traceparent);
+    }
+    span
+}
+
+/// The `outcome` of an attempt's span.
+fn outcome_label(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Deferred => "deferred",
+        Outcome::Empty => "empty",
+        attempted => attempted.metric_label().unwrap_or("attempted"),
     }
 }
 
@@ -168,6 +200,18 @@ impl Outbox {
         let Some(claimed) = self.db.claim_delivery(now.timestamp_millis()).await? else {
             return Ok(Outcome::Empty);
         };
+        let span = attempt_span(&claimed);
+        let outcome = self.deliver(claimed, now).instrument(span.clone()).await?;
+        span.record("outcome", outcome_label(outcome));
+        Ok(outcome)
+    }
+
+    /// One attempt at `claimed` (or its injected delay), logged and recorded.
+    async fn deliver(
+        &self,
+        claimed: Claimed,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Outcome, DbError> {
         let endpoint = self.db.active_endpoint(&claimed.tenant_id).await?;
         let (url, attempt, faults) = match endpoint {
             Some(endpoint) => {
@@ -191,6 +235,9 @@ impl Outbox {
             }
             None => (None, no_endpoint(), Vec::new()),
         };
+        if let Some(status) = attempt.status {
+            tracing::Span::current().record("status", status);
+        }
         let succeeded = attempt.succeeded();
         let (next, outcome) = if succeeded {
             (Next::Delivered, Outcome::Delivered)

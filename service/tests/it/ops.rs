@@ -322,3 +322,28 @@ async fn serve_logs_plain_text_with_plain_addresses_when_stderr_is_a_file() {
     );
     assert!(!logged.contains("Some("), "{logged}");
 }
+
+/// OTLP over gRPC is not built in: asked for it, `serve` stops before serving, with a clear
+/// message and the usage exit code, rather than running without the traces it was told to send.
+#[tokio::test]
+async fn serve_refuses_an_otlp_protocol_it_cannot_speak() {
+    let dir = tempfile::tempdir().expect("dir");
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_svc-service"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .arg("--db")
+        .arg(dir.path().join("svc.db"))
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("run svc-service");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("OTEL_EXPORTER_OTLP_PROTOCOL=\"grpc\" is not supported"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("svc.db").exists(), "nothing was started");
+}

@@ -51,11 +51,16 @@ impl LogArgs {
 }
 
 /// Installs the process's log subscriber on stderr, filtered by `RUST_LOG` (default: `warn`
-/// in text mode, `info` in JSON mode). A second call does nothing.
-pub fn init(format: LogFormat) {
+/// in text mode, `info` in JSON mode), and exports its spans as `svc-cli` when
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see [`svc_ops::traces`]; keep the returned guard until
+/// the process ends: dropping it sends the last spans). A second call installs nothing.
+///
+/// # Errors
+/// The OTLP variables ask for what this build cannot do (a gRPC protocol, say).
+pub fn init(format: LogFormat) -> Result<svc_ops::traces::Traces, svc_ops::traces::TracesError> {
     let default = match format {
         LogFormat::Text => "warn",
         LogFormat::Json => "info",
     };
-    svc_ops::logs::init(format, default);
+    svc_ops::logs::init_with_traces(format, default, "svc-cli")
 }

@@ -22,6 +22,7 @@ mod sandbox;
 mod sandbox_tools;
 mod skips;
 mod store_report;
+mod traces;
 mod transport;
 mod webhook_serve;
 mod webhook_serve_reload;

@@ -498,7 +498,12 @@ fn the_reference_names_every_key(summary: &Value) {
 
 /// The service id of the roster's agency `platform_id` (an upsert of the same name changes
 /// nothing and answers its id).
-async fn agency_id(sandbox: &Running, dir: &TestDir, platform_id: &str, name: &str) -> String {
+pub(crate) async fn agency_id(
+    sandbox: &Running,
+    dir: &TestDir,
+    platform_id: &str,
+    name: &str,
+) -> String {
     let upserted = sandbox
         .cli(
             dir,
@@ -519,6 +524,43 @@ async fn agency_id(sandbox: &Running, dir: &TestDir, platform_id: &str, name: &s
         .as_str()
         .unwrap_or_else(|| panic!("an agency id: {upserted:?}"))
         .to_owned()
+}
+
+/// The agency `platform_id` (upserted as `name`), switched on for real calls; its service id.
+pub(crate) async fn real_calls_agency(
+    sandbox: &Running,
+    dir: &TestDir,
+    platform_id: &str,
+    name: &str,
+) -> String {
+    let agency = agency_id(sandbox, dir, platform_id, name).await;
+    let enabled = dir
+        .run(&[
+            "sandbox",
+            "enable-real-calls",
+            "--db",
+            "sandbox.db",
+            "--agency-id",
+            &agency,
+        ])
+        .await;
+    assert_eq!(enabled.code, 0, "{enabled:?}");
+    agency
+}
+
+/// `sandbox deliveries --json --wait-idle --max-wait MAX_WAIT` on the sandbox's database.
+pub(crate) async fn deliveries_when_idle(dir: &TestDir, max_wait: &str) -> Run {
+    dir.run(&[
+        "--json",
+        "sandbox",
+        "deliveries",
+        "--db",
+        "sandbox.db",
+        "--wait-idle",
+        "--max-wait",
+        max_wait,
+    ])
+    .await
 }
 
 /// The attempts of `sandbox deliveries --json` for `call_id`: (attempt, status, faults).
@@ -547,7 +589,7 @@ fn attempts_of(listing: &Value, call_id: &str) -> Vec<(u64, Option<u64>, Vec<Str
 }
 
 /// Ingests one dialer record `dialer_call_id` into the sandbox at `sandbox.db`; its call id.
-async fn ingest_one(dir: &TestDir, dialer_call_id: &str, agency: &str) -> String {
+pub(crate) async fn ingest_one(dir: &TestDir, dialer_call_id: &str, agency: &str) -> String {
     let file = format!("{dialer_call_id}.jsonl");
     dir.write(
         &file,
@@ -616,18 +658,7 @@ async fn sandbox_deliveries_lists_each_attempt_with_its_faults_once_nothing_is_l
         ],
     )
     .await;
-    let agency = agency_id(&sandbox, &dir, "agency-1", "First Agency").await;
-    let enabled = dir
-        .run(&[
-            "sandbox",
-            "enable-real-calls",
-            "--db",
-            "sandbox.db",
-            "--agency-id",
-            &agency,
-        ])
-        .await;
-    assert_eq!(enabled.code, 0, "{enabled:?}");
+    let agency = real_calls_agency(&sandbox, &dir, "agency-1", "First Agency").await;
     let sent_twice = ingest_one(&dir, "d-1", &agency).await;
     let waited = dir.run(&deliveries).await;
     assert_eq!(waited.code, 0, "{waited:?}");
@@ -729,18 +760,7 @@ async fn sandbox_deliveries_lists_each_attempt_with_its_faults_once_nothing_is_l
 
     // A stopped sandbox sends nothing: the wait runs out, says so and exits 75.
     let stuck = ingest_one(&dir, "d-3", &agency).await;
-    let waited = dir
-        .run(&[
-            "--json",
-            "sandbox",
-            "deliveries",
-            "--db",
-            "sandbox.db",
-            "--wait-idle",
-            "--max-wait",
-            "1s",
-        ])
-        .await;
+    let waited = deliveries_when_idle(&dir, "1s").await;
     assert_eq!(waited.code, 75, "{waited:?}");
     assert!(
         waited
@@ -844,18 +864,7 @@ async fn the_shipped_dialer_records_ingest_relative_to_now() {
         ("agency-north", "North Star Insurance"),
         ("agency-south", "Southern Cross Benefits"),
     ] {
-        let agency = agency_id(&sandbox, &dir, platform_id, name).await;
-        let enabled = dir
-            .run(&[
-                "sandbox",
-                "enable-real-calls",
-                "--db",
-                "sandbox.db",
-                "--agency-id",
-                &agency,
-            ])
-            .await;
-        assert_eq!(enabled.code, 0, "{enabled:?}");
+        real_calls_agency(&sandbox, &dir, platform_id, name).await;
     }
     let before = chrono::Utc::now();
     let ingested = dir

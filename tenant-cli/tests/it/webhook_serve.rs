@@ -87,7 +87,7 @@ async fn wait_for(store: &Path, sql: &str, expected: i64) {
     panic!("{sql} never reached {expected} (now {})", count(store, sql));
 }
 
-async fn terminate(child: &mut Child) -> i32 {
+pub(crate) async fn terminate(child: &mut Child) -> i32 {
     let pid = child.id().expect("running").to_string();
     let killed = std::process::Command::new("kill")
         .args(["-TERM", &pid])
