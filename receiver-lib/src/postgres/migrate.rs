@@ -39,7 +39,7 @@ const TABLES: &[&str] = &[
 const MIGRATIONS: &[&str] = &[
     // 1: the dedup store's claims and signatures, the inbox and its signatures, the ids
     // recorded in tenants' transactions, and the functions that claim, complete and accept
-    // a batch in one round trip.
+    // a batch in one round trip (the accept keeping each delivery's trace context).
     r#"
     -- One row per remembered webhook id, and one per verified signature (every attempt's),
     -- each kept for the retention from when it was first seen.
@@ -66,7 +66,10 @@ const MIGRATIONS: &[&str] = &[
         state       TEXT NOT NULL CHECK (state IN ('pending', 'done', 'dead')),
         attempts    INTEGER NOT NULL DEFAULT 0,
         due_at      BIGINT NOT NULL,
-        last_error  TEXT
+        last_error  TEXT,
+        -- The sender's W3C trace context the delivery arrived with (NULL: none), so that the
+        -- worker's span continues the sender's trace.
+        traceparent TEXT
     );
     CREATE INDEX webhook_inbox_due ON {s}.webhook_inbox (due_at, seq) WHERE state = 'pending';
     CREATE INDEX webhook_inbox_done ON {s}.webhook_inbox (received_at) WHERE state = 'done';
@@ -258,11 +261,6 @@ const MIGRATIONS: &[&str] = &[
         RETURN answers;
     END
     $$;
-    "#,
-    // 2: the sender's W3C trace context each stored delivery arrived with (NULL: none), so
-    // that the worker's span continues the sender's trace, and the batched accept that keeps it.
-    r#"
-    ALTER TABLE {s}.webhook_inbox ADD COLUMN traceparent TEXT;
 
     -- Accepts every row as svc_receiver_inbox_accept_many does, then keeps the trace context
     -- (p_traceparents, in step with the other arrays; NULL: none) of each row it stored, in
