@@ -47,7 +47,7 @@
 //! - `tower` (feature `tower`): `VerifyWebhookLayer`, verifying in front of any tower service,
 //!   and `Verified`, what it hands on (an axum extractor too, with feature `axum`).
 //! - `receive` (feature `axum` or `tower`): what both share: the checks of a request and
-//!   [`ReceiveError`], every way receiving one can fail, with its status and fixed text.
+//!   `ReceiveError`, every way receiving one can fail, with its status and fixed text.
 //! - [`reload`]: a secret file reloaded on change and on SIGHUP.
 //! - [`metrics`]: the names of what is counted and measured (feature `metrics`).
 //! - `store_error`: [`StoreError`], why a durable store could not answer.
