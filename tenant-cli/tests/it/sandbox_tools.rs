@@ -393,7 +393,13 @@ async fn trigger_makes_real_scored_calls_with_each_flag_and_sends_their_webhooks
     let calls = listed(&running, &dir, &["--source", "roleplay"]).await;
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert_eq!(calls[0]["id"], first[0].as_str());
-    assert_eq!(calls[0]["platformAgentId"], "rep-ada");
+    // The first rep registered: the roster's import registers its reps concurrently, so either
+    // may be first here (the order itself is tested in service/src/db/triggers.rs).
+    let default_rep = calls[0]["platformAgentId"].clone();
+    assert!(
+        default_rep == "rep-ada" || default_rep == "rep-grace",
+        "{default_rep}"
+    );
     assert_eq!(calls[0]["drillKey"], "ma-full-sale");
     assert_eq!(calls[0]["durationSec"], 240);
     let body = webhook_body(&receiver, &first[0]).await;
