@@ -84,25 +84,43 @@ impl RawCallDetail {
 }
 
 /// Removes the whitespace between the tokens of valid JSON text, leaving strings untouched.
+///
+/// Byte by byte outside strings; a string is copied whole up to its closing quote, found with
+/// `memchr` (a call detail is mostly transcript text, so this is where the time goes). Only
+/// ASCII whitespace between tokens is dropped, so the result stays valid UTF-8.
 pub(crate) fn compact(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    let (mut in_string, mut escaped) = (false, false);
-    for c in json.chars() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
+    let bytes = json.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while let Some(&byte) = bytes.get(at) {
+        if byte == b'"' {
+            let end = string_end(bytes, at + 1);
+            out.extend_from_slice(&bytes[at..end]);
+            at = end;
+        } else {
+            if !matches!(byte, b' ' | b'\t' | b'\n' | b'\r') {
+                out.push(byte);
             }
-        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
-            in_string = c == '"';
-            out.push(c);
+            at += 1;
         }
     }
-    out
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// The index just past the quote that closes the string whose content starts at `from` (the
+/// end of `bytes` when it is not closed).
+fn string_end(bytes: &[u8], mut from: usize) -> usize {
+    while let Some(found) = bytes
+        .get(from..)
+        .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+    {
+        let at = from + found;
+        if bytes[at] == b'"' {
+            return at + 1;
+        }
+        from = at + 2; // a backslash and the character it escapes
+    }
+    bytes.len()
 }
 
 #[cfg(test)]
@@ -113,6 +131,44 @@ mod tests {
     fn compact_removes_whitespace_between_tokens_only() {
         let text = "{\n  \"a\" : \"x y\\\" \\n z\",\n  \"b\": [1, 2]\n}";
         assert_eq!(compact(text), "{\"a\":\"x y\\\" \\n z\",\"b\":[1,2]}");
+    }
+
+    #[test]
+    fn compact_keeps_escapes_and_text_beyond_ascii() {
+        let text = "[ \"a\\\\\" , \"\\\"\" ,\t\"é — 東京 \\u00e9\" ]";
+        assert_eq!(compact(text), "[\"a\\\\\",\"\\\"\",\"é — 東京 \\u00e9\"]");
+        assert_eq!(compact("\"open"), "\"open");
+        assert_eq!(
+            compact("\"ends in a backslash\\"),
+            "\"ends in a backslash\\"
+        );
+    }
+
+    proptest::proptest! {
+        /// Any JSON value, pretty-printed then compacted, reads as serde_json's own compact
+        /// text of it.
+        #[test]
+        fn compact_of_pretty_json_is_serde_json_compact(value in json_value()) {
+            let pretty = serde_json::to_string_pretty(&value).expect("serialise");
+            proptest::prop_assert_eq!(compact(&pretty), value.to_string());
+        }
+    }
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            ".*".prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::Array),
+                prop::collection::btree_map(".*", inner, 0..6)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
     }
 
     #[test]

@@ -31,8 +31,13 @@
 //! - the same first reconcile of N through `svc-reconcile` in this process into a `MemorySink`
 //!   (no store, no child process): what the engine and its client cost without the store, so
 //!   the SQLite run against it is the store's share, and it against the ceiling the engine's;
-//! - the ceiling: the service alone answering the same list pages, then the N details 8 at a
-//!   time, from a reqwest client in this process (no store, no child): the first run's floor;
+//! - the same first reconcile of N through `svc-reconcile` in this process into svc-store's
+//!   SQLite store (what `svc-cli` opens, no child process): against the `MemorySink` run it is
+//!   the store's share, against the `svc-cli` run the child process's;
+//! - the ceiling: the service alone answering the same list pages and N details, the pages
+//!   listed on a task of their own while the details are read 8 at a time as their ids arrive
+//!   (as the engine overlaps them), from a plain reqwest client in this process (no parsing, no
+//!   store, no child): the first run's floor;
 //! - a rerun over the same window with every call stored (under 10 s; no detail read);
 //! - a rerun after 1% of the real calls were re-dispositioned in the service's database (new
 //!   score, `scored_at`, `updated_at`): only those details read, each change logged;
@@ -51,7 +56,10 @@ use chrono::Utc;
 use serde_json::Value;
 use svc_client::{ApiKey, Client};
 use svc_reconcile::time::{format_ts, parse_ts};
-use svc_reconcile::{MemorySink, Options, Reconciler};
+use svc_reconcile::{
+    Batch, BatchContext, FetchedCall, MemoryCall, MemorySink, Options, Reconciler, Sink,
+};
+use svc_store::{Store, StoreLocation};
 
 use reconcile_support::child::{self, Measured};
 use reconcile_support::machine;
@@ -140,8 +148,19 @@ async fn bench(calls: usize) -> bool {
     );
 
     eprintln!("reconcile bench: first reconcile of {calls} calls into a MemorySink…");
-    let memory = reconcile_in_memory(&service, &full, &since).await;
-    rows.in_memory(&memory, calls as u64, &first);
+    let memory =
+        reconcile_in_process(&service, &full, &since, Arc::new(MemorySink::default())).await;
+    rows.in_process(&memory, calls as u64, &first, InProcess::Memory);
+
+    eprintln!("reconcile bench: first reconcile of {calls} calls into svc-store, in process…");
+    let in_process_store = dir.path().join("store-in-process.db");
+    let opened = Store::open_or_create(in_process_store.as_path()).expect("a fresh store");
+    let stored = reconcile_in_process(&service, &full, &since, Arc::new(opened)).await;
+    rows.in_process(&stored, calls as u64, &first, InProcess::Store(&memory));
+
+    eprintln!("reconcile bench: the store alone, and a bare SQLite insert of the same details…");
+    let alone = store_alone(dir.path(), &memory.calls).await;
+    rows.store_alone(&alone, calls as u64, &memory);
 
     eprintln!("reconcile bench: the ceiling (the service alone)…");
     let to = format_ts(Utc::now());
@@ -221,7 +240,7 @@ async fn reconcile(
     (measured, report)
 }
 
-/// What the in-process first reconcile into a `MemorySink` did.
+/// What an in-process first reconcile did.
 struct InMemory {
     wall: Duration,
     /// The run's report as `--json` prints it (`Null` when the run stopped early).
@@ -229,11 +248,19 @@ struct InMemory {
     error: Option<String>,
     /// Calls the sink holds afterwards.
     held: u64,
+    /// What a `MemorySink` holds afterwards (empty for another sink), for the store-alone rows.
+    calls: Vec<MemoryCall>,
 }
 
 /// The first reconcile of `tenant` through `svc-reconcile` in this process, into an empty
-/// `MemorySink`, with the options `svc-cli reconcile --since <since>` runs with.
-async fn reconcile_in_memory(service: &Service, tenant: &Tenant, since: &str) -> InMemory {
+/// `sink` (a `MemorySink`, or svc-store's SQLite store as `svc-cli` opens it), with the options
+/// `svc-cli reconcile --since <since>` runs with.
+async fn reconcile_in_process<S: Sink + Held>(
+    service: &Service,
+    tenant: &Tenant,
+    since: &str,
+    sink: Arc<S>,
+) -> InMemory {
     let client = Client::builder(service.base_url())
         .api_key(ApiKey::new(tenant.key.clone()))
         .allow_insecure_http(true)
@@ -243,7 +270,6 @@ async fn reconcile_in_memory(service: &Service, tenant: &Tenant, since: &str) ->
         since: Some(parse_ts(since).expect("the bench's own timestamp")),
         ..Options::default()
     };
-    let sink = Arc::new(MemorySink::default());
     let reconciler = Reconciler::new(client, Arc::clone(&sink), options);
     let started = Instant::now();
     let guard = reconciler
@@ -258,8 +284,137 @@ async fn reconcile_in_memory(service: &Service, tenant: &Tenant, since: &str) ->
         wall: started.elapsed(),
         report,
         error,
-        held: sink.calls().len() as u64,
+        held: sink.held(),
+        calls: sink.held_calls(),
     }
+}
+
+/// The SQLite store's own work on the calls a first reconcile fetched, with no service running
+/// beside it, and the least any SQLite store keeping each detail does.
+struct StoreAlone {
+    /// svc-store: `known_calls` then `store_batch` per page of 100, one after the other.
+    store: Duration,
+    /// Calls svc-store holds afterwards.
+    stored: u64,
+    /// A bare table (`id` primary key, the detail's text), a transaction per page of 100, the
+    /// same journal (WAL) and `synchronous` (NORMAL) as the store.
+    bare: Duration,
+    /// Rows the bare table holds afterwards.
+    bare_rows: u64,
+}
+
+/// Times [`StoreAlone`] on `calls` (a `MemorySink`'s, in any order), in fresh files in `dir`.
+async fn store_alone(dir: &Path, calls: &[MemoryCall]) -> StoreAlone {
+    let store_path = dir.join("store-alone.db");
+    let store = Store::open_or_create(store_path.as_path()).expect("a fresh store");
+    let now = Utc::now();
+    let started = Instant::now();
+    for page in calls.chunks(PAGE) {
+        let ids: Vec<_> = page
+            .iter()
+            .map(|c| c.detail.detail.row.id.clone())
+            .collect();
+        Sink::known_calls(&store, &ids).await.expect("known calls");
+        let batch = Batch {
+            calls: page
+                .iter()
+                .map(|c| FetchedCall {
+                    row: c.row.clone(),
+                    detail: c.detail.clone(),
+                })
+                .collect(),
+            failures: Vec::new(),
+            rows_to_fill: Vec::new(),
+            context: BatchContext {
+                run_id: None,
+                now,
+                ledger_since: None,
+                missed_before: now,
+            },
+        };
+        Sink::store_batch(&store, batch)
+            .await
+            .expect("store a page");
+    }
+    let store_wall = started.elapsed();
+    let stored = rows_in(&store_path, "calls").unwrap_or(0);
+    let bare_path = dir.join("bare.db");
+    let details: Vec<(String, String)> = calls
+        .iter()
+        .map(|c| {
+            (
+                c.detail.detail.row.id.as_str().to_owned(),
+                c.detail.json.clone(),
+            )
+        })
+        .collect();
+    let (bare, bare_rows) = tokio::task::spawn_blocking(move || {
+        let conn = rusqlite::Connection::open(&bare_path).expect("bare table");
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .expect("WAL");
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .expect("synchronous");
+        conn.execute_batch("CREATE TABLE calls (id TEXT PRIMARY KEY, detail TEXT NOT NULL)")
+            .expect("create");
+        let started = Instant::now();
+        for page in details.chunks(PAGE) {
+            conn.execute_batch("BEGIN IMMEDIATE").expect("begin");
+            let mut insert = conn
+                .prepare_cached("INSERT INTO calls (id, detail) VALUES (?1, ?2)")
+                .expect("prepare");
+            for (id, detail) in page {
+                insert.execute((id, detail)).expect("insert");
+            }
+            drop(insert);
+            conn.execute_batch("COMMIT").expect("commit");
+        }
+        let wall = started.elapsed();
+        drop(conn);
+        (wall, rows_in(&bare_path, "calls").unwrap_or(0))
+    })
+    .await
+    .expect("bare insert task");
+    StoreAlone {
+        store: store_wall,
+        stored,
+        bare,
+        bare_rows,
+    }
+}
+
+/// Calls per page: what reconcile lists and stores in one transaction.
+const PAGE: usize = 100;
+
+/// How many calls a sink holds, for the checks (and a `MemorySink`'s calls themselves).
+trait Held {
+    fn held(&self) -> u64;
+    fn held_calls(&self) -> Vec<MemoryCall> {
+        Vec::new()
+    }
+}
+
+impl Held for MemorySink {
+    fn held(&self) -> u64 {
+        self.calls().len() as u64
+    }
+    fn held_calls(&self) -> Vec<MemoryCall> {
+        self.calls().into_values().collect()
+    }
+}
+
+impl Held for Store {
+    fn held(&self) -> u64 {
+        match self.location() {
+            StoreLocation::File(path) => rows_in(path, "calls").unwrap_or(0),
+            _ => 0,
+        }
+    }
+}
+
+/// Which in-process row: the `MemorySink`, or the store (shown against the `MemorySink` run).
+enum InProcess<'a> {
+    Memory,
+    Store(&'a InMemory),
 }
 
 /// Runs `svc-cli store export --store <store> --format <format>`, stdout drained and counted.
@@ -485,9 +640,9 @@ impl Rows {
         );
     }
 
-    /// The service alone answering what the first reconcile of N asked.
-    /// The first reconcile of N into a `MemorySink`, in process, against the SQLite run.
-    fn in_memory(&mut self, run: &InMemory, calls: u64, first: &Measured) {
+    /// The first reconcile of N in process (into a `MemorySink`, or into svc-store's SQLite
+    /// store), against the `svc-cli` run (and the store's against the `MemorySink` run).
+    fn in_process(&mut self, run: &InMemory, calls: u64, first: &Measured, which: InProcess<'_>) {
         let mut checks = Checks::default();
         if let Some(error) = &run.error {
             checks.that(false, format!("the run stopped: {error}"));
@@ -501,18 +656,70 @@ impl Rows {
         );
         checks.count("calls in the sink", Some(run.held), calls);
         let rate = calls as f64 / run.wall.as_secs_f64();
-        let sqlite = run.wall.as_secs_f64() / first.wall.as_secs_f64();
+        let child = run.wall.as_secs_f64() / first.wall.as_secs_f64();
+        let (case, against_memory) = match which {
+            InProcess::Memory => (
+                "first reconcile, N, into a MemorySink\n(svc-reconcile in process:\nno store, no child)",
+                String::new(),
+            ),
+            InProcess::Store(memory) => (
+                "first reconcile, N, into svc-store\n(svc-reconcile in process:\nthe SQLite store, no child)",
+                format!(
+                    "\nthis: {:.2}× the MemorySink run",
+                    memory.wall.as_secs_f64() / run.wall.as_secs_f64()
+                ),
+            ),
+        };
         self.push(
             [
-                "first reconcile, N, into a MemorySink\n(svc-reconcile in process:\nno store, no child)".into(),
+                case.into(),
                 calls.to_string(),
                 format!(
-                    "{}\nthe SQLite run: {sqlite:.2}× this",
+                    "{}\nthe svc-cli run: {child:.2}× this{against_memory}",
                     secs(run.wall)
                 ),
                 format!("{rate:.0} calls/s"),
                 "- (in process)".into(),
                 reads(&run.report),
+            ],
+            &checks,
+        );
+    }
+
+    /// The store's own work and the bare insert, against the `MemorySink` run.
+    fn store_alone(&mut self, alone: &StoreAlone, calls: u64, memory: &InMemory) {
+        let share = |d: Duration| d.as_secs_f64() / memory.wall.as_secs_f64() * 100.0;
+        let mut checks = Checks::default();
+        checks.count("calls in the store", Some(alone.stored), calls);
+        self.push(
+            [
+                "svc-store alone: the same calls\n(known_calls + store_batch per\npage of 100; no service)".into(),
+                calls.to_string(),
+                format!(
+                    "{}\n{:.0}% of the MemorySink run",
+                    secs(alone.store),
+                    share(alone.store)
+                ),
+                format!("{:.0} calls/s", calls as f64 / alone.store.as_secs_f64()),
+                "- (in process)".into(),
+                format!("{:.1} µs a call", alone.store.as_secs_f64() * 1e6 / calls as f64),
+            ],
+            &checks,
+        );
+        let mut checks = Checks::default();
+        checks.count("rows", Some(alone.bare_rows), calls);
+        self.push(
+            [
+                "ceiling of a SQLite store:\neach detail's text inserted\nbare (id key; page per tx)".into(),
+                calls.to_string(),
+                format!(
+                    "{}\n{:.0}% of the MemorySink run",
+                    secs(alone.bare),
+                    share(alone.bare)
+                ),
+                format!("{:.0} calls/s", calls as f64 / alone.bare.as_secs_f64()),
+                "- (in process)".into(),
+                format!("{:.1} µs a call", alone.bare.as_secs_f64() * 1e6 / calls as f64),
             ],
             &checks,
         );
@@ -536,8 +743,8 @@ impl Rows {
         self.push(
             [
                 format!(
-                    "ceiling: the service alone\n(pages, then details ×{CEILING_IN_FLIGHT};\n\
-                     reqwest, same process)"
+                    "ceiling: the service alone\n(pages listed ahead, details\n\
+                     ×{CEILING_IN_FLIGHT} as ids arrive;\nreqwest, same process)"
                 ),
                 calls.to_string(),
                 format!(

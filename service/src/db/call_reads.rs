@@ -116,11 +116,12 @@ pub(super) fn scored_call(
     tenant_id: &str,
     call_id: &str,
 ) -> rusqlite::Result<Option<CallDetailRecord>> {
-    conn.query_row(
-        &format!(
-            "SELECT {ROW_COLUMNS}, transcript, score, created_at, updated_at, audio_file
-             FROM calls WHERE id = ?1 AND tenant_id = ?2 AND state = 'scored'"
-        ),
+    // Cached: every `GET /calls/{callId}` runs it.
+    conn.prepare_cached(&format!(
+        "SELECT {ROW_COLUMNS}, transcript, score, created_at, updated_at, audio_file
+         FROM calls WHERE id = ?1 AND tenant_id = ?2 AND state = 'scored'"
+    ))?
+    .query_row(
         params![call_id, tenant_id],
         |r| {
             Ok(CallDetailRecord {

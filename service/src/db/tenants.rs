@@ -101,6 +101,11 @@ pub struct AuthRecord {
     pub faults: Faults,
 }
 
+/// The key lookup every authenticated request runs.
+const AUTHENTICATE: &str = "SELECT k.tenant_id, k.revoked_at IS NOT NULL, t.active, t.ip_allowlist,
+        t.requests_per_second, t.faults
+    FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.key_hash = ?1";
+
 const TENANT_COLUMNS: &str = "t.id, t.name, t.active, t.webhook_url, t.signing_secret, \
      t.ip_allowlist, t.monthly_allowance_minutes, t.created_at, \
      (SELECT COUNT(*) FROM api_keys k WHERE k.tenant_id = t.id AND k.revoked_at IS NULL), \
@@ -235,11 +240,7 @@ impl Db {
     pub async fn authenticate(&self, key_hash: String) -> Result<Option<AuthRecord>, DbError> {
         self.read(move |conn| {
             let row = conn
-                .prepare_cached(
-                    "SELECT k.tenant_id, k.revoked_at IS NOT NULL, t.active, t.ip_allowlist,
-                            t.requests_per_second, t.faults
-                     FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.key_hash = ?1",
-                )?
+                .prepare_cached(AUTHENTICATE)?
                 .query_row([key_hash], |row| {
                     Ok((
                         row.get::<_, String>(0)?,
@@ -404,4 +405,37 @@ pub enum TenantChange {
     RequestsPerSecond(Option<i64>),
     /// Replace the injected faults (all zero: none).
     Faults(Faults),
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::StatementStatus;
+
+    use super::{AUTHENTICATE, Db};
+    use crate::credentials::ApiKey;
+    use crate::db::NewTenant;
+
+    /// Each request looks its key up; the cached statement must run as compiled, not be parsed
+    /// and planned again because a new key hash was bound (what SQLite does for a statement
+    /// whose plan may depend on bound values, unless the planner's stability guarantee is on).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_key_lookup_is_compiled_once_per_connection() {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = Db::open(dir.path().join("auth.db")).await.expect("open");
+        let key = ApiKey::generate();
+        db.create_tenant(NewTenant::new("t", key.hash()))
+            .await
+            .expect("tenant");
+        for _ in 0..3 {
+            let found = db.authenticate(key.hash()).await.expect("lookup");
+            assert!(found.is_some());
+            let other = ApiKey::generate();
+            assert!(db.authenticate(other.hash()).await.expect("lookup").is_none());
+        }
+        let recompiled = db
+            .read(|conn| Ok(conn.prepare_cached(AUTHENTICATE)?.get_status(StatementStatus::RePrepare)))
+            .await
+            .expect("status");
+        assert_eq!(recompiled, 0, "the key lookup was recompiled on a new binding");
+    }
 }

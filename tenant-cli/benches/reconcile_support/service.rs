@@ -198,9 +198,9 @@ impl Service {
         .expect("re-disposition")
     }
 
-    /// Lists every page of both sources over `[from, to]` (`limit=100`), then reads every
-    /// listed call's detail, `in_flight` at a time: the requests of a first reconcile, with
-    /// no store behind them.
+    /// Lists every page of both sources over `[from, to]` (`limit=100`) while reading every
+    /// listed call's detail, `in_flight` at a time, as the ids arrive: the requests of a first
+    /// reconcile, overlapped as its engine overlaps them, with no store behind them.
     pub(crate) async fn ceiling(
         &self,
         tenant: &Tenant,
@@ -209,44 +209,59 @@ impl Service {
         in_flight: usize,
     ) -> Ceiling {
         let started = Instant::now();
-        let mut ids = Vec::new();
-        let mut pages = 0;
-        for source in ["roleplay", "real_call"] {
-            let mut cursor: Option<String> = None;
-            loop {
-                let mut query = vec![
-                    ("source", source.to_owned()),
-                    ("from", from.to_owned()),
-                    ("to", to.to_owned()),
-                    ("limit", "100".to_owned()),
-                ];
-                query.extend(cursor.take().map(|c| ("cursor", c)));
-                let page: Page = self
-                    .get(&tenant.key, "/calls", &query)
-                    .await
-                    .json()
-                    .await
-                    .expect("a calls page");
-                pages += 1;
-                ids.extend(page.data.into_iter().map(|row| row.id));
-                match page.next_cursor {
-                    Some(next) => cursor = Some(next),
-                    None => break,
+        // The pages are listed on their own task, ahead of the details, as reconcile lists
+        // them: the ids flow into the detail reads as each page arrives.
+        let (ids_tx, ids_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let lister = {
+            let (service, key) = (self.lister(), tenant.key.clone());
+            let (from, to) = (from.to_owned(), to.to_owned());
+            tokio::spawn(async move {
+                let mut pages = 0;
+                for source in ["roleplay", "real_call"] {
+                    let mut cursor: Option<String> = None;
+                    loop {
+                        let mut query = vec![
+                            ("source", source.to_owned()),
+                            ("from", from.clone()),
+                            ("to", to.clone()),
+                            ("limit", "100".to_owned()),
+                        ];
+                        query.extend(cursor.take().map(|c| ("cursor", c)));
+                        let page: Page = service
+                            .get(&key, "/calls", &query)
+                            .await
+                            .json()
+                            .await
+                            .expect("a calls page");
+                        pages += 1;
+                        for row in page.data {
+                            let _ = ids_tx.send(row.id);
+                        }
+                        match page.next_cursor {
+                            Some(next) => cursor = Some(next),
+                            None => break,
+                        }
+                    }
                 }
-            }
-        }
-        let list = started.elapsed();
-        let listed = ids.len() as u64;
-        let detail_bytes = stream::iter(ids)
+                (pages, started.elapsed())
+            })
+        };
+        let mut ids_rx = ids_rx;
+        let ids = stream::poll_fn(move |cx| ids_rx.poll_recv(cx));
+        let (listed, detail_bytes) = ids
             .map(|id| async move {
                 let path = format!("/calls/{id}");
                 let body = self.get(&tenant.key, &path, &[]).await.bytes().await?;
                 Ok::<_, reqwest::Error>(body.len() as u64)
             })
             .buffer_unordered(in_flight)
-            .try_fold(0, |sum, n| async move { Ok(sum + n) })
+            .try_fold(
+                (0, 0),
+                |(n, sum), bytes| async move { Ok((n + 1, sum + bytes)) },
+            )
             .await
             .expect("a call detail");
+        let (pages, list) = lister.await.expect("the lister");
         Ceiling {
             wall: started.elapsed(),
             list,
@@ -256,10 +271,30 @@ impl Service {
         }
     }
 
+    /// What the lister task needs of the service: its address and HTTP client.
+    fn lister(&self) -> Lister {
+        Lister {
+            base_url: self.base_url(),
+            http: self.http.clone(),
+        }
+    }
+
+    async fn get(&self, key: &str, path: &str, query: &[(&str, String)]) -> reqwest::Response {
+        self.lister().get(key, path, query).await
+    }
+}
+
+/// The service's address and HTTP client, owned, for a task of its own.
+struct Lister {
+    base_url: String,
+    http: reqwest::Client,
+}
+
+impl Lister {
     async fn get(&self, key: &str, path: &str, query: &[(&str, String)]) -> reqwest::Response {
         let response = self
             .http
-            .get(format!("{}{path}", self.base_url()))
+            .get(format!("{}{path}", self.base_url))
             .bearer_auth(key)
             .query(query)
             .send()
