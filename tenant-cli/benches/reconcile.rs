@@ -9,7 +9,10 @@
 //! RECONCILE_BENCH_CALLS=5000 cargo bench -p svc-cli --bench reconcile     # a quick check
 //! ```
 //! `RECONCILE_BENCH_CALLS` is N (at least 400, so that 1% of the real calls is a call or
-//! more). Progress goes to stderr; the header and the table go to stdout.
+//! more); `RECONCILE_BENCH_ROUNDS` (3 by default) how many rounds of the first syncs of N and
+//! their ceiling run, taking turns, each row showing its median round and the range: on a
+//! small machine a row moves by a tenth or more from one minute to the next, so a ratio is
+//! only read between rows of the same rounds. Progress goes to stderr; the header and the table go to stdout.
 //! Take figures on a quiet machine: the header prints `uptime` and, over the run, the share
 //! of CPU time that was idle, used by this bench (the service and its `svc-cli` children) or
 //! used by other processes. At N = 100 000 the temp directory needs about 1 GB (the service's
@@ -31,6 +34,12 @@
 //! - the same first reconcile of N through `svc-reconcile` in this process into a `MemorySink`
 //!   (no store, no child process): what the engine and its client cost without the store, so
 //!   the SQLite run against it is the store's share, and it against the ceiling the engine's;
+//! - the same first reconcile of N in this process into the least a SQLite sink can be (each
+//!   detail's text under its id in a bare table, a transaction per page; `bare_sink`): the
+//!   ceiling of any SQLite store that keeps the details;
+//! - svc-store's own work on the same calls with no service running (`known_calls` and
+//!   `store_batch` per page of 100), beside its floor: each detail's text inserted into a bare
+//!   table (`id` key, a transaction per page, the store's WAL and `synchronous`);
 //! - the same first reconcile of N through `svc-reconcile` in this process into svc-store's
 //!   SQLite store (what `svc-cli` opens, no child process): against the `MemorySink` run it is
 //!   the store's share, against the `svc-cli` run the child process's;
@@ -61,6 +70,7 @@ use svc_reconcile::{
 };
 use svc_store::{Store, StoreLocation};
 
+use reconcile_support::bare_sink::BareSink;
 use reconcile_support::child::{self, Measured};
 use reconcile_support::machine;
 use reconcile_support::service::{Ceiling, Service, Tenant};
@@ -68,6 +78,9 @@ use reconcile_support::service::{Ceiling, Service, Tenant};
 /// How many calls the first reconcile stores, unless [`CALLS_ENV`] says otherwise.
 const DEFAULT_CALLS: usize = 100_000;
 const CALLS_ENV: &str = "RECONCILE_BENCH_CALLS";
+/// Rounds of the first syncs of N and their ceiling, unless [`ROUNDS_ENV`] says otherwise.
+const DEFAULT_ROUNDS: usize = 3;
+const ROUNDS_ENV: &str = "RECONCILE_BENCH_ROUNDS";
 /// First reconcile throughput, calls per second (more is better).
 const TARGET_RATE: f64 = 2_000.0;
 /// Peak RSS of any `svc-cli` run, in MB (10^6 bytes).
@@ -92,8 +105,18 @@ fn main() -> ExitCode {
         },
         Err(_) => DEFAULT_CALLS,
     };
+    let rounds = match std::env::var(ROUNDS_ENV) {
+        Ok(text) => match text.trim().parse::<usize>() {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                eprintln!("{ROUNDS_ENV}={text:?}: expected a number of rounds, at least 1");
+                return ExitCode::from(2);
+            }
+        },
+        Err(_) => DEFAULT_ROUNDS,
+    };
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let failed = runtime.block_on(bench(calls));
+    let failed = runtime.block_on(bench(calls, rounds));
     if failed {
         eprintln!("reconcile bench: a check failed (see the checks column)");
         ExitCode::FAILURE
@@ -103,7 +126,7 @@ fn main() -> ExitCode {
 }
 
 /// Runs every row and prints the table; returns whether a check failed.
-async fn bench(calls: usize) -> bool {
+async fn bench(calls: usize, rounds: usize) -> bool {
     let uptime = machine::uptime();
     let quarter = calls / 4;
     eprintln!("reconcile bench: seeding {calls} + {quarter} scored calls…");
@@ -123,49 +146,117 @@ async fn bench(calls: usize) -> bool {
     eprintln!("reconcile bench: first reconcile of {quarter} calls…");
     let small_store = dir.path().join("store-quarter.db");
     let (small_run, small_report) = reconcile(&service, &small, &small_store, &since).await;
+    let small_stored = rows_in(&small_store, "calls");
+    remove_db(&small_store);
     let case = "first reconcile, N/4";
     rows.first_run(
-        &small_run,
-        &small_report,
-        &small_store,
+        (&small_run, &small_report, small_stored),
         quarter as u64,
         case,
         None,
+        None,
     );
 
-    eprintln!("reconcile bench: first reconcile of {calls} calls…");
+    // The first syncs of N and their ceiling, in rounds taking turns, so that each ratio is
+    // between runs of the same moments of the machine; each row shows its median round.
+    let to = format_ts(Utc::now());
     let store = dir.path().join("store.db");
-    let (first, first_report) = reconcile(&service, &full, &store, &since).await;
-    let case = "first reconcile, N";
+    let mut firsts = Vec::new();
+    let mut memories = Vec::new();
+    let mut in_stores = Vec::new();
+    let mut bares = Vec::new();
+    let mut ceilings = Vec::new();
+    for round in 1..=rounds {
+        eprintln!("reconcile bench: round {round} of {rounds}: first reconcile of {calls} calls…");
+        let round_store = dir.path().join(format!("store-round-{round}.db"));
+        let (first, report) = reconcile(&service, &full, &round_store, &since).await;
+        let stored = rows_in(&round_store, "calls");
+        // The last round's store is the one the reruns below find full.
+        if round == rounds {
+            std::fs::rename(&round_store, &store).expect("keep the last round's store");
+        } else {
+            remove_db(&round_store);
+        }
+        firsts.push((first, report, stored));
+
+        eprintln!("reconcile bench: round {round}: into a MemorySink…");
+        let mut memory =
+            reconcile_in_process(&service, &full, &since, Arc::new(MemorySink::default())).await;
+        if round != rounds {
+            memory.calls = Vec::new(); // only the last round's go to the store-alone rows
+        }
+        memories.push(memory);
+
+        eprintln!("reconcile bench: round {round}: into svc-store, in process…");
+        let in_process_store = dir.path().join(format!("store-in-process-{round}.db"));
+        let opened = Store::open_or_create(in_process_store.as_path()).expect("a fresh store");
+        in_stores.push(reconcile_in_process(&service, &full, &since, Arc::new(opened)).await);
+        remove_db(&in_process_store);
+
+        eprintln!("reconcile bench: round {round}: into a bare SQLite table, in process…");
+        let bare_path = dir.path().join(format!("bare-sink-{round}.db"));
+        let bare = BareSink::create(&bare_path).expect("a bare table");
+        bares.push(reconcile_in_process(&service, &full, &since, Arc::new(bare)).await);
+        remove_db(&bare_path);
+
+        eprintln!("reconcile bench: round {round}: the ceiling (the service alone)…");
+        ceilings.push(service.ceiling(&full, &since, &to, CEILING_IN_FLIGHT).await);
+    }
+    let walls = |w: Vec<Duration>| Spread::of(w);
+    let first_spread = walls(firsts.iter().map(|f| f.0.wall).collect());
+    let memory_spread = walls(memories.iter().map(|m| m.wall).collect());
+    let in_store_spread = walls(in_stores.iter().map(|m| m.wall).collect());
+    let bare_spread = walls(bares.iter().map(|m| m.wall).collect());
+    let ceiling_spread = walls(ceilings.iter().map(|c| c.wall).collect());
+    let (first, first_report, first_stored) = firsts.swap_remove(first_spread.median);
+    let memory_calls = std::mem::take(&mut memories.last_mut().expect("a round").calls);
+    let memory = memories.swap_remove(memory_spread.median);
+    let stored = in_stores.swap_remove(in_store_spread.median);
+    let bare = bares.swap_remove(bare_spread.median);
+    let ceiling = ceilings.swap_remove(ceiling_spread.median);
+
     let quarter_rss = small_run.peak_rss_kib;
     rows.first_run(
+        (&first, &first_report, first_stored),
+        calls as u64,
+        "first reconcile, N",
+        quarter_rss,
+        Some(&first_spread),
+    );
+    rows.in_process(
+        &memory,
+        calls as u64,
+        &first,
+        InProcess::Memory,
+        &memory_spread,
+    );
+    rows.in_process(
+        &stored,
+        calls as u64,
+        &first,
+        InProcess::Store(&memory),
+        &in_store_spread,
+    );
+    rows.in_process(
+        &bare,
+        calls as u64,
+        &first,
+        InProcess::Bare(&memory),
+        &bare_spread,
+    );
+    rows.ceiling(
+        &ceiling,
+        calls as u64,
         &first,
         &first_report,
-        &store,
-        calls as u64,
-        case,
-        quarter_rss,
+        &memory,
+        &ceiling_spread,
     );
 
-    eprintln!("reconcile bench: first reconcile of {calls} calls into a MemorySink…");
-    let memory =
-        reconcile_in_process(&service, &full, &since, Arc::new(MemorySink::default())).await;
-    rows.in_process(&memory, calls as u64, &first, InProcess::Memory);
-
-    eprintln!("reconcile bench: first reconcile of {calls} calls into svc-store, in process…");
-    let in_process_store = dir.path().join("store-in-process.db");
-    let opened = Store::open_or_create(in_process_store.as_path()).expect("a fresh store");
-    let stored = reconcile_in_process(&service, &full, &since, Arc::new(opened)).await;
-    rows.in_process(&stored, calls as u64, &first, InProcess::Store(&memory));
-
     eprintln!("reconcile bench: the store alone, and a bare SQLite insert of the same details…");
-    let alone = store_alone(dir.path(), &memory.calls).await;
+    let alone = store_alone(dir.path(), &memory_calls).await;
+    drop(memory_calls);
     rows.store_alone(&alone, calls as u64, &memory);
-
-    eprintln!("reconcile bench: the ceiling (the service alone)…");
-    let to = format_ts(Utc::now());
-    let ceiling = service.ceiling(&full, &since, &to, CEILING_IN_FLIGHT).await;
-    rows.ceiling(&ceiling, calls as u64, &first, &first_report, &memory);
 
     eprintln!("reconcile bench: rerun with every call stored…");
     let (rerun, rerun_report) = reconcile(&service, &full, &store, &since).await;
@@ -190,7 +281,7 @@ async fn bench(calls: usize) -> bool {
 
     println!(
         "reconcile bench: N = {calls} scored calls ({CALLS_ENV}), N/4 = {quarter}; \
-         seeded in {:.1} s",
+         {rounds} rounds of the first syncs of N ({ROUNDS_ENV}); seeded in {:.1} s",
         seeded.as_secs_f64()
     );
     println!("uptime before the run: {uptime}");
@@ -301,6 +392,19 @@ struct StoreAlone {
     bare: Duration,
     /// Rows the bare table holds afterwards.
     bare_rows: u64,
+    /// The size of each database file afterwards (with its WAL), in bytes.
+    store_bytes: u64,
+    bare_bytes: u64,
+}
+
+/// A SQLite database's size with its WAL, in bytes.
+fn db_bytes(path: &Path) -> u64 {
+    let wal = path.with_extension("db-wal");
+    [path, wal.as_path()]
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum()
 }
 
 /// Times [`StoreAlone`] on `calls` (a `MemorySink`'s, in any order), in fresh files in `dir`.
@@ -338,6 +442,7 @@ async fn store_alone(dir: &Path, calls: &[MemoryCall]) -> StoreAlone {
     }
     let store_wall = started.elapsed();
     let stored = rows_in(&store_path, "calls").unwrap_or(0);
+    let store_bytes = db_bytes(&store_path);
     let bare_path = dir.join("bare.db");
     let details: Vec<(String, String)> = calls
         .iter()
@@ -348,6 +453,7 @@ async fn store_alone(dir: &Path, calls: &[MemoryCall]) -> StoreAlone {
             )
         })
         .collect();
+    let bare_file = bare_path.clone();
     let (bare, bare_rows) = tokio::task::spawn_blocking(move || {
         let conn = rusqlite::Connection::open(&bare_path).expect("bare table");
         conn.pragma_update(None, "journal_mode", "WAL")
@@ -379,6 +485,8 @@ async fn store_alone(dir: &Path, calls: &[MemoryCall]) -> StoreAlone {
         stored,
         bare,
         bare_rows,
+        store_bytes,
+        bare_bytes: db_bytes(&bare_file),
     }
 }
 
@@ -411,10 +519,18 @@ impl Held for Store {
     }
 }
 
-/// Which in-process row: the `MemorySink`, or the store (shown against the `MemorySink` run).
+/// Which in-process row: the `MemorySink`, svc-store or the bare table (both shown against the
+/// `MemorySink` run).
 enum InProcess<'a> {
     Memory,
     Store(&'a InMemory),
+    Bare(&'a InMemory),
+}
+
+impl Held for BareSink {
+    fn held(&self) -> u64 {
+        BareSink::held(self)
+    }
 }
 
 /// Runs `svc-cli store export --store <store> --format <format>`, stdout drained and counted.
@@ -445,6 +561,50 @@ fn svc_cli() -> Command {
         command.env_remove(var);
     }
     command
+}
+
+/// The walls of one row's rounds: which round is the median, and the range.
+struct Spread {
+    /// Index of the median round (the lower middle one for an even count).
+    median: usize,
+    min: Duration,
+    max: Duration,
+    rounds: usize,
+}
+
+impl Spread {
+    fn of(walls: Vec<Duration>) -> Self {
+        let mut order: Vec<usize> = (0..walls.len()).collect();
+        order.sort_by_key(|&i| walls[i]);
+        Self {
+            median: order[(order.len() - 1) / 2],
+            min: walls[order[0]],
+            max: walls[order[order.len() - 1]],
+            rounds: walls.len(),
+        }
+    }
+
+    /// `median of R (min to max)` under the wall, for more than one round.
+    fn cell(&self) -> String {
+        if self.rounds < 2 {
+            return String::new();
+        }
+        format!(
+            "\nmedian of {} ({:.2} to {:.2})",
+            self.rounds,
+            self.min.as_secs_f64(),
+            self.max.as_secs_f64()
+        )
+    }
+}
+
+/// Removes a SQLite file and its WAL and shared-memory files (the rounds' stores take room).
+fn remove_db(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(name);
+    }
 }
 
 /// The checks of one row: each holds or not.
@@ -592,16 +752,16 @@ impl Rows {
         self.table.add_row(row);
     }
 
-    /// A first reconcile of `calls` into an empty store; `quarter_rss_kib`: the peak RSS of
-    /// the N/4 run, to show the N run's growth over it.
+    /// A first reconcile of `calls` into an empty store (the child's measures, its report and
+    /// the calls its store held afterwards); `quarter_rss_kib`: the peak RSS of the N/4 run, to
+    /// show the N run's growth over it; `spread`: its rounds, when there were several.
     fn first_run(
         &mut self,
-        run: &Measured,
-        report: &Value,
-        store: &Path,
+        (run, report, stored): (&Measured, &Value, Option<u64>),
         calls: u64,
         case: &str,
         quarter_rss_kib: Option<u64>,
+        spread: Option<&Spread>,
     ) {
         let mut checks = Checks::default();
         checks.exited(run, 0, Some(report));
@@ -609,7 +769,7 @@ impl Rows {
         checks.count("new", total(report, "new"), calls);
         checks.count("detailsFetched", total(report, "detailsFetched"), calls);
         checks.count("failed", total(report, "failed"), 0);
-        checks.count("calls in the store", rows_in(store, "calls"), calls);
+        checks.count("calls in the store", stored, calls);
         let rate = calls as f64 / run.wall.as_secs_f64();
         let mut rss = rss_cell(run);
         if let (Some(quarter), Some(full)) = (quarter_rss_kib, run.peak_rss_kib) {
@@ -627,7 +787,11 @@ impl Rows {
             [
                 format!("{case}\n(empty store)"),
                 calls.to_string(),
-                secs(run.wall),
+                format!(
+                    "{}{}",
+                    secs(run.wall),
+                    spread.map_or_else(String::new, Spread::cell)
+                ),
                 against(
                     format!("{rate:.0} calls/s"),
                     &format!("> {TARGET_RATE:.0} calls/s"),
@@ -642,7 +806,14 @@ impl Rows {
 
     /// The first reconcile of N in process (into a `MemorySink`, or into svc-store's SQLite
     /// store), against the `svc-cli` run (and the store's against the `MemorySink` run).
-    fn in_process(&mut self, run: &InMemory, calls: u64, first: &Measured, which: InProcess<'_>) {
+    fn in_process(
+        &mut self,
+        run: &InMemory,
+        calls: u64,
+        first: &Measured,
+        which: InProcess<'_>,
+        spread: &Spread,
+    ) {
         let mut checks = Checks::default();
         if let Some(error) = &run.error {
             checks.that(false, format!("the run stopped: {error}"));
@@ -669,14 +840,22 @@ impl Rows {
                     memory.wall.as_secs_f64() / run.wall.as_secs_f64()
                 ),
             ),
+            InProcess::Bare(memory) => (
+                "ceiling of a SQLite sink:\nthe same into a bare table\n(detail per id, a tx a page)",
+                format!(
+                    "\nthis: {:.2}× the MemorySink run",
+                    memory.wall.as_secs_f64() / run.wall.as_secs_f64()
+                ),
+            ),
         };
         self.push(
             [
                 case.into(),
                 calls.to_string(),
                 format!(
-                    "{}\nthe svc-cli run: {child:.2}× this{against_memory}",
-                    secs(run.wall)
+                    "{}{}\nthe svc-cli run: {child:.2}× this{against_memory}",
+                    secs(run.wall),
+                    spread.cell()
                 ),
                 format!("{rate:.0} calls/s"),
                 "- (in process)".into(),
@@ -702,7 +881,11 @@ impl Rows {
                 ),
                 format!("{:.0} calls/s", calls as f64 / alone.store.as_secs_f64()),
                 "- (in process)".into(),
-                format!("{:.1} µs a call", alone.store.as_secs_f64() * 1e6 / calls as f64),
+                format!(
+                    "{:.1} µs a call\n{:.1} MB on disk",
+                    alone.store.as_secs_f64() * 1e6 / calls as f64,
+                    alone.store_bytes as f64 / 1e6
+                ),
             ],
             &checks,
         );
@@ -719,7 +902,11 @@ impl Rows {
                 ),
                 format!("{:.0} calls/s", calls as f64 / alone.bare.as_secs_f64()),
                 "- (in process)".into(),
-                format!("{:.1} µs a call", alone.bare.as_secs_f64() * 1e6 / calls as f64),
+                format!(
+                    "{:.1} µs a call\n{:.1} MB on disk",
+                    alone.bare.as_secs_f64() * 1e6 / calls as f64,
+                    alone.bare_bytes as f64 / 1e6
+                ),
             ],
             &checks,
         );
@@ -732,6 +919,7 @@ impl Rows {
         first: &Measured,
         report: &Value,
         memory: &InMemory,
+        spread: &Spread,
     ) {
         let mut checks = Checks::default();
         checks.count("listed", Some(ceiling.listed), calls);
@@ -748,8 +936,9 @@ impl Rows {
                 ),
                 calls.to_string(),
                 format!(
-                    "{}\n(list {})\n{:.0}% of the first run,\n{:.0}% of the MemorySink run",
+                    "{}{}\n(list {})\n{:.0}% of the first run,\n{:.0}% of the MemorySink run",
                     secs(ceiling.wall),
+                    spread.cell(),
                     secs(ceiling.list),
                     share * 100.0,
                     memory_share * 100.0
