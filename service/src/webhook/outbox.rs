@@ -84,7 +84,8 @@ fn attempt_log(
 
 /// The span of one attempt (its fields filled in as it goes), a child of the span that queued
 /// the delivery when the row kept its trace context: every attempt of a delivery, the retry
-/// minutes later or after a restart included, is in the trace of the call's scoring. The
+/// minutes later, after a restart or resent on the operator's request included, is in the
+/// trace of the call's scoring. The
 /// request carries the span as its `traceparent` ([`super::client`]).
 fn attempt_span(claimed: &Claimed) -> tracing::Span {
     let span = tracing::info_span!(
@@ -93,6 +94,7 @@ fn attempt_span(claimed: &Claimed) -> tracing::Span {
         tenant_id = %claimed.tenant_id,
         call_id = %claimed.call_id,
         attempt = claimed.attempts + 1,
+        resend = tracing::field::Empty,
         status = tracing::field::Empty,
         outcome = tracing::field::Empty,
     );
@@ -194,7 +196,12 @@ impl Outbox {
     pub async fn try_deliver_next(&self) -> Result<Outcome, DbError> {
         let now = self.clock.now();
         if let Some(resend) = self.db.claim_resend(now.timestamp_millis()).await? {
-            self.resend(resend, now).await?;
+            // A resend is an attempt of its delivery too: in the trace of the call's scoring,
+            // its request carrying the span as `traceparent` like any other attempt's.
+            let span = attempt_span(&resend.delivery);
+            span.record("resend", true);
+            self.resend(resend, now).instrument(span.clone()).await?;
+            span.record("outcome", "resent");
             return Ok(Outcome::Resent);
         }
         let Some(claimed) = self.db.claim_delivery(now.timestamp_millis()).await? else {
@@ -303,6 +310,9 @@ impl Outbox {
                 (Some(target.url), attempt, Vec::new())
             }
         };
+        if let Some(status) = attempt.status {
+            tracing::Span::current().record("status", status);
+        }
         tracing::info!(
             webhook_id = %delivery.id,
             tenant_id = %delivery.tenant_id,

@@ -2,7 +2,8 @@
 //! `svc-cli sandbox` (the service, in-process) and `svc-cli webhook serve`, each exporting its
 //! spans over OTLP/HTTP JSON to a collector served here; the service's attempt span and the
 //! receiver's spans share one trace id, the receiver's are children of the attempt, and the
-//! ledger's commit is inside the worker's.
+//! ledger's commit is inside the worker's; a resend the operator asks for is an attempt of the
+//! same trace, and the receiver's span of its arrival a child of it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -196,6 +197,19 @@ async fn one_trace_runs_from_the_services_attempt_to_the_receivers_commit() {
         1,
         "recorded in the ledger"
     );
+    // The operator resends it: one more attempt of the same delivery, in the same trace.
+    let resent = dir
+        .run(&[
+            "--json",
+            "sandbox",
+            "resend",
+            &webhook_id,
+            "--db",
+            "sandbox.db",
+        ])
+        .await;
+    assert_eq!(resent.code, 0, "{resent:?}");
+    assert_eq!(resent.json()["attempts"][0]["resend"], true, "{resent:?}");
     // Both stop cleanly, sending their last spans as they exit.
     let (code, log) = sandbox.interrupt().await;
     assert_eq!(code, 0, "{log}");
@@ -215,8 +229,12 @@ async fn one_trace_runs_from_the_services_attempt_to_the_receivers_commit() {
             .collect()
     };
     let attempts = of("service", "webhook_attempt");
-    assert_eq!(attempts.len(), 1, "one attempt: {spans:#?}");
-    let attempt = &attempts[0];
+    assert_eq!(attempts.len(), 2, "the attempt and the resend: {spans:#?}");
+    let (resends, attempts): (Vec<Span>, Vec<Span>) = attempts
+        .into_iter()
+        .partition(|a| a.attribute("resend") == Some("true"));
+    assert_eq!(resends.len(), 1, "{resends:#?} {attempts:#?}");
+    let (attempt, resend) = (&attempts[0], &resends[0]);
     assert_eq!(
         attempt.attribute("outcome"),
         Some("delivered"),
@@ -228,9 +246,21 @@ async fn one_trace_runs_from_the_services_attempt_to_the_receivers_commit() {
     assert_eq!(scoring.len(), 1, "{spans:#?}");
     assert_eq!(scoring[0].trace_id, attempt.trace_id);
     assert_eq!(attempt.parent_span_id, scoring[0].span_id);
+    // The resend too, with the request it made carrying its span.
+    assert_eq!(resend.attribute("outcome"), Some("resent"), "{resend:?}");
+    assert_eq!(resend.trace_id, attempt.trace_id, "{resend:?}");
+    assert_eq!(resend.parent_span_id, scoring[0].span_id, "{resend:?}");
+    let resend_arrivals = of("tenant-receiver", "webhook_delivery")
+        .into_iter()
+        .filter(|d| d.parent_span_id == resend.span_id)
+        .count();
+    assert_eq!(resend_arrivals, 1, "the resend's arrival: {spans:#?}");
 
     // The route's and the worker's spans: in the attempt's trace, children of the attempt.
-    let deliveries = of("tenant-receiver", "webhook_delivery");
+    let deliveries: Vec<Span> = of("tenant-receiver", "webhook_delivery")
+        .into_iter()
+        .filter(|d| d.parent_span_id != resend.span_id)
+        .collect();
     assert_eq!(deliveries.len(), 2, "{spans:#?}");
     for delivery in &deliveries {
         assert_eq!(delivery.trace_id, attempt.trace_id, "{delivery:?}");
