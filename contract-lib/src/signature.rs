@@ -108,7 +108,7 @@ impl<'a> SignatureHeader<'a> {
     /// accepts with the same result (every byte of that form is printable ASCII, and it has one
     /// `t` and one `v1`), so errors always come from there.
     #[inline]
-    fn parse_canonical(value: &'a [u8]) -> Option<Self> {
+    pub(crate) fn parse_canonical(value: &'a [u8]) -> Option<Self> {
         let value: &'a [u8; 80] = value.try_into().ok()?;
         let (head, hex) = value.split_at(16);
         if head[..2] != *b"t=" || head[12..] != *b",v1=" {
@@ -125,7 +125,7 @@ impl<'a> SignatureHeader<'a> {
     }
 
     /// Reads any header value under the policy of the module docs, saying what is wrong.
-    fn parse_general(value: &'a [u8]) -> Result<Self, MalformedHeader> {
+    pub(crate) fn parse_general(value: &'a [u8]) -> Result<Self, MalformedHeader> {
         if value.is_empty() {
             return Err(MalformedHeader::Empty);
         }
