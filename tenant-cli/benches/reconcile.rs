@@ -828,24 +828,22 @@ impl Rows {
         checks.count("calls in the sink", Some(run.held), calls);
         let rate = calls as f64 / run.wall.as_secs_f64();
         let child = run.wall.as_secs_f64() / first.wall.as_secs_f64();
-        let (case, against_memory) = match which {
-            InProcess::Memory => (
-                "first reconcile, N, into a MemorySink\n(svc-reconcile in process:\nno store, no child)",
-                String::new(),
-            ),
-            InProcess::Store(memory) => (
-                "first reconcile, N, into svc-store\n(svc-reconcile in process:\nthe SQLite store, no child)",
-                format!(
-                    "\nthis: {:.2}× the MemorySink run",
-                    memory.wall.as_secs_f64() / run.wall.as_secs_f64()
-                ),
-            ),
-            InProcess::Bare(memory) => (
-                "ceiling of a SQLite sink:\nthe same into a bare table\n(detail per id, a tx a page)",
-                format!(
-                    "\nthis: {:.2}× the MemorySink run",
-                    memory.wall.as_secs_f64() / run.wall.as_secs_f64()
-                ),
+        let case = match which {
+            InProcess::Memory => {
+                "first reconcile, N, into a MemorySink\n(svc-reconcile in process:\nno store, no child)"
+            }
+            InProcess::Store(_) => {
+                "first reconcile, N, into svc-store\n(svc-reconcile in process:\nthe SQLite store, no child)"
+            }
+            InProcess::Bare(_) => {
+                "ceiling of a SQLite sink:\nthe same into a bare table\n(detail per id, a tx a page)"
+            }
+        };
+        let against_memory = match which {
+            InProcess::Memory => String::new(),
+            InProcess::Store(memory) | InProcess::Bare(memory) => format!(
+                "\nthis: {:.2}× the MemorySink run",
+                memory.wall.as_secs_f64() / run.wall.as_secs_f64()
             ),
         };
         self.push(
@@ -867,49 +865,45 @@ impl Rows {
 
     /// The store's own work and the bare insert, against the `MemorySink` run.
     fn store_alone(&mut self, alone: &StoreAlone, calls: u64, memory: &InMemory) {
-        let share = |d: Duration| d.as_secs_f64() / memory.wall.as_secs_f64() * 100.0;
-        let mut checks = Checks::default();
-        checks.count("calls in the store", Some(alone.stored), calls);
-        self.push(
-            [
-                "svc-store alone: the same calls\n(known_calls + store_batch per\npage of 100; no service)".into(),
-                calls.to_string(),
-                format!(
-                    "{}\n{:.0}% of the MemorySink run",
-                    secs(alone.store),
-                    share(alone.store)
-                ),
-                format!("{:.0} calls/s", calls as f64 / alone.store.as_secs_f64()),
-                "- (in process)".into(),
-                format!(
-                    "{:.1} µs a call\n{:.1} MB on disk",
-                    alone.store.as_secs_f64() * 1e6 / calls as f64,
-                    alone.store_bytes as f64 / 1e6
-                ),
-            ],
-            &checks,
-        );
-        let mut checks = Checks::default();
-        checks.count("rows", Some(alone.bare_rows), calls);
-        self.push(
-            [
-                "ceiling of a SQLite store:\neach detail's text inserted\nbare (id key; page per tx)".into(),
-                calls.to_string(),
-                format!(
-                    "{}\n{:.0}% of the MemorySink run",
-                    secs(alone.bare),
-                    share(alone.bare)
-                ),
-                format!("{:.0} calls/s", calls as f64 / alone.bare.as_secs_f64()),
-                "- (in process)".into(),
-                format!(
-                    "{:.1} µs a call\n{:.1} MB on disk",
-                    alone.bare.as_secs_f64() * 1e6 / calls as f64,
-                    alone.bare_bytes as f64 / 1e6
-                ),
-            ],
-            &checks,
-        );
+        let rows = [
+            (
+                "svc-store alone: the same calls\n(known_calls + store_batch per\npage of 100; no service)",
+                "calls in the store",
+                alone.store,
+                alone.stored,
+                alone.store_bytes,
+            ),
+            (
+                "ceiling of a SQLite store:\neach detail's text inserted\nbare (id key; page per tx)",
+                "rows",
+                alone.bare,
+                alone.bare_rows,
+                alone.bare_bytes,
+            ),
+        ];
+        for (case, held, wall, rows_held, bytes) in rows {
+            let mut checks = Checks::default();
+            checks.count(held, Some(rows_held), calls);
+            self.push(
+                [
+                    case.into(),
+                    calls.to_string(),
+                    format!(
+                        "{}\n{:.0}% of the MemorySink run",
+                        secs(wall),
+                        wall.as_secs_f64() / memory.wall.as_secs_f64() * 100.0
+                    ),
+                    format!("{:.0} calls/s", calls as f64 / wall.as_secs_f64()),
+                    "- (in process)".into(),
+                    format!(
+                        "{:.1} µs a call\n{:.1} MB on disk",
+                        wall.as_secs_f64() * 1e6 / calls as f64,
+                        bytes as f64 / 1e6
+                    ),
+                ],
+                &checks,
+            );
+        }
     }
 
     fn ceiling(

@@ -85,8 +85,8 @@ fn attempt_log(
 /// The span of one attempt (its fields filled in as it goes), a child of the span that queued
 /// the delivery when the row kept its trace context: every attempt of a delivery, the retry
 /// minutes later, after a restart or resent on the operator's request included, is in the
-/// trace of the call's scoring. The
-/// request carries the span as its `traceparent` ([`super::client`]).
+/// trace of the call's scoring. The request carries the span as its `traceparent`
+/// ([`super::client`]).
 fn attempt_span(claimed: &Claimed) -> tracing::Span {
     let span = tracing::info_span!(
         "webhook_attempt",
@@ -102,6 +102,13 @@ fn attempt_span(claimed: &Claimed) -> tracing::Span {
         svc_ops::traces::continue_trace(&span, traceparent);
     }
     span
+}
+
+/// Records the status an attempt was answered with on its span (the current one).
+fn record_status(attempt: &Attempt) {
+    if let Some(status) = attempt.status {
+        tracing::Span::current().record("status", status);
+    }
 }
 
 /// The `outcome` of an attempt's span.
@@ -242,9 +249,7 @@ impl Outbox {
             }
             None => (None, no_endpoint(), Vec::new()),
         };
-        if let Some(status) = attempt.status {
-            tracing::Span::current().record("status", status);
-        }
+        record_status(&attempt);
         let succeeded = attempt.succeeded();
         let (next, outcome) = if succeeded {
             (Next::Delivered, Outcome::Delivered)
@@ -310,9 +315,7 @@ impl Outbox {
                 (Some(target.url), attempt, Vec::new())
             }
         };
-        if let Some(status) = attempt.status {
-            tracing::Span::current().record("status", status);
-        }
+        record_status(&attempt);
         tracing::info!(
             webhook_id = %delivery.id,
             tenant_id = %delivery.tenant_id,

@@ -3,7 +3,6 @@
 //! database (`Db::insert_scored_calls`), re-dispositions written the same way, and the
 //! ceiling: how long the service alone takes to answer what a first reconcile asks.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -20,10 +19,10 @@ use super::calls;
 
 /// The service and its database.
 pub(crate) struct Service {
-    addr: SocketAddr,
     db: Db,
     db_path: PathBuf,
-    http: reqwest::Client,
+    /// Its address and an HTTP client, built once (the ceiling's requests use it).
+    client: Lister,
     _dir: tempfile::TempDir,
     _server: Running,
 }
@@ -85,10 +84,12 @@ impl Service {
         let db = Db::open(&db_path).await.expect("open the service database");
         let server = Running::start(config).await;
         Self {
-            addr: server.addr,
             db,
             db_path,
-            http: reqwest::Client::new(),
+            client: Lister {
+                base_url: format!("http://{}/v1", server.addr),
+                http: reqwest::Client::new(),
+            },
             _dir: dir,
             _server: server,
         }
@@ -96,7 +97,7 @@ impl Service {
 
     /// The base URL, ending in `/v1`.
     pub(crate) fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        self.client.base_url.clone()
     }
 
     /// Creates a tenant with its agencies and agents (through the API, as a tenant would).
@@ -132,8 +133,9 @@ impl Service {
 
     async fn post(&self, key: &str, path: &str, body: Value) -> Value {
         let response = self
+            .client
             .http
-            .post(format!("{}{path}", self.base_url()))
+            .post(format!("{}{path}", self.client.base_url))
             .bearer_auth(key)
             .json(&body)
             .send()
@@ -213,7 +215,7 @@ impl Service {
         // them: the ids flow into the detail reads as each page arrives.
         let (ids_tx, ids_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
         let lister = {
-            let (service, key) = (self.lister(), tenant.key.clone());
+            let (service, key) = (self.client.clone(), tenant.key.clone());
             let (from, to) = (from.to_owned(), to.to_owned());
             tokio::spawn(async move {
                 let mut pages = 0;
@@ -271,20 +273,13 @@ impl Service {
         }
     }
 
-    /// What the lister task needs of the service: its address and HTTP client.
-    fn lister(&self) -> Lister {
-        Lister {
-            base_url: self.base_url(),
-            http: self.http.clone(),
-        }
-    }
-
     async fn get(&self, key: &str, path: &str, query: &[(&str, String)]) -> reqwest::Response {
-        self.lister().get(key, path, query).await
+        self.client.get(key, path, query).await
     }
 }
 
-/// The service's address and HTTP client, owned, for a task of its own.
+/// The service's base URL and an HTTP client, cloned into the ceiling's lister task.
+#[derive(Clone)]
 struct Lister {
     base_url: String,
     http: reqwest::Client,
