@@ -461,6 +461,111 @@ async fn a_file_written_before_the_append_layout_keeps_its_pending_entries() {
     assert_eq!(inbox.counts().await.expect("counts"), (1, 1, 0));
 }
 
+/// What a handler of the test below saw: the ids it was handed, in order.
+type Handed = Arc<std::sync::Mutex<Vec<String>>>;
+
+/// A handler that notes each id it is handed and succeeds, or fails when `fails`.
+fn noting(
+    handed: Handed,
+    fails: bool,
+) -> impl Fn(Received) -> std::future::Ready<Result<(), String>> + Clone {
+    move |received: Received| {
+        handed
+            .lock()
+            .expect("lock")
+            .push(received.webhook_id.as_str().to_owned());
+        std::future::ready(if fails {
+            Err("downstream refused".to_owned())
+        } else {
+            Ok(())
+        })
+    }
+}
+
+#[tokio::test]
+async fn two_inboxes_on_one_file_hand_entries_out_in_due_order_and_agree_on_every_state() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("inbox.db");
+    let policy = InboxPolicy {
+        max_attempts: 2,
+        first_backoff: std::time::Duration::from_secs(5),
+        ..InboxPolicy::default()
+    };
+    let one = SqliteInbox::open(&path, policy).expect("open");
+    let two = SqliteInbox::open(&path, policy).expect("open again");
+    for (n, name) in ["wh_1", "wh_2", "wh_3"].into_iter().enumerate() {
+        let at = T + i64::try_from(n).expect("small");
+        let signature = [u8::try_from(n).expect("small"); 32];
+        one.accept(&webhook_id(name), &signature, &event_body(name), at)
+            .await
+            .expect("accept");
+    }
+    let handed: Handed = Arc::default();
+    let ok = noting(Arc::clone(&handed), false);
+    let fails = noting(Arc::clone(&handed), true);
+    let at = |t: i64| ManualClock::new(T + t);
+    // wh_1 fails on the second inbox: due again 5 s after, behind wh_2 and wh_3.
+    assert_eq!(
+        process_next(&two, &fails, &at(10)).await.expect("step"),
+        Step::Settled(Settled::Retrying)
+    );
+    assert_eq!(
+        process_next(&one, &ok, &at(10)).await.expect("step"),
+        Step::Settled(Settled::Done)
+    );
+    assert_eq!(two.counts().await.expect("counts"), (2, 1, 0));
+    let stats = one.stats().await.expect("stats");
+    assert_eq!((stats.pending, stats.leased, stats.dead), (2, 0, 0));
+    assert_eq!(stats.oldest_pending_received_at, Some(T));
+    // wh_3 (due since T + 2) before wh_1 (due at T + 15); then wh_1's last attempt.
+    assert_eq!(
+        process_next(&two, &fails, &at(20)).await.expect("step"),
+        Step::Settled(Settled::Retrying)
+    );
+    assert_eq!(
+        process_next(&one, &fails, &at(20)).await.expect("step"),
+        Step::Settled(Settled::Dead)
+    );
+    assert_eq!(
+        process_next(&two, &ok, &at(20)).await.expect("step"),
+        Step::Empty
+    );
+    assert_eq!(one.counts().await.expect("counts"), (1, 1, 1));
+    let dead: Vec<String> = two
+        .dead_letters()
+        .await
+        .expect("dead letters")
+        .iter()
+        .map(|letter| letter.webhook_id.as_str().to_owned())
+        .collect();
+    assert_eq!(dead, ["wh_1"]);
+    assert_eq!(
+        one.stats().await.expect("stats").oldest_pending_received_at,
+        Some(T + 2),
+        "the oldest entry still pending"
+    );
+    // Requeued on the second, handed out by the first after wh_3 (due earlier).
+    assert!(
+        two.requeue_dead_letter(&webhook_id("wh_1"), T + 30)
+            .await
+            .expect("requeue")
+    );
+    for _ in 0..2 {
+        assert_eq!(
+            process_next(&one, &ok, &at(30)).await.expect("step"),
+            Step::Settled(Settled::Done)
+        );
+    }
+    assert_eq!(
+        *handed.lock().expect("lock"),
+        ["wh_1", "wh_2", "wh_3", "wh_1", "wh_3", "wh_1"]
+    );
+    assert_eq!(two.counts().await.expect("counts"), (0, 3, 0));
+    drop((one, two));
+    let reopened = SqliteInbox::open(&path, policy).expect("reopen");
+    assert_eq!(reopened.counts().await.expect("counts"), (0, 3, 0));
+}
+
 #[tokio::test]
 async fn several_workers_overlap_their_handlers_and_hand_each_entry_out_once() {
     let dir = tempfile::tempdir().expect("dir");
