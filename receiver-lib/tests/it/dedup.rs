@@ -138,6 +138,33 @@ async fn the_sqlite_store_keeps_its_claims_across_a_reopen() {
     );
     assert_eq!(store.completed_count().await.expect("count"), 1);
     assert_eq!(store.prune(100 + 24 * 3600).await.expect("prune"), 2);
+    // A released claim too; then every row the store wrote passes the table's CHECKs (which
+    // its own connection skips: see the writer), as read by another connection.
+    let later = 100 + 24 * 3600 + 1;
+    assert_eq!(
+        store
+            .claim(&id("wh_gave_up"), &sig(3), later)
+            .await
+            .expect("c"),
+        Claim::New
+    );
+    store.release(&id("wh_gave_up")).await.expect("release");
+    assert_eq!(
+        store
+            .claim(&id("wh_next"), &sig(4), later)
+            .await
+            .expect("c"),
+        Claim::New
+    );
+    store
+        .complete(&id("wh_next"), later)
+        .await
+        .expect("complete");
+    let file = rusqlite::Connection::open(&path).expect("the file");
+    let check: String = file
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity check");
+    assert_eq!(check, "ok");
 }
 
 #[test]

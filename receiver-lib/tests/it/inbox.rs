@@ -564,6 +564,13 @@ async fn two_inboxes_on_one_file_hand_entries_out_in_due_order_and_agree_on_ever
     drop((one, two));
     let reopened = SqliteInbox::open(&path, policy).expect("reopen");
     assert_eq!(reopened.counts().await.expect("counts"), (0, 3, 0));
+    // Every state written on the way passes the table's CHECK (which the inbox's own
+    // connection skips: see the writer), as read by another connection.
+    let file = rusqlite::Connection::open(&path).expect("the file");
+    let check: String = file
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity check");
+    assert_eq!(check, "ok");
 }
 
 #[tokio::test]
