@@ -29,6 +29,10 @@
 //! reloads the index inside the transaction, so it sees exactly the writes made so far. An
 //! error that rolls the whole transaction back fails every later operation of the batch and
 //! the commit, and then every caller gets an error.
+//!
+//! The connection skips the tables' CHECK constraints (see [`Writer::open`]): an operation
+//! writes a state only as a literal its statement names, one the table's CHECK admits. The
+//! tests read every state written back through `PRAGMA integrity_check`.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
