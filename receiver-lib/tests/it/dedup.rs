@@ -10,7 +10,7 @@ use svc_receiver::StoreError;
 use svc_receiver::dedup::{Claim, DedupPolicy, DedupStore, MemoryDedupStore};
 use svc_receiver::sqlite::SqliteDedupStore;
 
-use crate::helpers::webhook_id as id;
+use crate::helpers::{integrity, webhook_id as id};
 
 fn sig(n: u8) -> [u8; 32] {
     [n; 32]
@@ -160,11 +160,7 @@ async fn the_sqlite_store_keeps_its_claims_across_a_reopen() {
         .complete(&id("wh_next"), later)
         .await
         .expect("complete");
-    let file = rusqlite::Connection::open(&path).expect("the file");
-    let check: String = file
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .expect("integrity check");
-    assert_eq!(check, "ok");
+    assert_eq!(integrity(&path), "ok");
 }
 
 #[test]

@@ -26,6 +26,15 @@ pub(crate) fn webhook_id(text: &str) -> svc_contract::WebhookId {
     svc_contract::WebhookId::parse(text.as_bytes()).expect("id")
 }
 
+/// `PRAGMA integrity_check` of the SQLite file at `path`, read on a connection of its own
+/// (it checks the tables' CHECK constraints too, which the crate's writer connection skips).
+pub(crate) fn integrity(path: &Path) -> String {
+    rusqlite::Connection::open(path)
+        .expect("the file")
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity check")
+}
+
 pub(crate) fn verifier() -> Verifier {
     Verifier::new(Keyring::single(SigningSecret::new(SECRET).expect("secret")))
 }

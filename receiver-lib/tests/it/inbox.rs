@@ -12,7 +12,7 @@ use svc_receiver::inbox::{Accepted, Inbox, InboxAdmin, InboxPolicy, Settled, Ste
 use svc_receiver::sqlite::SqliteInbox;
 
 use crate::helpers::{
-    SECRET, T, call_id_reporter, client, event_body, post, spawn, verifier, webhook_id,
+    SECRET, T, call_id_reporter, client, event_body, integrity, post, spawn, verifier, webhook_id,
 };
 
 #[tokio::test]
@@ -566,11 +566,7 @@ async fn two_inboxes_on_one_file_hand_entries_out_in_due_order_and_agree_on_ever
     assert_eq!(reopened.counts().await.expect("counts"), (0, 3, 0));
     // Every state written on the way passes the table's CHECK (which the inbox's own
     // connection skips: see the writer), as read by another connection.
-    let file = rusqlite::Connection::open(&path).expect("the file");
-    let check: String = file
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .expect("integrity check");
-    assert_eq!(check, "ok");
+    assert_eq!(integrity(&path), "ok");
 }
 
 #[tokio::test]
