@@ -357,6 +357,11 @@ async fn direct_mode_does_not_acknowledge_a_commit_the_database_turned_into_a_ro
     assert_eq!(effects(&client, "wh_direct_swallow").await, 1);
 }
 
+/// Taken around every change to the test database's ACL: PostgreSQL refuses two at once
+/// ("tuple concurrently updated", both rewrite the database's one catalog row), and the tests
+/// that make roles run side by side.
+const DATABASE_ACL_LOCK: i64 = 0x7376_635f_6163_6c;
+
 /// Two login roles of a test's own, neither a superuser, both with `CREATE` on the database:
 /// the receiver's and another's; and a schema owned by the receiver's, first in its path
 /// after `"$user"`.
@@ -386,10 +391,11 @@ impl Roles {
             .get(0);
         admin
             .batch_execute(&format!(
-                "CREATE ROLE {receiver} LOGIN NOSUPERUSER;
+                "BEGIN; SELECT pg_advisory_xact_lock({DATABASE_ACL_LOCK});
+                 CREATE ROLE {receiver} LOGIN NOSUPERUSER;
                  CREATE ROLE {other} LOGIN NOSUPERUSER;
                  GRANT CREATE ON DATABASE {db} TO {receiver}, {other};
-                 CREATE SCHEMA {app_schema} AUTHORIZATION {receiver};"
+                 CREATE SCHEMA {app_schema} AUTHORIZATION {receiver}; COMMIT;"
             ))
             .await
             .expect("roles");
@@ -440,8 +446,9 @@ impl Roles {
         let _ = self
             .admin
             .batch_execute(&format!(
-                "DROP OWNED BY {r}, {o} CASCADE; REVOKE ALL ON DATABASE {db} FROM {r}, {o};
-                 DROP ROLE {r}; DROP ROLE {o};",
+                "BEGIN; SELECT pg_advisory_xact_lock({DATABASE_ACL_LOCK});
+                 DROP OWNED BY {r}, {o} CASCADE; REVOKE ALL ON DATABASE {db} FROM {r}, {o};
+                 DROP ROLE {r}; DROP ROLE {o}; COMMIT;",
                 r = self.receiver,
                 o = self.other
             ))
