@@ -360,7 +360,7 @@ async fn direct_mode_does_not_acknowledge_a_commit_the_database_turned_into_a_ro
 /// Taken around every change to the test database's ACL: PostgreSQL refuses two at once
 /// ("tuple concurrently updated", both rewrite the database's one catalog row), and the tests
 /// that make roles run side by side.
-const DATABASE_ACL_LOCK: i64 = 0x7376_635f_6163_6c;
+const DATABASE_ACL_LOCK: i64 = 7_376_635;
 
 /// Two login roles of a test's own, neither a superuser, both with `CREATE` on the database:
 /// the receiver's and another's; and a schema owned by the receiver's, first in its path
