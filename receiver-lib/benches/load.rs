@@ -58,7 +58,7 @@
 //! connections (16 by default); they stay open for the whole run, so the server needs
 //! `max_connections` of several times that.
 //!
-//! The servers take turns, in three rounds, so that a noisy neighbour slows each of them alike.
+//! The servers take turns, in three rounds (`SVC_BENCH_ROUNDS`), so that a noisy neighbour slows each of them alike.
 //! Prints deliveries/s and latency percentiles per server, the ratio to verify-only and (column
 //! `x PGin`, with PostgreSQL) to the PostgreSQL inbox row, the CPU time per delivery (the whole
 //! process: server and load generator), the share of the machine's CPU time left idle and
@@ -104,6 +104,16 @@ const SECRET: &str = "whsec_3kX9pQ2vR7mT1wY8zB4nL6cF0hJ5sD";
 const CONNECTIONS: usize = 64;
 /// Each server runs this many times, taking turns with the others.
 const ROUNDS: u32 = 3;
+
+/// The rounds to run: `SVC_BENCH_ROUNDS`, or [`ROUNDS`]. More rounds of shorter turns spread a
+/// neighbour's slower minutes over every row alike, for ratios that vary less from run to run.
+fn rounds() -> u32 {
+    std::env::var("SVC_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(ROUNDS)
+}
 
 /// The exactly-once rows' tenant table: one row per event, written in the transaction that
 /// records the delivery.
@@ -827,8 +837,9 @@ fn main() {
             }
         }
         let mut results: Vec<RunResult> = targets.iter().map(|_| RunResult::empty()).collect();
-        let per_round = duration / ROUNDS;
-        for round in 0..ROUNDS {
+        let rounds = rounds();
+        let per_round = duration / rounds;
+        for round in 0..rounds {
             for (k, (name, target)) in targets.iter().enumerate() {
                 if !runs(name) {
                     continue;
@@ -849,7 +860,7 @@ fn main() {
             }
         }
 
-        println!("\n{CONNECTIONS} connections, {seconds} s per server in {ROUNDS} rounds, loopback, {} cores", std::thread::available_parallelism().map_or(0, |n| n.get()));
+        println!("\n{CONNECTIONS} connections, {seconds} s per server in {rounds} rounds, loopback, {} cores", std::thread::available_parallelism().map_or(0, |n| n.get()));
         println!(
             "{:<NAME$} {:>9} {:>6} {:>10} {:>6} {:>6} {:>8} {:>8} {:>8} {:>7} {:>6} {:>6}",
             "server", "acked", "failed", "per sec", "ratio", "x PGin", "p50 ms", "p99 ms", "max ms", "cpu us", "idle%", "steal%"
