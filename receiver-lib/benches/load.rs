@@ -58,7 +58,8 @@
 //! connections (16 by default); they stay open for the whole run, so the server needs
 //! `max_connections` of several times that.
 //!
-//! The servers take turns, in three rounds (`SVC_BENCH_ROUNDS`), so that a noisy neighbour slows each of them alike.
+//! The servers take turns, in three rounds (`SVC_BENCH_ROUNDS` sets how many), so that a noisy
+//! neighbour slows each of them alike.
 //! Prints deliveries/s and latency percentiles per server, the ratio to verify-only and (column
 //! `x PGin`, with PostgreSQL) to the PostgreSQL inbox row, the CPU time per delivery (the whole
 //! process: server and load generator), the share of the machine's CPU time left idle and
