@@ -25,6 +25,15 @@ fn integrity(path: &Path) -> String {
         .expect("integrity check")
 }
 
+/// Waits until `readyz` answers 200, asking every 200 ms; fails with `never` after 15 s.
+async fn ready_within_15_s(readyz: &str, never: &str) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while get(readyz).await.0 != 200 {
+        assert!(Instant::now() < deadline, "{never}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// The CPU time (user and system, in clock ticks) process `pid` has used so far.
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
@@ -72,11 +81,7 @@ async fn webhook_serve_on_a_full_disk_acknowledges_only_what_it_stored_and_recov
     };
     // Ready once a probe write goes through within its deadline (2 s: on a machine busy with
     // other tests, the first one may not).
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while get(&readyz).await.0 != 200 {
-        assert!(Instant::now() < deadline, "/readyz never turned 200");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    ready_within_15_s(&readyz, "/readyz never turned 200").await;
     let mut acknowledged = BTreeSet::new();
     for n in 0..3 {
         let delivery = send(n).await;
@@ -137,11 +142,7 @@ async fn webhook_serve_on_a_full_disk_acknowledges_only_what_it_stored_and_recov
     assert_eq!(get(&readyz).await.0, 503, "still not ready");
 
     fs.free();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while get(&readyz).await.0 != 200 {
-        assert!(Instant::now() < deadline, "/readyz never turned 200 again");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    ready_within_15_s(&readyz, "/readyz never turned 200 again").await;
     // The sender's retries of what was refused: the same ids, signed afresh.
     for delivery in &refused {
         let retried = sender.retry(delivery).await.expect("an answer");
