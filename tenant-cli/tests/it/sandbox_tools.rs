@@ -2,11 +2,13 @@
 //! sandbox: triggered calls are real calls of the service (GET /calls lists them with the
 //! fields asked for, their webhooks arrive); a resend reaches a receiver of the test's own with
 //! the same webhook id and body, signed afresh, and the delivery log marks it; `--failed`
-//! resends only what failed; each refusal is clear and exits non-zero.
+//! resends only what failed; a resend not made yet is left to send (`sandbox deliveries` waits
+//! for it); each refusal is clear and exits non-zero.
 
 use std::time::Duration;
 
 use serde_json::Value;
+use svc_service::sandbox::{ResendWhich, SandboxDb};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -197,6 +199,70 @@ async fn a_resend_arrives_with_the_same_id_and_body_signed_afresh_and_the_log_ma
     );
     assert!(again.stderr.contains("1 answered 2xx, 0 not"), "{again:?}");
     assert_eq!(arrivals(&receiver, &id).await.len(), 3);
+    stop(running).await;
+}
+
+#[tokio::test]
+async fn a_resend_not_made_yet_is_left_to_send_until_the_running_sandbox_makes_it() {
+    let (receiver, url, dir) = setup().await;
+    let running = sandbox(&dir, &url, &[]).await;
+    let calls = trigger(&dir, &[]).await;
+    let id = webhook_of(&settled(&dir).await, &calls[0]);
+    stop(running).await;
+
+    // A resend asked for and then left (the sandbox stopped before making it; the command
+    // itself refuses a stopped sandbox, so the test asks through the database).
+    let tenant = svc_cli::sandbox::read_credentials(&dir.path(DB))
+        .expect("the sandbox's credentials")
+        .tenant_id;
+    let sandbox_db = SandboxDb::open(dir.path(DB))
+        .await
+        .expect("the sandbox's database");
+    let tickets = sandbox_db
+        .request_resends(&tenant, ResendWhich::Ids(vec![id.clone()]), false)
+        .await
+        .expect("the resend asked for");
+    assert_eq!(tickets.len(), 1);
+    drop(sandbox_db);
+
+    let left = "1 resend asked for and not made";
+    let listed = dir
+        .run(&["--json", "sandbox", "deliveries", "--db", DB])
+        .await;
+    assert_eq!(listed.code, 0, "{listed:?}");
+    let listing = listed.json();
+    assert_eq!(listing["idle"], false, "{listing:#}");
+    assert_eq!(listing["left"]["resends"], 1, "{listing:#}");
+    assert!(listed.stderr.contains(left), "{listed:?}");
+    let waited = dir
+        .run(&[
+            "sandbox",
+            "deliveries",
+            "--db",
+            DB,
+            "--wait-idle",
+            "--max-wait",
+            "1s",
+        ])
+        .await;
+    assert_eq!(waited.code, 75, "{waited:?}");
+    assert!(
+        waited
+            .stderr
+            .contains("still had something to send after 1s")
+            && waited.stderr.contains(left),
+        "{waited:?}"
+    );
+
+    // Started again, the sandbox makes it; then nothing is left.
+    let running = sandbox(&dir, &url, &[]).await;
+    let listing = settled(&dir).await;
+    assert_eq!(listing["left"]["resends"], 0, "{listing:#}");
+    assert_eq!(
+        attempts(&listing, &id),
+        vec![(1, Some(200), false, vec![]), (2, Some(200), true, vec![])]
+    );
+    assert_eq!(arrivals(&receiver, &id).await.len(), 2);
     stop(running).await;
 }
 

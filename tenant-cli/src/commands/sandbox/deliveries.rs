@@ -81,6 +81,8 @@ impl From<WebhookAttempt> for Attempt {
 struct Left {
     first_attempts: u64,
     retries: u64,
+    /// Resends asked for (`sandbox resend`) and not made yet.
+    resends: u64,
     scoring: u64,
     next_attempt_at: Option<String>,
 }
@@ -90,6 +92,7 @@ impl From<Backlog> for Left {
         Self {
             first_attempts: backlog.first_attempts,
             retries: backlog.retries,
+            resends: backlog.resends,
             scoring: backlog.scoring,
             next_attempt_at: backlog
                 .next_attempt_at
@@ -107,6 +110,14 @@ impl Left {
             count(self.retries, "retry", "retries"),
             count(self.scoring, "call", "calls"),
         );
+        // Said only when there are some: a resend is asked for by hand, and rarely left over
+        // (`sandbox resend` waits for its own).
+        if self.resends > 0 {
+            text.push_str(&format!(
+                ", {} asked for and not made",
+                count(self.resends, "resend", "resends")
+            ));
+        }
         if let Some(next) = &self.next_attempt_at {
             text.push_str(&format!(" (next attempt due {next})"));
         }
