@@ -283,6 +283,27 @@ pub(crate) async fn readyz(client: &reqwest::Client, addr: &str) -> (u16, String
     (status, response.text().await.unwrap_or_default())
 }
 
+/// Waits until `/readyz` answers `status`; returns how long that took.
+pub(crate) async fn wait_ready(
+    client: &reqwest::Client,
+    addr: &str,
+    status: u16,
+    within: Duration,
+) -> Duration {
+    let started = Instant::now();
+    loop {
+        let (now, body) = readyz(client, addr).await;
+        if now == status {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < within,
+            "/readyz still answers {now} ({body}) after {within:?}, not {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replica_records_again_after_the_server_terminates_its_connections() {
     let Some(store) = fresh_store("records_after_terminate").await else {
@@ -361,14 +382,8 @@ async fn readyz_answers_503_while_the_stores_own_connection_cannot_write() {
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("not ready"), "{body}");
     tx.rollback().await.expect("let the lock go");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while readyz(&client, &replica.addr).await.0 != 200 {
-        assert!(
-            Instant::now() < deadline,
-            "ready again once the lock is free"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    // Ready again once the lock is free.
+    wait_ready(&client, &replica.addr, 200, Duration::from_secs(30)).await;
     drop(replica);
 }
 

@@ -12,7 +12,8 @@ use svc_test_support::proxy::{Fault, Proxy};
 
 use crate::helpers::Sandbox;
 use crate::postgres::{
-    Replica, database, fresh_store, ledger_count, post, readyz, replica, wait_until_done,
+    Replica, database, fresh_store, ledger_count, post, readyz, replica, wait_ready,
+    wait_until_done,
 };
 
 /// A fresh store, a proxy in front of its server, and a replica whose store is reached
@@ -61,27 +62,6 @@ async fn deliver(
         assert!(
             Instant::now() < deadline,
             "{call_id} was never accepted: {refused:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Waits until `/readyz` answers `status`; returns how long that took.
-async fn wait_ready(
-    client: &reqwest::Client,
-    addr: &str,
-    status: u16,
-    within: Duration,
-) -> Duration {
-    let started = Instant::now();
-    loop {
-        let (now, body) = readyz(client, addr).await;
-        if now == status {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < within,
-            "/readyz still answers {now} ({body}) after {within:?}, not {status}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
