@@ -139,7 +139,14 @@ async fn webhook_serve_on_a_full_disk_acknowledges_only_what_it_stored_and_recov
         "{} log lines in {waited:?} with the disk full: {lines:#?}",
         lines.len()
     );
-    assert_eq!(get(&readyz).await.0, 503, "still not ready");
+    // Still refusing, or ready again: a checkpoint may rewind the WAL while the disk is full,
+    // and a write then fits in space SQLite already holds (the probe's does; a delivery's may
+    // too, and is acknowledged only once stored, as above). Never an error of another kind.
+    let (status, body) = get(&readyz).await;
+    assert!(
+        status == 503 || status == 200,
+        "/readyz with the disk full: {status} {body}"
+    );
 
     fs.free();
     ready_within_15_s(&readyz, "/readyz never turned 200 again").await;
