@@ -8,7 +8,6 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use svc_service::sandbox::{ResendWhich, SandboxDb};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -203,70 +202,6 @@ async fn a_resend_arrives_with_the_same_id_and_body_signed_afresh_and_the_log_ma
 }
 
 #[tokio::test]
-async fn a_resend_not_made_yet_is_left_to_send_until_the_running_sandbox_makes_it() {
-    let (receiver, url, dir) = setup().await;
-    let running = sandbox(&dir, &url, &[]).await;
-    let calls = trigger(&dir, &[]).await;
-    let id = webhook_of(&settled(&dir).await, &calls[0]);
-    stop(running).await;
-
-    // A resend asked for and then left (the sandbox stopped before making it; the command
-    // itself refuses a stopped sandbox, so the test asks through the database).
-    let tenant = svc_cli::sandbox::read_credentials(&dir.path(DB))
-        .expect("the sandbox's credentials")
-        .tenant_id;
-    let sandbox_db = SandboxDb::open(dir.path(DB))
-        .await
-        .expect("the sandbox's database");
-    let tickets = sandbox_db
-        .request_resends(&tenant, ResendWhich::Ids(vec![id.clone()]), false)
-        .await
-        .expect("the resend asked for");
-    assert_eq!(tickets.len(), 1);
-    drop(sandbox_db);
-
-    let left = "1 resend asked for and not made";
-    let listed = dir
-        .run(&["--json", "sandbox", "deliveries", "--db", DB])
-        .await;
-    assert_eq!(listed.code, 0, "{listed:?}");
-    let listing = listed.json();
-    assert_eq!(listing["idle"], false, "{listing:#}");
-    assert_eq!(listing["left"]["resends"], 1, "{listing:#}");
-    assert!(listed.stderr.contains(left), "{listed:?}");
-    let waited = dir
-        .run(&[
-            "sandbox",
-            "deliveries",
-            "--db",
-            DB,
-            "--wait-idle",
-            "--max-wait",
-            "1s",
-        ])
-        .await;
-    assert_eq!(waited.code, 75, "{waited:?}");
-    assert!(
-        waited
-            .stderr
-            .contains("still had something to send after 1s")
-            && waited.stderr.contains(left),
-        "{waited:?}"
-    );
-
-    // Started again, the sandbox makes it; then nothing is left.
-    let running = sandbox(&dir, &url, &[]).await;
-    let listing = settled(&dir).await;
-    assert_eq!(listing["left"]["resends"], 0, "{listing:#}");
-    assert_eq!(
-        attempts(&listing, &id),
-        vec![(1, Some(200), false, vec![]), (2, Some(200), true, vec![])]
-    );
-    assert_eq!(arrivals(&receiver, &id).await.len(), 2);
-    stop(running).await;
-}
-
-#[tokio::test]
 async fn resend_failed_sends_again_only_what_failed_and_faults_apply_only_when_asked() {
     let (receiver, url, dir) = setup().await;
     let running = sandbox(&dir, &url, &[]).await;
@@ -378,7 +313,8 @@ async fn resend_refuses_an_unknown_id_a_stopped_sandbox_and_a_sandbox_without_a_
 }
 
 /// A resend the sandbox does not make within --max-wait exits 75 naming it, and stays queued:
-/// the next start makes it, and `deliveries --wait-idle` waits for it.
+/// `deliveries` counts it as left to send, `--wait-idle` waits for it, and the next start
+/// makes it.
 #[tokio::test]
 async fn a_resend_not_made_in_time_exits_75_and_the_next_start_makes_it() {
     let (receiver, url, dir) = setup().await;
@@ -413,8 +349,39 @@ async fn a_resend_not_made_in_time_exits_75_and_the_next_start_makes_it() {
     );
     drop(lock);
 
+    // Left to send while no sandbox makes it: listed, said, and waited for.
+    let left = "1 resend asked for and not made";
+    let listed = dir
+        .run(&["--json", "sandbox", "deliveries", "--db", DB])
+        .await;
+    assert_eq!(listed.code, 0, "{listed:?}");
+    let listing = listed.json();
+    assert_eq!(listing["idle"], false, "{listing:#}");
+    assert_eq!(listing["left"]["resends"], 1, "{listing:#}");
+    assert!(listed.stderr.contains(left), "{listed:?}");
+    let waited = dir
+        .run(&[
+            "sandbox",
+            "deliveries",
+            "--db",
+            DB,
+            "--wait-idle",
+            "--max-wait",
+            "1s",
+        ])
+        .await;
+    assert_eq!(waited.code, 75, "{waited:?}");
+    assert!(
+        waited
+            .stderr
+            .contains("still had something to send after 1s")
+            && waited.stderr.contains(left),
+        "{waited:?}"
+    );
+
     let running = Running::start(&dir, &[]).await;
     let listing = settled(&dir).await;
+    assert_eq!(listing["left"]["resends"], 0, "{listing:#}");
     assert_eq!(
         attempts(&listing, &id),
         vec![(1, Some(200), false, vec![]), (2, Some(200), true, vec![])]
