@@ -13,6 +13,8 @@
 //! - `postgres` (feature `postgres`): a fresh PostgreSQL schema per test, on the server named by
 //!   `SVC_TEST_POSTGRES_URL` (tests skip loudly without it, and fail with
 //!   `SVC_REQUIRE_POSTGRES=1`), and the URL of that server through a [`proxy`].
+//! - [`ports`]: loopback ports named before their server starts, out of the range port 0 and
+//!   outgoing connections take from.
 //! - [`proxy`]: a fault-injecting TCP proxy (latency, a stall mid-body, resets, a black hole),
 //!   switched at run time, for tests of a slow or lossy network.
 //! - [`tmpfs`]: a small real file system for full-disk tests, mounted by the test, filled to
@@ -22,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod logs;
+pub mod ports;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod proxy;

@@ -17,11 +17,10 @@ use crate::practice_helpers::{
     WebhookSink, practice_app, run_call, start_call, tenant_with_rep, token,
 };
 
-/// A free loopback port for `--metrics-listen` (the OS hands it out; the server binds it
-/// again a moment later).
+/// A free loopback port for `--metrics-listen`, which the server binds a moment later (out of
+/// the range other tests' servers on port 0 get).
 fn free_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr")
+    SocketAddr::from(([127, 0, 0, 1], svc_test_support::ports::reserved_port()))
 }
 
 /// `name{labels}` → value of a Prometheus text exposition.

@@ -117,10 +117,8 @@ async fn the_committed_openapi_document_is_the_one_the_service_serves() {
 #[tokio::test]
 async fn serve_runs_the_api_and_exits_cleanly_on_sigterm() {
     let dir = tempfile::tempdir().expect("dir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
+    // Named ahead (the environment sets it), out of the range other tests' servers get.
+    let port = svc_test_support::ports::reserved_port();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_svc-service"))
         .arg("serve")
         .env("SVC_DB", dir.path().join("s.db"))

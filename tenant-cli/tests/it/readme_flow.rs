@@ -15,7 +15,8 @@
 //! it was followed takes none of them (the sandbox's credentials file among them).
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -178,18 +179,18 @@ fn listen_ports(text: &str) -> Vec<u16> {
         .collect()
 }
 
-/// Documented ports, each moved to a free one of this machine (the same one every time).
+/// Documented ports, each moved to a free one of this machine (the same one every time), out
+/// of the range other tests' servers get: the sandbox names `webhook serve`'s port seconds
+/// before `webhook serve` binds it.
 #[derive(Debug, Default)]
 struct Ports(BTreeMap<u16, u16>);
 
 impl Ports {
     fn free(&mut self, documented: u16) -> u16 {
-        *self.0.entry(documented).or_insert_with(|| {
-            TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("a free port")
-                .port()
-        })
+        *self
+            .0
+            .entry(documented)
+            .or_insert_with(svc_test_support::ports::reserved_port)
     }
 
     fn rewrite(&mut self, text: &str) -> String {
@@ -215,7 +216,15 @@ struct Walk {
     work: tempfile::TempDir,
     meta: tempfile::TempDir,
     env: Vec<(String, String)>,
-    background: Vec<(String, Child)>,
+    background: Vec<Serving>,
+}
+
+/// A background block that is serving: what it is, its `bash` and its stderr file.
+struct Serving {
+    name: String,
+    at: String,
+    child: Child,
+    err: PathBuf,
 }
 
 impl Walk {
@@ -292,16 +301,49 @@ impl Walk {
         let stdout = read(&out);
         assert!(
             status.success(),
-            "{} ({}) failed ({status}) as pasted:\n{text}\n--- stdout\n{stdout}\n--- stderr\n{}",
+            "{} ({}) failed ({status}) as pasted:\n{text}\n--- stdout\n{stdout}\n--- stderr\n{}{}",
             block.name,
             block.at,
-            read(&err)
+            read(&err),
+            self.background_stderr()
         );
         stdout
     }
 
-    /// Starts a background block and waits until its servers answer and it printed the
-    /// `export` lines its block shows; those join the environment.
+    /// The stderr of each background block so far, to read beside a failure.
+    fn background_stderr(&self) -> String {
+        self.background
+            .iter()
+            .map(|serving| {
+                format!(
+                    "\n--- stderr of {} ({}), in the background\n{}",
+                    serving.name,
+                    serving.at,
+                    read(&serving.err)
+                )
+            })
+            .collect()
+    }
+
+    /// Fails the test, with its stderr, when a background block is no longer running: the
+    /// blocks after it would fail for a reason their own output does not show.
+    fn check_serving(&mut self) {
+        for serving in &mut self.background {
+            if let Some(status) = serving.child.try_wait().expect("wait") {
+                panic!(
+                    "{} ({}) stopped ({status}) while the blocks after it ran:\n{}",
+                    serving.name,
+                    serving.at,
+                    read(&serving.err)
+                );
+            }
+        }
+    }
+
+    /// Starts a background block and waits until its servers answer HTTP and it printed the
+    /// `export` lines its block shows; those join the environment. A port that accepts
+    /// connections is not enough: `webhook serve` binds before it opens the store's inbox, and
+    /// a delivery sent in between, or a start that fails there, would go unseen.
     fn start(&mut self, index: usize, block: &Block, text: &str, ports: &[u16]) {
         let (mut child, out, err) = self.spawn(index, block, text);
         let exports_shown = block.text.matches("# export ").count();
@@ -316,13 +358,7 @@ impl Walk {
                 );
             }
             let exports = export_lines(&read(&out));
-            let answering = ports.iter().all(|port| {
-                TcpStream::connect_timeout(
-                    &SocketAddr::from(([127, 0, 0, 1], *port)),
-                    Duration::from_millis(200),
-                )
-                .is_ok()
-            });
+            let answering = ports.iter().all(|port| answers_http(*port));
             if answering && exports.len() >= exports_shown {
                 break exports;
             }
@@ -338,7 +374,12 @@ impl Walk {
             std::thread::sleep(Duration::from_millis(50));
         };
         self.env.extend(exports);
-        self.background.push((block.name.clone(), child));
+        self.background.push(Serving {
+            name: block.name.clone(),
+            at: block.at.clone(),
+            child,
+            err,
+        });
     }
 
     fn exported(&self, name: &str) -> Option<&str> {
@@ -352,10 +393,30 @@ impl Walk {
 
 impl Drop for Walk {
     fn drop(&mut self) {
-        for (_, child) in self.background.iter_mut().rev() {
-            stop(child);
+        for serving in self.background.iter_mut().rev() {
+            stop(&mut serving.child);
         }
     }
+}
+
+/// Whether an HTTP server answers on `port` of loopback (with any status).
+fn answers_http(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect_timeout(
+        &SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_millis(200),
+    ) else {
+        return false;
+    };
+    let mut head = [0_u8; 8];
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .and_then(|()| stream.set_write_timeout(Some(Duration::from_secs(2))))
+        .and_then(|()| {
+            stream
+                .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        })
+        .and_then(|()| stream.read_exact(&mut head))
+        .is_ok_and(|()| head.starts_with(b"HTTP/1."))
 }
 
 /// SIGTERM to the block's process group (bash and the `svc-cli` it runs), then SIGKILL if
@@ -497,12 +558,14 @@ fn the_readme_walkthrough_runs_as_pasted_against_the_sandbox() {
     for (index, (block, text)) in blocks.iter().zip(&documented).enumerate() {
         let listening: Vec<u16> = listen_ports(text).iter().map(|p| ports.free(*p)).collect();
         let text = ports.rewrite(text);
+        walk.check_serving();
         if block.background {
             walk.start(index, block, &text, &listening);
         } else {
             outputs.insert(&block.name, walk.run(index, block, &text));
         }
     }
+    walk.check_serving();
 
     // What the blocks say they do.
     let base_url = walk.exported("SVC_BASE_URL").unwrap_or_default();
@@ -534,8 +597,8 @@ fn the_readme_walkthrough_runs_as_pasted_against_the_sandbox() {
     );
 
     // Stop the servers, then: nothing the walk-through left is for `git add -A`.
-    for (_, child) in walk.background.iter_mut().rev() {
-        stop(child);
+    for serving in walk.background.iter_mut().rev() {
+        stop(&mut serving.child);
     }
     walk.background.clear();
     let mut files = Vec::new();
