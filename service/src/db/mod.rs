@@ -235,6 +235,23 @@ impl Db {
         .await?
     }
 
+    /// `PRAGMA data_version` of the writer connection: a number that changes when another
+    /// process (or another [`Db`] on the same file) commits, and never for this handle's own
+    /// writes, which all go through that connection. The outbox watches it to take up at once
+    /// what another process queued (`svc-cli sandbox trigger` and `resend`, the operator's
+    /// `calls ingest-real`).
+    ///
+    /// # Errors
+    /// Storage failure.
+    pub(crate) async fn outside_commits(&self) -> Result<i64, DbError> {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let conn = inner.writer.lock().unwrap_or_else(PoisonError::into_inner);
+            Ok(conn.query_row("PRAGMA data_version", [], |row| row.get(0))?)
+        })
+        .await?
+    }
+
     /// The HMAC key for pagination cursors, created on first use and kept in the database
     /// so cursors survive restarts.
     ///

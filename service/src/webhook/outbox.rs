@@ -5,8 +5,9 @@
 //! reads the tenant's endpoint and secret *now* (rotation is immediate, pending retries
 //! included), signs afresh and sends. A failed first attempt is retried once after the retry
 //! delay; a failed retry is final. Every attempt is logged in the database and failures in the
-//! service log. The worker wakes on [`Outbox::notify`] and otherwise sleeps until the next due
-//! row, so it never busy-polls and resumes pending retries after a restart.
+//! service log. The worker wakes on [`Outbox::notify`] and when another process commits to the
+//! database (a delivery or resend it queued), and otherwise sleeps until the next due row, so
+//! it never busy-polls and resumes pending retries after a restart.
 //!
 //! Resends the operator asked for (`svc-cli sandbox resend`, queued in the database by another
 //! process) go first: each is one attempt, signed afresh, without the tenant's faults unless
@@ -31,9 +32,14 @@ const BAD_SIGNING_SECRET: &str = "whsec_fault_injection_wrong_key";
 
 /// How many attempts run concurrently when there is a backlog.
 pub const CONCURRENCY: usize = 8;
-/// The longest the worker sleeps without re-checking (covers leases, clock changes, and
-/// deliveries queued by another process: the operator's `calls ingest-real`).
+/// The longest the worker sleeps without re-checking (covers leases and clock changes; what
+/// another process queues is seen sooner, see [`OUTSIDE_POLL`]).
 const MAX_IDLE: Duration = Duration::from_secs(5);
+/// How often the worker asks whether another process committed to the database (a delivery
+/// queued by the operator's `calls ingest-real`, `svc-cli sandbox trigger`, a resend asked for
+/// with `svc-cli sandbox resend`): one `PRAGMA data_version`, which the service's own writes
+/// leave alone. A resend is then made within this much, not at the next idle check.
+const OUTSIDE_POLL: Duration = Duration::from_millis(200);
 /// The shortest idle wait, when a delivery is due but its tenant has its share in flight.
 const MIN_IDLE: Duration = Duration::from_millis(50);
 /// How often a storage failure that keeps repeating (a full disk fails every claim of every
@@ -423,9 +429,15 @@ impl Outbox {
     }
 
     /// Runs the worker until `shutdown` resolves: [`CONCURRENCY`] loops that deliver while
-    /// work is due and otherwise sleep until the next due row or a notification.
+    /// work is due and otherwise sleep until the next due row or a notification, and a watch
+    /// that notifies them when another process commits to the database.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) {
         let mut loops = tokio::task::JoinSet::new();
+        // The first look comes before the loops' first pass: what another process commits
+        // after that pass is then a change the watch sees.
+        let seen = self.db.outside_commits().await.ok();
+        let outbox = self.clone();
+        loops.spawn(async move { outbox.watch_other_processes(seen).await });
         for _ in 0..CONCURRENCY {
             let outbox = self.clone();
             loops.spawn(async move { outbox.work().await });
@@ -449,6 +461,22 @@ impl Outbox {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             }
+        }
+    }
+
+    /// Wakes a loop whenever another process has committed since the last look: what it
+    /// queued is claimed now rather than at the loops' next idle check. A failed look is left
+    /// to the loops, which say so.
+    async fn watch_other_processes(&self, mut seen: Option<i64>) {
+        loop {
+            tokio::time::sleep(OUTSIDE_POLL).await;
+            let Ok(version) = self.db.outside_commits().await else {
+                continue;
+            };
+            if seen.is_some_and(|seen| seen != version) {
+                self.notify.notify_one();
+            }
+            seen = Some(version);
         }
     }
 

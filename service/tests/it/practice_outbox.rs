@@ -86,3 +86,50 @@ async fn drain_applies_the_five_minute_retry_then_gives_up() {
     );
     sink.assert_silent(Duration::from_millis(200)).await;
 }
+
+#[tokio::test]
+async fn deliveries_another_process_queues_go_out_without_waiting_for_the_idle_check() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("outbox.db");
+    let db = Db::open(&path).await.expect("open");
+    let mut sink = WebhookSink::start().await;
+    db.create_tenant(NewTenant {
+        id: "ten_outside".into(),
+        webhook_url: Some(sink.url.clone()),
+        signing_secret: TenantSecret::generate(),
+        ..NewTenant::new("outside", ApiKey::generate().hash())
+    })
+    .await
+    .expect("tenant");
+    let client = WebhookClient::new(true).expect("client");
+    let outbox = Outbox::new(db.clone(), client, Clock::System, Duration::from_secs(300));
+    // Another connection to the file, as `svc-cli sandbox trigger` or the operator's
+    // `calls ingest-real` in a process of their own.
+    let other = Db::open(&path).await.expect("open again");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(outbox.run(async move {
+        let _ = stopped.await;
+    }));
+    // Right after the start (the loops found nothing and sleep until their next idle check,
+    // 5 s away), then once they have long been idle.
+    for (id, after) in [("wh_outside_1", 50), ("wh_outside_2", 700)] {
+        tokio::time::sleep(Duration::from_millis(after)).await;
+        other
+            .enqueue_delivery(
+                id,
+                "ten_outside",
+                "svc_call_outside",
+                r#"{"event":"call.scored"}"#.into(),
+                Utc::now().timestamp_millis(),
+            )
+            .await
+            .expect("enqueue");
+        let sent = sink
+            .within(Duration::from_secs(3))
+            .await
+            .unwrap_or_else(|| panic!("{id} sent well before the loops' next idle check"));
+        assert_eq!(sent.webhook_id(), id);
+    }
+    let _ = stop.send(());
+    running.await.expect("the outbox stops");
+}
