@@ -363,16 +363,21 @@ async fn crash_and_retry(
     id: &str,
     count: impl Fn() -> i64,
 ) {
+    // The waits on the child block the thread: off the runtime's worker, whose queue holds the
+    // delivery's task spawned here (a worker's newest task is not stolen by the others).
     let client = client();
-    let mut child = ChildReceiver::start(driver, target, schema, mode, pause);
+    let mut child =
+        tokio::task::block_in_place(|| ChildReceiver::start(driver, target, schema, mode, pause));
     let addr = child.addr();
     let first = tokio::spawn({
         let client = client.clone();
         let id = id.to_owned();
         async move { post_now(&client, addr, &id).await }
     });
-    child.expect_line("PAUSED");
-    child.kill();
+    tokio::task::block_in_place(|| {
+        child.expect_line("PAUSED");
+        child.kill();
+    });
     let first = first.await.expect("post");
     match mode {
         // Stored before the 200, and the worker paused afterwards.
@@ -387,7 +392,9 @@ async fn crash_and_retry(
     );
     // Restarted, and the sender's retry (signed afresh) once the killed claim ran out.
     tokio::time::sleep(CHILD_LEASE + Duration::from_millis(1100)).await;
-    let child = ChildReceiver::start(driver, target, schema, mode, Pause::Never);
+    let child = tokio::task::block_in_place(|| {
+        ChildReceiver::start(driver, target, schema, mode, Pause::Never)
+    });
     assert_eq!(
         post_now(&client, child.addr(), id).await,
         200,
@@ -403,52 +410,82 @@ async fn crash_and_retry(
     child.kill();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// The four crash scenarios of one driver: each mode, killed before and after the commit.
+const SCENARIOS: [(&str, Pause); 4] = [
+    ("direct", Pause::BeforeCommit),
+    ("direct", Pause::AfterCommit),
+    ("inbox", Pause::BeforeCommit),
+    ("inbox", Pause::AfterCommit),
+];
+
+/// Runs `scenarios` side by side, each on a task of its own (they wait on leases and child
+/// processes, and block their thread while reading a child's output or counting effects), and
+/// fails with the first that fails.
+async fn side_by_side(scenarios: Vec<tokio::task::JoinHandle<()>>) {
+    for scenario in scenarios {
+        if let Err(failed) = scenario.await {
+            std::panic::resume_unwind(failed.into_panic());
+        }
+    }
+}
+
+// Each scenario has its own files (a child paused in its transaction holds the write lock of
+// its database).
+#[tokio::test(flavor = "multi_thread", worker_threads = 6)]
 async fn sqlite_effects_survive_sigkill_before_and_after_the_commit_exactly_once() {
     let dir = tempfile::tempdir().expect("dir");
-    drop(SqliteTenant::open(&dir.path().join("app.db")));
-    let target = dir.path().to_str().expect("utf-8 path").to_owned();
-    for mode in ["direct", "inbox"] {
-        for pause in [Pause::BeforeCommit, Pause::AfterCommit] {
-            let id = format!("wh_kill_{mode}_{}", pause.as_str());
-            let path = dir.path().join("app.db");
+    let mut scenarios = Vec::new();
+    for (mode, pause) in SCENARIOS {
+        let id = format!("wh_kill_{mode}_{}", pause.as_str());
+        let target = dir.path().join(&id);
+        std::fs::create_dir(&target).expect("scenario dir");
+        let path = target.join("app.db");
+        drop(SqliteTenant::open(&path));
+        let target = target.to_str().expect("utf-8 path").to_owned();
+        scenarios.push(tokio::spawn(async move {
             let counted = id.clone();
             crash_and_retry("sqlite", &target, "", mode, pause, &id, move || {
                 super::sqlite_effects(&path, &counted)
             })
             .await;
-        }
+        }));
     }
+    side_by_side(scenarios).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 6)]
 async fn postgres_effects_survive_sigkill_before_and_after_the_commit_exactly_once() {
     crash_tests("postgres").await;
 }
 
 #[cfg(feature = "sqlx-postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 6)]
 async fn sqlx_effects_survive_sigkill_before_and_after_the_commit_exactly_once() {
     crash_tests("sqlx").await;
 }
 
-/// Every crash scenario against the PostgreSQL driver `driver` (`postgres` or `sqlx`).
+/// Every crash scenario against the PostgreSQL driver `driver` (`postgres` or `sqlx`), each in
+/// a schema of its own.
 async fn crash_tests(driver: &str) {
-    // Migrated once here, so that the children only open it.
-    let Some((url, schema, client, _)) =
-        super::postgres::tenant_recorder(&format!("eo_{driver}_kill"), 1).await
-    else {
-        return;
-    };
-    let client = Arc::new(client);
-    for mode in ["direct", "inbox"] {
-        for pause in [Pause::BeforeCommit, Pause::AfterCommit] {
-            let id = format!("wh_{driver}kill_{mode}_{}", pause.as_str());
-            let counter = Arc::clone(&client);
+    let mut scenarios = Vec::new();
+    for (mode, pause) in SCENARIOS {
+        // Migrated once here, so that the children only open it.
+        let Some((url, schema, client, _)) = super::postgres::tenant_recorder(
+            &format!("eo_{driver}_kill_{mode}_{}", pause.as_str()),
+            1,
+        )
+        .await
+        else {
+            return;
+        };
+        let client = Arc::new(client);
+        let id = format!("wh_{driver}kill_{mode}_{}", pause.as_str());
+        let driver = driver.to_owned();
+        scenarios.push(tokio::spawn(async move {
             let counted = id.clone();
             let handle = tokio::runtime::Handle::current();
-            crash_and_retry(driver, &url, &schema, mode, pause, &id, move || {
-                let counter = Arc::clone(&counter);
+            crash_and_retry(&driver, &url, &schema, mode, pause, &id, move || {
+                let counter = Arc::clone(&client);
                 let counted = counted.clone();
                 tokio::task::block_in_place(|| {
                     handle
@@ -456,8 +493,9 @@ async fn crash_tests(driver: &str) {
                 })
             })
             .await;
-        }
+        }));
     }
+    side_by_side(scenarios).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
