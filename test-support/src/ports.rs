@@ -16,8 +16,10 @@ use std::sync::Mutex;
 
 /// The lowest port handed out (well above the registered services of a usual machine).
 const LOWEST: u16 = 10_000;
-/// Where the ephemeral range starts when the kernel does not say (Linux's default).
-const EPHEMERAL_START: u16 = 32_768;
+/// The kernel's ephemeral range when it does not say (Linux's default).
+const EPHEMERAL: (u16, u16) = (32_768, 60_999);
+/// The fewest ports a range outside the ephemeral one must hold to be used.
+const ENOUGH: u16 = 1_000;
 
 static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 
@@ -28,8 +30,8 @@ static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 /// When no port of the range can be bound (a machine whose every such port is taken).
 #[must_use]
 pub fn reserved_port() -> u16 {
-    let end = ephemeral_start().max(LOWEST + 1);
-    let span = u64::from(end - LOWEST);
+    let (low, high) = outside_ephemeral();
+    let span = u64::from(high - low) + 1;
     let mut handed_out = HANDED_OUT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -39,22 +41,40 @@ pub fn reserved_port() -> u16 {
         .finish()
         % span;
     for offset in 0..span {
-        let port = LOWEST + u16::try_from((start + offset) % span).unwrap_or_default();
+        let port = low + u16::try_from((start + offset) % span).unwrap_or_default();
         if handed_out.contains(&port) || TcpListener::bind(("127.0.0.1", port)).is_err() {
             continue;
         }
         handed_out.insert(port);
         return port;
     }
-    panic!("no free loopback port between {LOWEST} and {end}");
+    panic!("no free loopback port between {low} and {high}");
 }
 
-/// The first port of the kernel's ephemeral range.
-fn ephemeral_start() -> u16 {
+/// The ports to hand out, first to last: below the kernel's ephemeral range, else above it
+/// (a machine whose range starts low), else every port from [`LOWEST`] (no range is left
+/// outside it: a collision is then possible again, as with port 0).
+fn outside_ephemeral() -> (u16, u16) {
+    let (first, last) = ephemeral_range();
+    if first.saturating_sub(LOWEST) >= ENOUGH {
+        (LOWEST, first - 1)
+    } else if u16::MAX - last.max(LOWEST) >= ENOUGH {
+        (last.max(LOWEST) + 1, u16::MAX)
+    } else {
+        (LOWEST, u16::MAX)
+    }
+}
+
+/// The kernel's ephemeral range, first and last port.
+fn ephemeral_range() -> (u16, u16) {
     std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
-        .and_then(|range| range.split_whitespace().next()?.parse().ok())
-        .unwrap_or(EPHEMERAL_START)
+        .and_then(|range| {
+            let mut ports = range.split_whitespace().map(str::parse::<u16>);
+            Some((ports.next()?.ok()?, ports.next()?.ok()?))
+        })
+        .filter(|(first, last)| first <= last)
+        .unwrap_or(EPHEMERAL)
 }
 
 #[cfg(test)]
@@ -62,12 +82,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ports_are_below_the_ephemeral_range_free_and_never_handed_out_twice() {
+    fn ports_are_outside_the_ephemeral_range_free_and_never_handed_out_twice() {
         let ports: Vec<u16> = (0..50).map(|_| reserved_port()).collect();
         let distinct: BTreeSet<u16> = ports.iter().copied().collect();
         assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+        let (first, last) = ephemeral_range();
         for port in ports {
-            assert!((LOWEST..ephemeral_start()).contains(&port), "{port}");
+            assert!(!(first..=last).contains(&port), "{port}");
             TcpListener::bind(("127.0.0.1", port)).expect("the port is free");
         }
     }
