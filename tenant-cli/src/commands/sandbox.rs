@@ -166,8 +166,8 @@ pub enum SandboxCommand {
         /// Inject the sandbox's faults into the resends too (drop, bad-signature, duplicate)
         #[arg(long)]
         with_faults: bool,
-        /// How long to wait for the running sandbox to make them (it looks for requests at
-        /// least every 5 s)
+        /// How long to wait for the running sandbox to make them (it sees a request within a
+        /// fifth of a second, and makes it once one of its senders is free)
         #[arg(long, value_name = "DUR", default_value = "30s",
             value_parser = svc_reconcile::time::parse_duration)]
         max_wait: std::time::Duration,
