@@ -12,7 +12,7 @@ use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use crate::helpers::{Run, Sandbox as TestDir, received};
-use crate::sandbox::{ROSTER, Running};
+use crate::sandbox::{ROSTER, Running, deliveries_when_idle};
 
 const DB: &str = "sandbox.db";
 
@@ -67,18 +67,7 @@ async fn trigger(dir: &TestDir, args: &[&str]) -> Vec<String> {
 
 /// `sandbox deliveries --json` once nothing is left to send.
 async fn settled(dir: &TestDir) -> Value {
-    let run = dir
-        .run(&[
-            "--json",
-            "sandbox",
-            "deliveries",
-            "--db",
-            DB,
-            "--wait-idle",
-            "--max-wait",
-            "30s",
-        ])
-        .await;
+    let run = deliveries_when_idle(dir, "30s").await;
     assert_eq!(run.code, 0, "{run:?}");
     run.json()
 }
@@ -359,17 +348,7 @@ async fn a_resend_not_made_in_time_exits_75_and_the_next_start_makes_it() {
     assert_eq!(listing["idle"], false, "{listing:#}");
     assert_eq!(listing["left"]["resends"], 1, "{listing:#}");
     assert!(listed.stderr.contains(left), "{listed:?}");
-    let waited = dir
-        .run(&[
-            "sandbox",
-            "deliveries",
-            "--db",
-            DB,
-            "--wait-idle",
-            "--max-wait",
-            "1s",
-        ])
-        .await;
+    let waited = deliveries_when_idle(&dir, "1s").await;
     assert_eq!(waited.code, 75, "{waited:?}");
     assert!(
         waited
