@@ -36,7 +36,9 @@
 //!   the SQLite run against it is the store's share, and it against the ceiling the engine's;
 //! - the same first reconcile of N in this process into the least a SQLite sink can be (each
 //!   detail's text under its id in a bare table, a transaction per page; `bare_sink`): the
-//!   ceiling of any SQLite store that keeps the details;
+//!   ceiling of any SQLite store that keeps the details; and the same bare table never
+//!   checkpointed during the sync (`wal_autocheckpoint = 0`): the ceiling of such a store
+//!   whatever thread or moment it moved its checkpoints to;
 //! - svc-store's own work on the same calls with no service running (`known_calls` and
 //!   `store_batch` per page of 100), beside its floor: each detail's text inserted into a bare
 //!   table (`id` key, a transaction per page, the store's WAL and `synchronous`);
@@ -70,7 +72,7 @@ use svc_reconcile::{
 };
 use svc_store::{Store, StoreLocation};
 
-use reconcile_support::bare_sink::BareSink;
+use reconcile_support::bare_sink::{BareSink, Checkpoints};
 use reconcile_support::child::{self, Measured};
 use reconcile_support::machine;
 use reconcile_support::service::{Ceiling, Service, Tenant};
@@ -165,6 +167,7 @@ async fn bench(calls: usize, rounds: usize) -> bool {
     let mut memories = Vec::new();
     let mut in_stores = Vec::new();
     let mut bares = Vec::new();
+    let mut unchecked_bares = Vec::new();
     let mut ceilings = Vec::new();
     for round in 1..=rounds {
         eprintln!("reconcile bench: round {round} of {rounds}: first reconcile of {calls} calls…");
@@ -195,8 +198,13 @@ async fn bench(calls: usize, rounds: usize) -> bool {
 
         eprintln!("reconcile bench: round {round}: into a bare SQLite table, in process…");
         let bare_path = dir.path().join(format!("bare-sink-{round}.db"));
-        let bare = BareSink::create(&bare_path).expect("a bare table");
+        let bare = BareSink::create(&bare_path, Checkpoints::Automatic).expect("a bare table");
         bares.push(reconcile_in_process(&service, &full, &since, Arc::new(bare)).await);
+        remove_db(&bare_path);
+
+        eprintln!("reconcile bench: round {round}: into a bare table never checkpointed…");
+        let bare = BareSink::create(&bare_path, Checkpoints::Never).expect("a bare table");
+        unchecked_bares.push(reconcile_in_process(&service, &full, &since, Arc::new(bare)).await);
         remove_db(&bare_path);
 
         eprintln!("reconcile bench: round {round}: the ceiling (the service alone)…");
@@ -207,12 +215,14 @@ async fn bench(calls: usize, rounds: usize) -> bool {
     let memory_spread = walls(memories.iter().map(|m| m.wall).collect());
     let in_store_spread = walls(in_stores.iter().map(|m| m.wall).collect());
     let bare_spread = walls(bares.iter().map(|m| m.wall).collect());
+    let unchecked_spread = walls(unchecked_bares.iter().map(|m| m.wall).collect());
     let ceiling_spread = walls(ceilings.iter().map(|c| c.wall).collect());
     let (first, first_report, first_stored) = firsts.swap_remove(first_spread.median);
     let memory_calls = std::mem::take(&mut memories.last_mut().expect("a round").calls);
     let memory = memories.swap_remove(memory_spread.median);
     let stored = in_stores.swap_remove(in_store_spread.median);
     let bare = bares.swap_remove(bare_spread.median);
+    let unchecked_bare = unchecked_bares.swap_remove(unchecked_spread.median);
     let ceiling = ceilings.swap_remove(ceiling_spread.median);
 
     let quarter_rss = small_run.peak_rss_kib;
@@ -243,6 +253,13 @@ async fn bench(calls: usize, rounds: usize) -> bool {
         &first,
         InProcess::Bare(&memory),
         &bare_spread,
+    );
+    rows.in_process(
+        &unchecked_bare,
+        calls as u64,
+        &first,
+        InProcess::BareNeverCheckpointed(&memory),
+        &unchecked_spread,
     );
     rows.ceiling(
         &ceiling,
@@ -519,12 +536,13 @@ impl Held for Store {
     }
 }
 
-/// Which in-process row: the `MemorySink`, svc-store or the bare table (both shown against the
-/// `MemorySink` run).
+/// Which in-process row: the `MemorySink`, svc-store or the bare table, checkpointed as
+/// svc-store or never (the last three shown against the `MemorySink` run).
 enum InProcess<'a> {
     Memory,
     Store(&'a InMemory),
     Bare(&'a InMemory),
+    BareNeverCheckpointed(&'a InMemory),
 }
 
 impl Held for BareSink {
@@ -838,10 +856,15 @@ impl Rows {
             InProcess::Bare(_) => {
                 "ceiling of a SQLite sink:\nthe same into a bare table\n(detail per id, a tx a page)"
             }
+            InProcess::BareNeverCheckpointed(_) => {
+                "the same bare table, its WAL\nnever checkpointed in the sync\n(wal_autocheckpoint = 0)"
+            }
         };
         let against_memory = match which {
             InProcess::Memory => String::new(),
-            InProcess::Store(memory) | InProcess::Bare(memory) => format!(
+            InProcess::Store(memory)
+            | InProcess::Bare(memory)
+            | InProcess::BareNeverCheckpointed(memory) => format!(
                 "\nthis: {:.2}× the MemorySink run",
                 memory.wall.as_secs_f64() / run.wall.as_secs_f64()
             ),

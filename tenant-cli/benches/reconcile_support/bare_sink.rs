@@ -13,6 +13,17 @@ use rusqlite::{Connection, params_from_iter};
 use svc_client::{CallId, CallSource};
 use svc_reconcile::{Arrival, Batch, KnownCall, LockError, RunId, Sink, Stored, WindowEnd};
 
+/// When the bare table's WAL is copied into the database file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Checkpoints {
+    /// SQLite's automatic checkpoint (every 1 000 WAL pages), as svc-store.
+    Automatic,
+    /// Never during the run (`wal_autocheckpoint = 0`): the WAL grows to the whole sync. Not a
+    /// store anyone should ship; the least any WAL-mode store could spend on the sync's path,
+    /// whatever thread or moment its checkpoints were moved to.
+    Never,
+}
+
 /// A bare table of details in a SQLite file (WAL, `synchronous = NORMAL`, as svc-store).
 #[derive(Clone)]
 pub(crate) struct BareSink {
@@ -31,10 +42,13 @@ impl From<rusqlite::Error> for BareError {
 
 impl BareSink {
     /// Creates the table in a new file at `path`.
-    pub(crate) fn create(path: &Path) -> Result<Self, BareError> {
+    pub(crate) fn create(path: &Path, checkpoints: Checkpoints) -> Result<Self, BareError> {
         let conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        if checkpoints == Checkpoints::Never {
+            conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        }
         conn.execute_batch("CREATE TABLE calls (id TEXT PRIMARY KEY, detail TEXT NOT NULL)")?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
